@@ -1,0 +1,46 @@
+"""Checks: pure functions from a probe's facts and a profile to findings. No I/O here.
+
+Each module of this package is one subject and exports `CHECKS: list[Check]`;
+`catalog.py` lists the modules. A check returns findings without the node name
+(the caller fills it in), and when everything is fine it still returns one PASS
+finding that says what was verified, so the table shows that it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bringup.findings import Finding, Status
+from bringup.profile import Profile
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # "<subject>.<what>", e.g. "gpu.remapped_rows"
+    probe: str  # the probe whose facts it reads
+    judge: Callable[[Any, Profile], list[Finding]]
+    description: str
+
+
+def finding(
+    check: str,
+    status: Status,
+    message: str,
+    *,
+    value: float | int | str | None = None,
+    expected: str | None = None,
+    unit: str | None = None,
+    action: str | None = None,
+) -> Finding:
+    """A finding whose node the caller fills in."""
+    return Finding(
+        check=check,
+        status=status,
+        message=message,
+        value=value,
+        expected=expected,
+        unit=unit,
+        action=action,
+    )

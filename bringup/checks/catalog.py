@@ -1,0 +1,54 @@
+"""The one list of checks, and judging a node's facts against a profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bringup.checks import Check, finding, gpu, host, nccl, nvme, topology, xid
+from bringup.facts import FactsError, NodeFacts, decode
+from bringup.findings import Finding, Status
+from bringup.profile import Profile
+
+CHECKS: list[Check] = [
+    *gpu.CHECKS,
+    *topology.CHECKS,
+    *host.CHECKS,
+    *nvme.CHECKS,
+    *xid.CHECKS,
+    *nccl.CHECKS,
+]
+
+
+def checks_for(probe: str) -> list[Check]:
+    return [c for c in CHECKS if c.probe == probe]
+
+
+def judge_probe(probe: str, facts: Any, error: str | None, profile: Profile) -> list[Finding]:
+    """Findings of every check that reads `probe`; an unmeasured probe makes each an ERROR."""
+    findings: list[Finding] = []
+    for check in checks_for(probe):
+        if error is not None:
+            findings.append(finding(check.name, Status.ERROR, error))
+            continue
+        try:
+            findings.extend(check.judge(facts, profile))
+        except Exception as exc:  # a bug in one check must not hide the others' verdicts
+            message = f"check crashed: {type(exc).__name__}: {exc}"
+            findings.append(finding(check.name, Status.ERROR, message))
+    return findings
+
+
+def judge_node(node: NodeFacts, profile: Profile) -> list[Finding]:
+    """Findings for every probe recorded for a node, each stamped with the node's name."""
+    findings: list[Finding] = []
+    for record in node.probes.values():
+        facts, error = None, record.error
+        if record.ok:
+            try:
+                facts = decode(record)
+            except FactsError as exc:
+                error = str(exc)
+        elif error is None:
+            error = "probe failed without a reason"
+        findings.extend(judge_probe(record.probe, facts, error, profile))
+    return [f.model_copy(update={"node": node.node}) for f in findings]

@@ -1,0 +1,254 @@
+"""Checks on the `nvidia-smi topo -m` matrix: GPU count, NVLink between every GPU pair, NICs."""
+
+from __future__ import annotations
+
+from bringup.checks import Check, finding
+from bringup.findings import Finding, Status
+from bringup.probes.topology import TopologyFacts, TopoPair
+from bringup.profile import Profile
+
+# PCIe paths from the closest to the farthest (the Legend of `nvidia-smi topo -m`).
+_PCIE_ORDER = ["PIX", "PXB", "PHB", "NODE", "SYS", "SOC"]
+
+
+def _nvlink_down(gpu: int | None = None) -> str:
+    """What to look at when NVLink is down (for one GPU, or the node)."""
+    status = "`nvidia-smi nvlink -s`" if gpu is None else f"`nvidia-smi nvlink -s -i {gpu}`"
+    return (
+        "check the Fabric Manager (`systemctl status nvidia-fabricmanager`; nvlsm on NVLink 5) "
+        f"and {status}"
+    )
+
+
+def check_gpu_count(facts: TopologyFacts, profile: Profile) -> list[Finding]:
+    """The matrix shows as many GPUs as the profile says the node has."""
+    name = "topology.gpu_count"
+    seen, expected = facts.gpu_count, profile.gpu.count
+
+    def verdict(status: Status, message: str, action: str | None = None) -> list[Finding]:
+        return [
+            finding(
+                name,
+                status,
+                message,
+                value=seen,
+                expected=str(expected),
+                unit="GPUs",
+                action=action,
+            )
+        ]
+
+    if seen == expected:
+        return verdict(Status.PASS, f"{seen}/{expected} GPUs in the topology")
+    if not facts.complete and seen < expected:
+        # A cut capture shows fewer rows than the node has: that is not a missing GPU.
+        message = (
+            f"topology matrix incomplete: {seen} GPUs read, expected {expected}; "
+            "cannot tell a missing GPU from cut output"
+        )
+        action = "rerun `nvidia-smi topo -m` and keep its whole output"
+        return verdict(Status.ERROR, message, action)
+    if seen < expected:
+        action = (
+            "a GPU is missing from the driver's view: check `nvidia-smi -L`, "
+            "the kernel log for Xid 79 (fell off the bus), reseat or RMA"
+        )
+    else:
+        action = f"the node has more GPUs than profile {profile.name!r} describes: use its profile"
+    return verdict(Status.FAIL, f"{seen} GPUs, expected {expected}", action)
+
+
+def check_nvlink(facts: TopologyFacts, profile: Profile) -> list[Finding]:
+    """Every GPU pair is joined by the profile's NV# (e.g. NV18 on HGX H100/H200/B200/B300)."""
+    name = "topology.nvlink"
+    if profile.nvlink is None:
+        reason = f"profile {profile.name!r} has no NVLink (PCIe-only node)"
+        return [finding(name, Status.SKIP, reason)]
+    if facts.gpu_count < 2:
+        return [finding(name, Status.SKIP, f"{facts.gpu_count} GPU: no GPU pair to check")]
+    if not facts.pairs:
+        message = "no GPU pair could be read from the topology matrix"
+        return [finding(name, Status.ERROR, message, action="rerun `nvidia-smi topo -m`")]
+
+    want = profile.nvlink.per_pair
+    wrong = [p for p in facts.pairs if p.link != f"NV{want}"]
+    findings: list[Finding] = []
+    if wrong and all(p.nvlinks == 0 for p in facts.pairs):
+        findings.append(_no_nvlink_at_all(name, facts.pairs, want))
+    elif len(wrong) == len(facts.pairs) > 1 and len({p.link for p in wrong}) == 1:
+        # Every pair NV12 where NV18 is expected: one node-wide finding, not 28 alike.
+        findings.append(_every_pair(name, wrong, want))
+    else:
+        cut_off = _gpus_without_nvlink(facts.pairs)
+        findings += [_gpu_without_nvlink(name, g, facts, want) for g in cut_off]
+        # A cut-off GPU's pairs are already named by its finding: one line, not seven.
+        findings += [
+            _wrong_pair(name, p, want) for p in wrong if p.a not in cut_off and p.b not in cut_off
+        ]
+    gpus = max(facts.gpu_count, profile.gpu.count)
+    total = gpus * (gpus - 1) // 2
+    if not facts.complete and len(facts.pairs) < total:
+        findings.append(_incomplete(name, len(facts.pairs), total))
+    if not findings:
+        message = f"{len(facts.pairs)}/{len(facts.pairs)} GPU pairs NV{want}"
+        return [finding(name, Status.PASS, message, value=want, expected=str(want), unit="NVLinks")]
+    return findings
+
+
+def _gpus_without_nvlink(pairs: list[TopoPair]) -> list[int]:
+    """GPUs with no NVLink to any other GPU (while other pairs have NVLink)."""
+    gpus = sorted({p.a for p in pairs} | {p.b for p in pairs})
+    return [g for g in gpus if all(p.nvlinks == 0 for p in pairs if g in (p.a, p.b))]
+
+
+def _no_nvlink_at_all(name: str, pairs: list[TopoPair], want: int) -> Finding:
+    links = "/".join(sorted({p.link for p in pairs}))
+    return finding(
+        name,
+        Status.FAIL,
+        f"no NVLink between any GPUs: all {len(pairs)} pairs {links}, expected NV{want}",
+        value=links,
+        expected=f"NV{want}",
+        action=f"NVLink is down on the whole node: {_nvlink_down()}; "
+        "or this is a PCIe node and the profile is wrong",
+    )
+
+
+def _every_pair(name: str, pairs: list[TopoPair], want: int) -> Finding:
+    """All pairs show the same NV#, not the profile's: a different system or a wrong profile."""
+    have = pairs[0].nvlinks
+    message = f"all {len(pairs)} GPU pairs NV{have}, expected NV{want} ({have} of {want} links)"
+    if have > want:
+        status, action = Status.WARN, "check that the profile matches this node"
+    else:
+        status = Status.FAIL
+        action = (
+            "check that the profile matches this node (HGX A100 shows NV12); "
+            f"else NVLinks are down on every GPU: {_nvlink_down()}"
+        )
+    return finding(
+        name, status, message, value=have, expected=str(want), unit="NVLinks", action=action
+    )
+
+
+def _gpu_without_nvlink(name: str, gpu: int, facts: TopologyFacts, want: int) -> Finding:
+    """One finding for a GPU cut off from the NVLink fabric (vllm-project/vllm#16336)."""
+    mine = [p for p in facts.pairs if gpu in (p.a, p.b)]
+    links = "/".join(sorted({p.link for p in mine}))
+    others = f"all {len(mine)}" if facts.complete else f"all {len(mine)} read"
+    return finding(
+        name,
+        Status.FAIL,
+        f"GPU{gpu} has no NVLink to any other GPU ({links} to {others}), expected NV{want}",
+        value=links,
+        expected=f"NV{want}",
+        action=f"GPU{gpu} NVLink down: {_nvlink_down(gpu)}; reseat / RMA GPU{gpu}",
+    )
+
+
+def _wrong_pair(name: str, pair: TopoPair, want: int) -> Finding:
+    where = f"GPU{pair.a}-GPU{pair.b}"
+    if pair.nvlinks == 0:
+        return finding(
+            name,
+            Status.FAIL,
+            f"{where}: {pair.link}, expected NV{want}",
+            value=pair.link,
+            expected=f"NV{want}",
+            action=f"no NVLink between GPU{pair.a} and GPU{pair.b}: {_nvlink_down(pair.a)}; "
+            f"reseat / RMA GPU{pair.a} or GPU{pair.b}",
+        )
+    if pair.nvlinks < want:
+        return finding(
+            name,
+            Status.FAIL,
+            f"{where}: {pair.link}, expected NV{want} ({pair.nvlinks} of {want} links)",
+            value=pair.nvlinks,
+            expected=str(want),
+            unit="NVLinks",
+            action=f"NVLinks down between GPU{pair.a} and GPU{pair.b}: find the inactive links "
+            f"with `nvidia-smi nvlink -s -i {pair.a}`; reseat / RMA",
+        )
+    # More links than expected is no fault of the node: the profile is probably not its own.
+    return finding(
+        name,
+        Status.WARN,
+        f"{where}: {pair.link}, expected NV{want} (more links than the profile says)",
+        value=pair.nvlinks,
+        expected=str(want),
+        unit="NVLinks",
+        action="check that the profile matches this node",
+    )
+
+
+def _incomplete(name: str, judged: int, total: int) -> Finding:
+    return finding(
+        name,
+        Status.WARN,
+        f"topology matrix incomplete: judged {judged} of {total} GPU pairs",
+        value=judged,
+        expected=str(total),
+        unit="pairs",
+        action="rerun `nvidia-smi topo -m` and keep its whole output",
+    )
+
+
+def check_nic_affinity(facts: TopologyFacts, profile: Profile) -> list[Finding]:
+    """Each GPU has a NIC behind at most PCIe bridges (PIX/PXB), for GPUDirect RDMA."""
+    name = "topology.nic_affinity"
+    if not facts.nic_details:
+        return [finding(name, Status.SKIP, "no NIC in the topology matrix")]
+    findings: list[Finding] = []
+    for gpu in facts.gpus:
+        label = f"GPU{gpu.index}"
+        if any(gpu.index in nic.nearest_gpus for nic in facts.nic_details):
+            continue
+        closest, link = _closest_nic(facts, label)
+        findings.append(
+            finding(
+                name,
+                Status.WARN,
+                f"{label}: no NIC at PIX/PXB (closest: {closest} at {link})",
+                value=link,
+                expected="PIX or PXB",
+                action=f"{label}'s RDMA traffic crosses the CPU: check the NIC placement against "
+                "the vendor's layout; ignore on nodes without GPUDirect RDMA",
+            )
+        )
+    if findings:
+        return findings
+    n = len(facts.gpus)
+    return [finding(name, Status.PASS, f"{n}/{n} GPUs have a NIC at PIX/PXB")]
+
+
+def _closest_nic(facts: TopologyFacts, gpu: str) -> tuple[str, str]:
+    """The NIC nearest to a GPU and its path; unknown paths rank last."""
+
+    def distance(item: tuple[str, str]) -> int:
+        link = item[1]
+        return _PCIE_ORDER.index(link) if link in _PCIE_ORDER else len(_PCIE_ORDER)
+
+    paths = [(nic.name, nic.links.get(gpu, "unknown")) for nic in facts.nic_details]
+    return min(paths, key=distance)
+
+
+CHECKS: list[Check] = [
+    Check(
+        "topology.gpu_count",
+        "topology",
+        check_gpu_count,
+        "the topology matrix shows the profile's GPU count",
+    ),
+    Check(
+        "topology.nvlink",
+        "topology",
+        check_nvlink,
+        "every GPU pair is joined by the profile's NV#",
+    ),
+    Check(
+        "topology.nic_affinity",
+        "topology",
+        check_nic_affinity,
+        "every GPU has a NIC at PIX/PXB (WARN only)",
+    ),
+]

@@ -1,0 +1,118 @@
+"""Rendering findings for a terminal with rich: one node's table, or a fleet's matrix."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from bringup.findings import Finding, Status, worst
+
+STYLES = {
+    Status.PASS: "green",
+    Status.SKIP: "dim",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.ERROR: "magenta",
+    Status.UNREACHABLE: "bold magenta",
+}
+
+
+def status_text(status: Status) -> Text:
+    return Text(status.value, style=STYLES[status])
+
+
+def _value(f: Finding) -> str:
+    if f.value is None:
+        return ""
+    value = f"{f.value:.4g}" if isinstance(f.value, float) else str(f.value)
+    return f"{value} {f.unit}" if f.unit else value
+
+
+def node_table(findings: list[Finding], title: str) -> Table:
+    """One row per finding: check, status, measured, expected, and message + action."""
+    table = Table(title=title, title_justify="left", expand=True, show_lines=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("value", justify="right")
+    table.add_column("expected", justify="right")
+    table.add_column("message / action", ratio=1)
+    for f in findings:
+        text = Text(f.message)
+        if f.action and f.status not in (Status.PASS, Status.SKIP):
+            text.append(f"\n→ {f.action}", style="cyan")
+        table.add_row(f.check, status_text(f.status), _value(f), f.expected or "", text)
+    return table
+
+
+def fleet_matrix(findings: list[Finding], nodes: list[str]) -> Table:
+    """Node × subject matrix: the worst status of each cell and the checks that caused it.
+
+    Subjects (gpu, topology, host, ...) rather than every check as columns, so that a
+    fleet table stays readable in a terminal; the checks behind a bad cell are named in it.
+    """
+    subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings))
+    cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for f in findings:
+        cells[(f.node, f.check.split(".")[0])].append(f)
+    table = Table(title="node × check", title_justify="left")
+    table.add_column("node", no_wrap=True)
+    for subject in subjects:
+        table.add_column(subject)
+    for node in nodes:
+        table.add_row(node, *[_cell(cells[(node, subject)]) for subject in subjects])
+    return table
+
+
+def _cell(findings: list[Finding]) -> Text:
+    if not findings:
+        return Text("–", style="dim")
+    status = worst(findings)
+    text = status_text(status)
+    if status not in (Status.PASS, Status.SKIP):
+        names = dict.fromkeys(f.check.split(".", 1)[-1] for f in findings if f.status == status)
+        text.append(" " + ", ".join(names))
+    return text
+
+
+def problems_by_action(findings: list[Finding]) -> Table:
+    """The failing findings grouped by the action that fixes them, worst first."""
+    bad = [f for f in findings if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in bad:
+        groups[f.action or "investigate"].append(f)
+    table = Table(title="what to do", title_justify="left", expand=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("action", ratio=1)
+    table.add_column("where", ratio=2)
+    ordered = sorted(groups.items(), key=lambda kv: -worst(kv[1]).rank)
+    for action, group in ordered:
+        table.add_row(status_text(worst(group)), action, _where(group))
+    return table
+
+
+def _where(group: list[Finding], shown: int = 2) -> str:
+    """Each node's messages, at most `shown` per node so eight alike GPUs stay one line."""
+    by_node: dict[str, list[str]] = defaultdict(list)
+    for f in group:
+        by_node[f.node].append(f.message)
+    lines = []
+    for node, messages in by_node.items():
+        more = f" (+{len(messages) - shown} more)" if len(messages) > shown else ""
+        lines.append(f"{node}: {'; '.join(messages[:shown])}{more}")
+    return "\n".join(lines)
+
+
+def summary_line(findings: list[Finding]) -> Text:
+    counts = {s: sum(1 for f in findings if f.status == s) for s in Status}
+    text = Text()
+    for status, n in counts.items():
+        if n:
+            text.append(f"{n} {status.value}  ", style=STYLES[status])
+    return text
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True)

@@ -1,0 +1,21 @@
+"""The one list of probes: name -> module. Each module has `Params`, a facts class and `collect`.
+
+A probe module defines:
+  - `Params`: a dataclass of its parameters with defaults (suites set them by name);
+  - `FACTS`: the dataclass its `collect` returns as `ProbeOutput.facts`;
+  - `collect(params: Params) -> ProbeOutput`, raising `ProbeError` when it cannot measure.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from bringup.probes import gpu, host, nvme, topology, xid
+
+PROBES: dict[str, ModuleType] = {
+    "gpu": gpu,
+    "topology": topology,
+    "host": host,
+    "nvme": nvme,
+    "xid": xid,
+}

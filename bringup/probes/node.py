@@ -1,0 +1,130 @@
+"""The node side of a run: execute probes one by one and stream one JSON line per probe.
+
+Protocol (the same for the local and SSH transports): the request is one JSON document
+on stdin, `{"probes": [{"name": "gpu", "params": {...}, "timeout_s": 60}, ...]}`; each
+probe's result is printed as one JSON line as soon as it finishes:
+`{"probe", "ok", "error", "facts", "raw", "params", "started_at", "duration_s"}`.
+
+Each probe runs in a child process with a wall-clock deadline: a probe stuck in a driver
+call (NVML can hang on a GPU that fell off the bus) is killed and reported, and the
+probes after it still run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from bringup.probes.catalog import PROBES
+from bringup.probes.result import ProbeError
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def build_params(name: str, values: dict[str, Any]) -> Any:
+    """The probe's Params dataclass from a dict; unknown names raise ValueError."""
+    params_type = PROBES[name].Params
+    known = {f.name for f in dataclasses.fields(params_type)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        names = ", ".join(sorted(known))
+        raise ValueError(f"unknown parameter {unknown[0]!r} for probe {name!r} (known: {names})")
+    return params_type(**values)
+
+
+def run_one(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Run one probe in this process and return its result record."""
+    started = time.monotonic()
+    record: dict[str, Any] = {
+        "probe": name,
+        "ok": False,
+        "error": None,
+        "facts": None,
+        "raw": {},
+        "params": values,
+        "started_at": _now(),
+    }
+    try:
+        output = PROBES[name].collect(build_params(name, values))
+        record.update(ok=True, facts=dataclasses.asdict(output.facts), raw=output.raw)
+    except ProbeError as exc:
+        record.update(error=str(exc), raw=exc.raw)
+    except Exception as exc:  # a probe bug must become an ERROR finding, not a lost node
+        record["error"] = f"probe {name} crashed: {type(exc).__name__}: {exc}"
+    record["duration_s"] = round(time.monotonic() - started, 3)
+    return record
+
+
+def run_all(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Run each requested probe in a child process under its deadline, in order."""
+    for item in request.get("probes", []):
+        name = item["name"]
+        values = item.get("params") or {}
+        timeout_s = float(item.get("timeout_s") or DEFAULT_TIMEOUT_S)
+        if name not in PROBES:
+            yield _failed(name, values, f"unknown probe {name!r}", 0.0)
+            continue
+        yield _run_child(name, values, timeout_s)
+
+
+def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    started = time.monotonic()
+    payload = json.dumps({"name": name, "params": values})
+    argv = [sys.executable, "-m", "bringup.probes", "--one"]
+    # start_new_session so a timeout kills the probe and the tools it started (fio, ...).
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(payload, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        elapsed = time.monotonic() - started
+        return _failed(name, values, f"probe {name} timed out after {timeout_s:g} s", elapsed)
+    lines = stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        last = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return _failed(name, values, f"probe {name} died: {last}", time.monotonic() - started)
+
+
+def _failed(name: str, values: dict[str, Any], error: str, elapsed: float) -> dict[str, Any]:
+    return {
+        "probe": name,
+        "ok": False,
+        "error": error,
+        "facts": None,
+        "raw": {},
+        "params": values,
+        "started_at": _now(),
+        "duration_s": round(elapsed, 3),
+    }
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(sys.stdin.read() or "{}")
+    if argv[:1] == ["--one"]:
+        print(json.dumps(run_one(request["name"], request.get("params") or {})), flush=True)
+        return 0
+    for record in run_all(request):
+        print(json.dumps(record), flush=True)
+    return 0

@@ -1,0 +1,106 @@
+"""Profiles: what a node of one kind must show. Data in checks/profiles/*.yaml.
+
+The schema forbids unknown keys so that a typo in a user's copy ("pcie_gn") is an error
+naming the key, not a threshold silently ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from bringup.data import data_dir
+from bringup.schema import Strict, describe, read_yaml
+
+
+class GpuSpec(Strict):
+    model: str  # the name nvidia-smi/NVML prints, e.g. "NVIDIA B300 SXM6 AC"
+    count: int = Field(ge=1)
+    memory_min_bytes: int  # smallest total memory per GPU that is acceptable
+    compute_capability: str
+    pci_device_id: str | None = None
+    power_limit_w: float  # default board power limit
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float | None = None
+    bf16_achievable_tflops: float | None = None  # measured matmul ceiling, not datasheet
+    pcie_gen: int
+    pcie_width: int
+
+
+class NvlinkSpec(Strict):
+    version: int  # 4 = Hopper, 5 = Blackwell
+    links_per_gpu: int
+    per_pair: int  # the NV# expected between every GPU pair in `nvidia-smi topo -m`
+    link_speed_gb_s: float  # per link, per direction, GB/s as `nvidia-smi nvlink -s` prints
+
+
+class ThermalSpec(Strict):
+    slowdown_margin_warn_c: float = 10.0  # WARN when the GPU is this close to slowdown
+    memory_max_c: float | None = None  # HBM limit when the driver does not report one
+
+
+class SoftwareSpec(Strict):
+    min_driver: str  # e.g. "580.65.06"
+    min_cuda: str  # CUDA version the driver must support, e.g. "12.9"
+    driver_branch: str | None = None  # informational, e.g. "R580"
+
+
+class NcclSpec(Strict):
+    allreduce_busbw_min_gb_s: float  # large-message busbw floor, GB/s (1e9 B/s)
+
+
+class NvmeSpec(Strict):
+    seq_read_min_gb_s: float = 3.0
+    seq_write_min_gb_s: float = 3.0
+    checkpoint_write_min_gb_s: float | None = None
+
+
+class HostSpec(Strict):
+    cpu_governor: str = "performance"
+    min_memlock_bytes: int | None = None  # None = unlimited required
+    min_free_bytes: int = 100 * 10**9  # on the data and checkpoint paths
+
+
+class Profile(Strict):
+    name: str
+    description: str
+    gpu: GpuSpec
+    nvlink: NvlinkSpec | None = None  # None: PCIe-only systems
+    thermal: ThermalSpec = ThermalSpec()
+    software: SoftwareSpec
+    nccl: NcclSpec
+    nvme: NvmeSpec = NvmeSpec()
+    host: HostSpec = HostSpec()
+
+
+class ProfileError(Exception):
+    """A profile could not be found or is invalid; the message is one line."""
+
+
+def profiles_dir() -> Path:
+    return data_dir("checks") / "profiles"
+
+
+def available() -> list[str]:
+    """Names of the profiles shipped with bringup."""
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+def load(name_or_path: str) -> Profile:
+    """A shipped profile by name (`b300`) or a user's profile file by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = profiles_dir() / f"{name_or_path}.yaml"
+        if not path.exists():
+            raise ProfileError(
+                f"unknown profile {name_or_path!r}; available: {', '.join(available())}"
+            )
+    return parse(read_yaml(path, ProfileError), str(path))
+
+
+def parse(data: object, origin: str) -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"{origin}: {describe(exc)}") from None

@@ -1,0 +1,147 @@
+"""The run directory: everything a run measured and decided, written as the run goes.
+
+    manifest.json        what ran: version, command, profile, suite, start/end, nodes, status
+    facts/<node>.json    every probe record of the node (rewritten after each probe)
+    findings.jsonl       one finding per line, appended as nodes are judged
+    raw/<node>/<probe>/  the tool outputs the facts came from
+
+Every write is atomic (temp file + rename) or an append of whole lines, so a crash or
+Ctrl-C leaves a directory that `--replay` and `report` can still read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from bringup import __version__
+from bringup.facts import NodeFacts, ProbeRecord
+from bringup.findings import Finding
+
+
+class Manifest(BaseModel):
+    version: str = __version__
+    command: str
+    profile: str | None = None
+    suite: str | None = None
+    started_at: str
+    ended_at: str | None = None
+    status: str = "running"  # running, complete, interrupted
+    exit_code: int | None = None
+    nodes: list[str] = Field(default_factory=list)
+
+
+class RunDirError(Exception):
+    """A directory is not a readable run directory; the message is one line."""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _safe(name: str) -> str:
+    """A file name from text a node sent: no path separators, no leading dots."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """A run directory being written."""
+
+    def __init__(self, path: Path, manifest: Manifest) -> None:
+        self.path = path
+        self.manifest = manifest
+        self._facts: dict[str, NodeFacts] = {}
+
+    @classmethod
+    def create(cls, path: Path, command: str, profile: str | None, suite: str | None) -> RunDir:
+        if path.exists() and any(path.iterdir()):
+            raise RunDirError(f"{path} exists and is not empty; choose another --out")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot create {path}: {exc.strerror}") from None
+        run = cls(path, Manifest(command=command, profile=profile, suite=suite, started_at=now()))
+        run.save_manifest()
+        return run
+
+    def save_manifest(self) -> None:
+        _write_atomic(self.path / "manifest.json", self.manifest.model_dump_json(indent=2) + "\n")
+
+    def add_node(self, node: str) -> NodeFacts:
+        facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
+        self._facts[node] = facts
+        if node not in self.manifest.nodes:
+            self.manifest.nodes.append(node)
+            self.save_manifest()
+        self._save_facts(facts)
+        return facts
+
+    def add_record(self, node: str, record: dict[str, object]) -> ProbeRecord:
+        """Store one probe's result as it arrives: raw files first, then the facts file."""
+        raw = record.pop("raw", None) or {}
+        parsed = ProbeRecord.model_validate(record)
+        for name, text in dict(raw).items():
+            target = self.path / "raw" / _safe(node) / _safe(parsed.probe) / _safe(str(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(str(text))
+        facts = self._facts.get(node) or self.add_node(node)
+        facts.probes[parsed.probe] = parsed
+        self._save_facts(facts)
+        return parsed
+
+    def add_findings(self, findings: list[Finding]) -> None:
+        with (self.path / "findings.jsonl").open("a") as out:
+            for f in findings:
+                out.write(f.model_dump_json() + "\n")
+
+    def finish(self, status: str, exit_code: int) -> None:
+        self.manifest.status = status
+        self.manifest.exit_code = exit_code
+        self.manifest.ended_at = now()
+        self.save_manifest()
+
+    def _save_facts(self, facts: NodeFacts) -> None:
+        target = self.path / "facts" / f"{_safe(facts.node)}.json"
+        _write_atomic(target, facts.model_dump_json(indent=2) + "\n")
+
+
+def load_facts(path: Path) -> list[NodeFacts]:
+    """Every node's facts from a run (or snapshot) directory, or from one facts file."""
+    files = [path] if path.is_file() else sorted((path / "facts").glob("*.json"))
+    if not files:
+        raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
+    nodes = []
+    for file in files:
+        try:
+            nodes.append(NodeFacts.model_validate_json(file.read_text()))
+        except OSError as exc:
+            raise RunDirError(f"cannot read {file}: {exc.strerror}") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            raise RunDirError(f"{file}: not a facts file ({where}: {err['msg']})") from None
+    return nodes
+
+
+def load_manifest(path: Path) -> Manifest | None:
+    try:
+        return Manifest.model_validate_json((path / "manifest.json").read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+def default_path(command: str) -> Path:
+    """runs/<UTC time>-<command> under the current directory."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("runs") / f"{stamp}-{command}"

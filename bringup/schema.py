@@ -1,0 +1,37 @@
+"""Shared pieces of the YAML data schemas (profiles, suites, recipes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class Strict(BaseModel):
+    """A schema that rejects unknown keys, so a typo is an error and not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def read_yaml(path: Path, error: type[Exception]) -> object:
+    """Parsed YAML, or `error` with one line saying why not."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: malformed YAML: {' '.join(str(exc).split())}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """One line naming the offending key: 'gpu.pcie_gn: unknown key'.
+
+    An unknown key is named first: a renamed key also shows up as a missing one, and the
+    typo is what the user has to fix.
+    """
+    err = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    kind = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {kind}{more}"

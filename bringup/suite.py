@@ -1,0 +1,64 @@
+"""Suites: which probes run, with which parameters and time budget. Data in checks/suites/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from bringup.data import data_dir
+from bringup.schema import Strict, describe, read_yaml
+
+
+class ProbeStep(Strict):
+    name: str
+    params: dict[str, object] = Field(default_factory=dict)
+    timeout_s: float = Field(default=120.0, gt=0)
+
+
+class Suite(Strict):
+    name: str
+    description: str
+    budget_s: float = Field(gt=0)  # the whole suite on one node should finish within this
+    probes: list[ProbeStep]
+
+
+class SuiteError(Exception):
+    """A suite could not be found or is invalid; the message is one line."""
+
+
+def suites_dir() -> Path:
+    return data_dir("checks") / "suites"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in suites_dir().glob("*.yaml"))
+
+
+def load(name_or_path: str) -> Suite:
+    """A shipped suite by name (`quick`) or a suite file by path; probe params are checked."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = suites_dir() / f"{name_or_path}.yaml"
+        if not path.exists():
+            raise SuiteError(f"unknown suite {name_or_path!r}; available: {', '.join(available())}")
+    try:
+        suite = Suite.model_validate(read_yaml(path, SuiteError))
+    except ValidationError as exc:
+        raise SuiteError(f"{path}: {describe(exc)}") from None
+    _validate_params(suite, path)
+    return suite
+
+
+def _validate_params(suite: Suite, path: Path) -> None:
+    # Imported here: the probe catalog pulls in every probe module.
+    from bringup.probes.catalog import PROBES
+    from bringup.probes.node import build_params
+
+    for step in suite.probes:
+        if step.name not in PROBES:
+            raise SuiteError(f"{path}: unknown probe {step.name!r}; known: {', '.join(PROBES)}")
+        try:
+            build_params(step.name, dict(step.params))
+        except (TypeError, ValueError) as exc:
+            raise SuiteError(f"{path}: {exc}") from None

@@ -1,0 +1,72 @@
+"""Transports: how a probe request reaches a node and its JSON lines come back.
+
+The local transport runs the node side (`python -m bringup.probes`) as a child process,
+so `--local` takes the same path, with the same deadlines, as a remote node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+class TransportError(Exception):
+    """The node side could not be run or stopped answering; one line."""
+
+
+def run_local(request: dict[str, Any], deadline_s: float) -> Iterator[dict[str, Any]]:
+    """Yield each probe record as the local node side prints it, within deadline_s."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bringup.probes"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(json.dumps(request).encode())
+    proc.stdin.close()
+    end = time.monotonic() + deadline_s
+    buffer = b""
+    # selectors rather than readline(): readline blocks past the deadline on a silent node.
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        try:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TransportError(f"node did not finish within {deadline_s:g} s")
+                if not sel.select(timeout=left):
+                    continue
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield _decode(line)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.returncode != 0:
+        err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+        raise TransportError(f"node side exited {proc.returncode}: {err[-1] if err else ''}")
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        raise TransportError(f"node sent a line that is not JSON: {line[:120]!r}") from None
+    if not isinstance(record, dict) or "probe" not in record:
+        raise TransportError(f"node sent an unexpected record: {line[:120]!r}")
+    return record

@@ -1,0 +1,333 @@
+"""The nvme probe with the real fio binary, and the nvme checks on facts built from real reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+
+from bringup.checks import nvme as checks
+from bringup.findings import Finding, Status
+from bringup.probes import command, nvme
+from bringup.probes.fio import parse_fio_json
+from bringup.probes.nvme import NvmeFacts, NvmePath, Params
+from bringup.probes.result import ProbeError
+from bringup.profile import NvmeSpec, Profile, load
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "fio"
+MIB = 2**20
+TESTS = ("seq_read", "seq_write", "rand_read", "concurrent_read", "checkpoint")
+
+needs_fio = pytest.mark.skipif(command.which("fio") is None, reason="fio is not installed")
+
+
+def small_params(*paths: Path, **changes: object) -> Params:
+    """A run of a few seconds: 16 MiB files, 1 s per time-based test, no ramp."""
+    values: dict[str, object] = {
+        "paths": [str(p) for p in paths],
+        "size_bytes": 16 * MIB,
+        "runtime_s": 1,
+        "ramp_s": 0,
+        "readers": 2,
+        "checkpoint_bytes": 16 * MIB,
+        **changes,
+    }
+    return Params(**values)  # type: ignore[arg-type]
+
+
+def round_trip(facts: NvmeFacts) -> NvmeFacts:
+    """Facts as the controller gets them back: JSON-able dict validated by pydantic."""
+    return TypeAdapter(NvmeFacts).validate_python(json.loads(json.dumps(asdict(facts))))
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[callable]:  # type: ignore[valid-type]
+    """Mount a small filesystem under tmp_path (root only); unmounted afterwards."""
+    mounted_dirs: list[Path] = []
+
+    def mount(fstype: str, options: str = "") -> Path:
+        where = tmp_path / fstype
+        where.mkdir()
+        argv = ["mount", "-t", fstype, *(["-o", options] if options else []), fstype, str(where)]
+        if subprocess.run(argv, capture_output=True).returncode != 0:
+            pytest.skip(f"cannot mount {fstype} here (needs root)")
+        mounted_dirs.append(where)
+        return where
+
+    yield mount
+    for where in mounted_dirs:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+# --- the probe, with the real fio ------------------------------------------------------
+
+
+@pytest.mark.fio
+@needs_fio
+def test_real_fio_run_measures_and_cleans_up(tmp_path: Path) -> None:
+    data, ckpt = tmp_path / "data", tmp_path / "ckpt"
+    data.mkdir()
+    ckpt.mkdir()
+
+    output = nvme.collect(small_params(data, ckpt))
+
+    facts = round_trip(output.facts)
+    first, second = facts.paths
+    assert (first.path, first.error, first.test_errors) == (str(data), None, {})
+    assert first.direct == nvme.accepts_o_direct(str(data))
+    assert first.engine in ("libaio", "psync")
+    for figure in (
+        first.seq_read_bytes_per_s,
+        first.seq_write_bytes_per_s,
+        first.rand_read_iops,
+        first.concurrent_read_bytes_per_s,
+        first.checkpoint_bytes_per_s,
+        first.checkpoint_seconds,
+    ):
+        assert figure is not None and figure > 0
+    assert first.concurrent_readers == 2
+    assert first.checkpoint_bytes == 16 * MIB
+    assert first.free_bytes is not None and first.free_bytes > 16 * MIB
+    assert first.filesystem and first.mount_point
+    # Same filesystem: measured once, reported under both paths.
+    assert second.path == str(ckpt)
+    assert second.same_mount_as == str(data)
+    assert second.seq_read_bytes_per_s == first.seq_read_bytes_per_s
+    assert sorted(output.raw) == sorted(f"fio-{nvme.slug(str(data))}-{t}.json" for t in TESTS)
+    for name, report in output.raw.items():
+        assert parse_fio_json(report).jobs, name
+    concurrent = json.loads(output.raw[f"fio-{nvme.slug(str(data))}-concurrent_read.json"])
+    assert concurrent["jobs"][0]["job options"]["numjobs"] == "2"
+    assert list(data.iterdir()) == []  # scratch directory and fio's files removed
+
+
+@pytest.mark.fio
+@needs_fio
+def test_o_direct_refused_runs_buffered_and_says_so(mounted: callable) -> None:  # type: ignore[valid-type]
+    ramfs = mounted("ramfs")  # ramfs refuses O_DIRECT (tmpfs accepts it since Linux 6.6)
+    assert not nvme.accepts_o_direct(str(ramfs))
+
+    output = nvme.collect(small_params(ramfs, readers=1))
+
+    [path] = output.facts.paths
+    assert (path.filesystem, path.direct, path.error) == ("ramfs", False, None)
+    assert any(f"O_DIRECT refused on {ramfs} (ramfs)" in note for note in path.notes)
+    assert path.seq_read_bytes_per_s and path.seq_read_bytes_per_s > 0
+    seq_read = json.loads(output.raw[f"fio-{nvme.slug(str(ramfs))}-seq_read.json"])
+    assert seq_read["jobs"][0]["job options"]["direct"] == "0"
+    assert list(ramfs.iterdir()) == []
+
+
+@pytest.mark.fio
+@needs_fio
+def test_full_disk_is_an_error_of_that_path_only(tmp_path: Path, mounted: callable) -> None:  # type: ignore[valid-type]
+    tiny = mounted("tmpfs", "size=1m")
+    data = tmp_path / "data"
+    data.mkdir()
+
+    output = nvme.collect(small_params(tiny, data, readers=1))
+
+    full, measured = output.facts.paths
+    assert full.error == f"not enough free space on {tiny}: need 16.8 MB, 1.0 MB free"
+    assert full.seq_read_bytes_per_s is None
+    assert measured.error is None
+    assert measured.seq_read_bytes_per_s and measured.seq_read_bytes_per_s > 0
+    assert not any(nvme.slug(str(tiny)) in name for name in output.raw)
+
+
+def test_missing_fio_is_a_probe_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # fio is installed here: hiding it is the only way to see this message.
+    monkeypatch.setattr(command, "which", lambda name: None)
+    with pytest.raises(ProbeError, match=r"fio not found: install fio \(apt-get install fio\)"):
+        nvme.collect(Params())
+
+
+@needs_fio
+def test_raw_device_needs_destructive_and_missing_path_is_recorded(tmp_path: Path) -> None:
+    params = Params(paths=[str(tmp_path / "absent")], devices=["/dev/nvme9n9"])
+    output = nvme.collect(params)
+    absent, device = output.facts.paths
+    assert absent.error == f"cannot test {tmp_path / 'absent'}: No such file or directory"
+    assert device.error is not None and "set destructive: true" in device.error
+    assert output.raw == {}
+
+
+def test_mounted_device_is_found_in_the_real_proc_mounts() -> None:
+    mounts = nvme.read_mounts()
+    root = nvme.mount_of("/", mounts)
+    if root is None:
+        pytest.skip("no /proc/mounts here")
+    assert root.mount_point == "/"
+    assert nvme.mount_of("/proc/self", mounts).filesystem == "proc"  # type: ignore[union-attr]
+
+
+def test_space_needed_is_the_largest_test() -> None:
+    params = Params(size_bytes=1024**3, checkpoint_bytes=2 * 1024**3)
+    assert nvme.space_needed(params, readers=8) == 8 * 1024**3
+    assert nvme.space_needed(params, readers=1) == 2 * 1024**3
+
+
+@pytest.mark.fio
+@needs_fio
+def test_destructive_run_on_a_loop_device(tmp_path: Path) -> None:
+    if shutil.which("losetup") is None:
+        pytest.skip("losetup is not installed")
+    backing = tmp_path / "disk.img"
+    backing.write_bytes(b"\0" * (48 * MIB))
+    made = subprocess.run(
+        ["losetup", "--find", "--show", str(backing)], capture_output=True, text=True
+    )
+    if made.returncode != 0:
+        pytest.skip("cannot create a loop device here (needs root)")
+    loop = made.stdout.strip()
+    try:
+        params = small_params(destructive=True, devices=[loop], paths=[])
+        [device] = nvme.collect(params).facts.paths
+    finally:
+        subprocess.run(["losetup", "-d", loop], check=False)
+    assert (device.path, device.error, device.test_errors) == (loop, None, {})
+    assert device.seq_write_bytes_per_s and device.seq_write_bytes_per_s > 0
+    assert device.concurrent_readers == 2
+    assert device.checkpoint_seconds and device.checkpoint_seconds > 0
+
+
+# --- the checks, on facts built from real fio reports -------------------------------
+
+
+def local_report(test: str) -> str:
+    return (FIXTURES / f"local-vm-virtio-ext4-fio3.33-{test}.json").read_text()
+
+
+def recorded_path(path: str = "/data") -> NvmePath:
+    """The facts the probe made from the reports recorded on the development VM."""
+    result = NvmePath(path=path, mount_device="/dev/vda", filesystem="ext4", engine="libaio")
+    params = Params(checkpoint_bytes=512 * MIB)
+    for test in TESTS:
+        nvme.record_test(test, parse_fio_json(local_report(test)), 4, params, result)
+    return result
+
+
+def h200() -> Profile:
+    return load("h200")
+
+
+def with_floors(**floors: float | None) -> Profile:
+    """The h200 profile with other NVMe floors, as a user's edited copy would have."""
+    profile = h200()
+    return profile.model_copy(update={"nvme": NvmeSpec(**{**profile.nvme.model_dump(), **floors})})
+
+
+def judge(check: str, facts: NvmeFacts, profile: Profile) -> list[Finding]:
+    [found] = [c for c in checks.CHECKS if c.name == check]
+    assert found.probe == "nvme"
+    return found.judge(round_trip(facts), profile)
+
+
+def test_recorded_facts_pin_the_fixture_figures() -> None:
+    path = recorded_path()
+    assert path.seq_read_bytes_per_s == 1329698359
+    assert path.seq_write_bytes_per_s == 2581431293
+    assert path.rand_read_iops == 93301.899367
+    assert path.concurrent_read_bytes_per_s == 2629882363
+    assert (path.checkpoint_bytes, path.checkpoint_seconds) == (512 * MIB, 0.296)
+    assert path.checkpoint_bytes_per_s == 1813753081
+
+
+def test_slow_sequential_read_fails_with_the_floor_and_an_action() -> None:
+    [found] = judge("nvme.seq_read", NvmeFacts([recorded_path()]), h200())
+    assert found.status is Status.FAIL
+    assert (found.value, found.expected, found.unit) == (1.33, ">= 3.0 GB/s", "GB/s")
+    assert found.message == "/data: sequential read 1.33 GB/s, below the 3.0 GB/s floor"
+    assert found.action is not None and "lspci -vv" in found.action
+
+
+def test_sequential_write_below_floor_on_the_old_pkb_cloud_disk() -> None:
+    path = NvmePath(path="/scratch")
+    pkb = parse_fio_json((FIXTURES / "pkb-fio2.1.4-seqwrite-seqread-randwrite-randread-oldfmt.json").read_text())
+    nvme.record_test("seq_write", replace(pkb, jobs=pkb.jobs[:1]), 1, Params(), path)
+    [found] = judge("nvme.seq_write", NvmeFacts([path]), h200())
+    assert (found.status, found.value) == (Status.FAIL, 0.07)  # 68118 KiB/s
+
+
+def test_all_paths_above_the_floor_is_one_pass() -> None:
+    facts = NvmeFacts([recorded_path("/data"), replace(recorded_path("/ckpt"), same_mount_as="/data")])
+    findings = judge("nvme.seq_read", facts, with_floors(seq_read_min_gb_s=1.0))
+    assert [f.status for f in findings] == [Status.PASS]
+    assert findings[0].message == (
+        "2/2 paths: sequential read >= 1.0 GB/s: /data 1.33 GB/s; "
+        "/ckpt (same filesystem as /data) 1.33 GB/s"
+    )
+    assert (findings[0].value, findings[0].unit) == (1.33, "GB/s")
+
+
+def test_page_cache_measured_is_a_warning_not_a_pass() -> None:
+    buffered = replace(recorded_path("/x"), direct=False, filesystem="ramfs")
+    [found] = judge("nvme.seq_write", NvmeFacts([buffered]), with_floors(seq_write_min_gb_s=1.0))
+    assert found.status is Status.WARN
+    assert "O_DIRECT refused on /x (ramfs): page cache was measured, not the device" in found.message
+    tmpfs = replace(recorded_path("/dev/shm"), filesystem="tmpfs")
+    [found] = judge("nvme.rand_read", NvmeFacts([tmpfs]), h200())
+    assert found.status is Status.WARN
+    assert "memory was measured" in found.message
+
+
+def test_unmeasured_path_is_an_error_in_every_check() -> None:
+    full = NvmePath(path="/ckpt", error="not enough free space on /ckpt: need 3.2 GB, 1.1 GB free")
+    facts = NvmeFacts([recorded_path(), full])
+    for check in checks.CHECKS:
+        findings = check.judge(round_trip(facts), with_floors(seq_read_min_gb_s=1.0))
+        errors = [f for f in findings if f.status is Status.ERROR]
+        assert [f.message for f in errors] == [f"/ckpt: {full.error}"], check.name
+
+
+def test_one_failed_fio_test_does_not_hide_the_others() -> None:
+    path = recorded_path()
+    path.seq_write_bytes_per_s = None
+    path.test_errors["seq_write"] = "fio seq_write on /data failed: No space left on device"
+    facts = NvmeFacts([path])
+    [write] = judge("nvme.seq_write", facts, h200())
+    assert (write.status, write.message) == (
+        Status.ERROR,
+        "/data: fio seq_write on /data failed: No space left on device",
+    )
+    [read] = judge("nvme.seq_read", facts, with_floors(seq_read_min_gb_s=1.0))
+    assert read.status is Status.PASS
+
+
+def test_checkpoint_informational_without_a_floor_and_judged_with_one() -> None:
+    facts = NvmeFacts([recorded_path()])
+    [info] = judge("nvme.checkpoint", facts, h200())
+    assert info.status is Status.PASS
+    assert "0.5 GB durable in 0.3 s" in info.message
+    assert "no floor in the profile" in info.message
+    assert (info.value, info.expected) == (1.81, None)
+    [slow] = judge("nvme.checkpoint", facts, with_floors(checkpoint_write_min_gb_s=2.0))
+    assert (slow.status, slow.value, slow.expected) == (Status.FAIL, 1.81, ">= 2.0 GB/s")
+
+
+def test_concurrent_read_below_the_floor_warns_and_names_the_readers() -> None:
+    facts = NvmeFacts([recorded_path()])
+    [found] = judge("nvme.concurrent_read", facts, h200())
+    assert (found.status, found.value) == (Status.WARN, 2.63)
+    assert "4 readers at once" in found.message
+    [ok] = judge("nvme.concurrent_read", facts, with_floors(seq_read_min_gb_s=1.0))
+    assert ok.status is Status.PASS
+    assert "with 4 readers (0.66 GB/s each)" in ok.message
+
+
+def test_random_read_is_informational() -> None:
+    [found] = judge("nvme.rand_read", NvmeFacts([recorded_path()]), h200())
+    assert (found.status, found.value, found.unit) == (Status.PASS, 93302, "IOPS")
+    assert "/data 93302 IOPS, p99 2.67 ms" in found.message
+
+
+def test_no_paths_is_a_skip() -> None:
+    for check in checks.CHECKS:
+        [found] = check.judge(NvmeFacts([]), h200())
+        assert found.status is Status.SKIP, check.name

@@ -1,0 +1,173 @@
+"""The shipped profiles: they load, they hold together, and every number names a source.
+
+The expected figures below are REFERENCE.md's (section "GPUs": nvidia-smi names and MiB
+totals, NVIDIA datasheets, DCGM diag-skus.yaml.in); a profile drifting from them fails.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bringup.profile import Profile, ProfileError, available, load, profiles_dir
+
+SHIPPED = ["a100", "b200", "b300", "h100", "h200"]
+
+# nvidia-smi name and total memory in MiB (REFERENCE.md "GPUs"; A100: telegraf
+# testdata a100-sxm4-v12.xml), and the PCI device id.
+NVIDIA_SMI = {
+    "b300": ("NVIDIA B300 SXM6 AC", 275040, "0x3182"),
+    "b200": ("NVIDIA B200", 183359, "0x2901"),
+    "h200": ("NVIDIA H200", 143771, "0x2335"),
+    "h100": ("NVIDIA H100 80GB HBM3", 81559, "0x2330"),
+    "a100": ("NVIDIA A100-SXM4-80GB", 81920, "0x20b2"),
+}
+
+# Lowest published 8-GPU NVLS all-reduce busbw, GB/s (REFERENCE.md "NCCL all-reduce"; B300
+# has no published figure and shares B200's NVLink 5 fabric).
+MEASURED_BUSBW = {"b300": 838, "b200": 838, "h200": 473, "h100": 473, "a100": 235}
+
+# A YAML line whose value (after the key, before any comment) contains a digit.
+NUMBER_LINE = re.compile(r"^\s*(?:-\s*)?[\w.-]+:[^#]*\d")
+
+
+def uncommented_numbers(text: str) -> list[int]:
+    """Line numbers (1-based) of numeric values with no `#` comment on them or just above."""
+    lines = text.splitlines()
+    missing = []
+    for i, line in enumerate(lines):
+        if not NUMBER_LINE.match(line) or "#" in line:
+            continue
+        previous = lines[i - 1].strip() if i > 0 else ""
+        if not previous.startswith("#"):
+            missing.append(i + 1)
+    return missing
+
+
+@pytest.fixture(params=SHIPPED)
+def name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_available_lists_exactly_the_five() -> None:
+    assert available() == SHIPPED
+
+
+def test_every_shipped_profile_loads(name: str) -> None:
+    profile = load(name)
+    assert isinstance(profile, Profile)
+    assert profile.name == name
+
+
+def test_gpu_identity_matches_nvidia_smi(name: str) -> None:
+    model, mib, device_id = NVIDIA_SMI[name]
+    gpu = load(name).gpu
+    assert (gpu.model, gpu.count, gpu.pci_device_id) == (model, 8, device_id)
+    # The floor sits 1% under what nvidia-smi prints: below it, never far below it.
+    printed = mib * 1024 * 1024
+    assert 0.985 * printed < gpu.memory_min_bytes < printed
+    assert gpu.memory_min_bytes % (1024 * 1024) == 0
+
+
+def test_sanity_relations(name: str) -> None:
+    profile = load(name)
+    gpu = profile.gpu
+    if gpu.fp8_dense_tflops is not None:
+        assert gpu.bf16_dense_tflops < gpu.fp8_dense_tflops
+    if gpu.bf16_achievable_tflops is not None:
+        assert gpu.bf16_achievable_tflops < gpu.bf16_dense_tflops
+    assert profile.nvlink is not None  # all five are NVSwitch systems
+    assert profile.nvlink.per_pair == profile.nvlink.links_per_gpu
+    floor = profile.nccl.allreduce_busbw_min_gb_s
+    assert 0.9 * MEASURED_BUSBW[name] < floor < MEASURED_BUSBW[name]
+    assert (profile.nvme.seq_read_min_gb_s, profile.nvme.seq_write_min_gb_s) == (3.0, 3.0)
+    assert _version(profile.software.min_driver) >= (570, 26)  # CUDA 12.8, REFERENCE.md
+    assert _version(profile.software.min_cuda) >= (12, 8)
+
+
+def test_generations() -> None:
+    """NVLink 5 and CUDA 12.9+ for Blackwell Ultra; PCIe Gen4 only on A100."""
+    b300 = load("b300")
+    assert (b300.gpu.compute_capability, b300.software.min_cuda) == ("10.3", "12.9")
+    assert b300.software.min_driver == "580.65.06"
+    assert {n: load(n).nvlink.version for n in SHIPPED} == {  # type: ignore[union-attr]
+        "a100": 3,
+        "b200": 5,
+        "b300": 5,
+        "h100": 4,
+        "h200": 4,
+    }
+    assert {n: load(n).gpu.pcie_gen for n in SHIPPED} == {
+        "a100": 4,
+        "b200": 5,
+        "b300": 6,
+        "h100": 5,
+        "h200": 5,
+    }
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+# --- every number has a source ----------------------------------------------------------------
+
+
+def test_every_number_in_the_shipped_yaml_has_a_comment(name: str) -> None:
+    text = (profiles_dir() / f"{name}.yaml").read_text()
+    assert uncommented_numbers(text) == []
+
+
+def test_the_comment_rule_can_fail() -> None:
+    text = "gpu:\n  count: 8\n  # source\n  pcie_gen: 5\n  pcie_width: 16  # source\n  x: null\n"
+    assert uncommented_numbers(text) == [2]
+
+
+# --- errors in a user's copy --------------------------------------------------------------------
+
+
+def write_copy(tmp_path: Path, edit: dict[str, dict[str, object]]) -> Path:
+    """The h100 profile with `edit` merged into its sections, written to a user file."""
+    data = yaml.safe_load((profiles_dir() / "h100.yaml").read_text())
+    for section, values in edit.items():
+        data[section].update(values)
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_plain_copy_loads(tmp_path: Path) -> None:
+    path = tmp_path / "copy.yaml"
+    shutil.copy(profiles_dir() / "h100.yaml", path)
+    assert load(str(path)) == load("h100")
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    path = write_copy(tmp_path, {"gpu": {"pcie_gn": 5}})
+    with pytest.raises(ProfileError, match=r"gpu\.pcie_gn: unknown key"):
+        load(str(path))
+
+
+def test_wrong_type_is_named(tmp_path: Path) -> None:
+    path = write_copy(tmp_path, {"gpu": {"count": "eight"}})
+    with pytest.raises(ProfileError, match=r"gpu\.count: ") as info:
+        load(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_yaml_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("gpu: [unclosed\n  count: 8\n")
+    with pytest.raises(ProfileError, match="malformed YAML") as info:
+        load(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_name_lists_the_available_ones() -> None:
+    with pytest.raises(ProfileError, match="unknown profile 'h900'") as info:
+        load("h900")
+    assert all(name in str(info.value) for name in SHIPPED)

@@ -1,0 +1,412 @@
+"""The xid probe's kernel-log parser (real Xid/SXid lines) and the xid checks."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from bringup.checks import xid as checks
+from bringup.findings import Finding, Status
+from bringup.probes import xid
+from bringup.probes.result import ParseError, ProbeError
+from bringup.probes.xid import XidFacts, parse_kernel_log
+from bringup.profile import Profile
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "xid"
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.txt"))
+
+GPUD = "gpud-xid13-xid109-dmesg-ctime.txt"
+OPENSHIFT = "openshift-a10-xid119-gsp-timeout-dmesg.txt"
+MLENG = "mleng-a100-xid63-row-remapper.txt"
+DBE = "gpuoperator-1146-xid48-dbe-syslog-TRUNCATED.txt"
+NVLINK = "nvsentinel-doc-xid74-nvlink-7-registers.txt"
+USERNOTE = "usernote-xid51-xid154-pf-flr.txt"
+MMU = "ogkm-363-xid31-mmu-fault-ce0.txt"
+DXVK = "dxvk-1027-xid31-xid13-xid32-consumer.txt"
+BUMBLEBEE = "bumblebee-677-xid32-xid31-old-format.txt"
+DRA = "dradriver-904-xid43-mig-doc.txt"
+CAUSED_BY = "ogkm-1150-xid45-caused-by-xid149-xid145-journal-excerpt.txt"
+SXID = "nvtrust-124-sxid22013-nvswitch-excerpt.txt"
+
+PROFILE = Profile.model_validate(
+    {
+        "name": "h100-test",
+        "description": "HGX H100 8-GPU (REFERENCE.md GPUs table)",
+        "gpu": {
+            "model": "NVIDIA H100 80GB HBM3",
+            "count": 8,
+            "memory_min_bytes": 81559 * 2**20,
+            "compute_capability": "9.0",
+            "power_limit_w": 700,
+            "bf16_dense_tflops": 989,
+            "pcie_gen": 5,
+            "pcie_width": 16,
+        },
+        "software": {"min_driver": "550.54.15", "min_cuda": "12.4"},
+        "nccl": {"allreduce_busbw_min_gb_s": 473},  # 8x H100 NVLS, nccl-tests #212/#290
+    }
+)
+
+
+def text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def parse(name: str) -> XidFacts:
+    return parse_kernel_log(text(name))
+
+
+def codes(facts: XidFacts) -> list[tuple[int, str | None]]:
+    return [(e.xid, e.pci) for e in facts.events]
+
+
+def judge(facts: XidFacts) -> list[Finding]:
+    return checks.judge_events(facts, PROFILE) + checks.judge_sxid(facts, PROFILE)
+
+
+# --- the parser, fixture by fixture -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "expected", "lines"),
+    [
+        (GPUD, [(13, "0000:cb:00")] * 3 + [(109, "0000:cb:00")], 5),
+        (OPENSHIFT, [(119, "0000:61:00")] * 3, 12),
+        (MLENG, [(63, "0000:10:1c")], 1),
+        (DBE, [(48, "0000:07:00")], 1),
+        (NVLINK, [(74, "0003:00:00")], 1),
+        (USERNOTE, [(51, "0000:0d:00"), (154, "0000:0d:00")], 3),
+        (MMU, [(31, "0000:08:00")] * 2, 3),
+        (DXVK, [(31, "0000:01:00")] + [(13, "0000:01:00")] * 4 + [(32, "0000:01:00")], 8),
+        (BUMBLEBEE, [(32, "0000:01:00"), (32, "0000:01:00"), (31, "0000:01:00")], 3),
+        (DRA, [(43, "0009:01:00")], 1),
+        (
+            CAUSED_BY,
+            [
+                (45, "0000:dc:00"),
+                (45, "0000:ed:00"),
+                (45, "0000:ba:00"),
+                (45, "0000:97:00"),
+                (45, "0000:dc:00"),
+                (45, "0000:ba:00"),
+                (45, "0000:ed:00"),
+            ],
+            7,
+        ),
+        (SXID, [(22013, "0000:04:00.0")] * 8, 9),
+    ],
+)
+def test_codes_and_pci_per_fixture(name: str, expected: list[tuple[int, str]], lines: int) -> None:
+    facts = parse(name)
+    assert codes(facts) == expected
+    assert facts.lines_scanned == lines
+    assert facts.source == "file" and facts.window_s is None
+
+
+def test_every_fixture_is_covered_by_the_table() -> None:
+    assert len(ALL_FIXTURES) == 12
+
+
+def test_dmesg_ctime_with_process_and_unknown_pid() -> None:
+    events = parse(GPUD).events
+    assert [e.timestamp for e in events] == ["[Fri Aug 30 11:43:09 2024]"] * 3 + [
+        "[Fri Aug 30 11:43:14 2024]"
+    ]
+    # pid='<unknown>', name=<unknown> is no pid and no process.
+    assert (events[0].pid, events[0].process) == (None, None)
+    assert events[0].message == (
+        "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"
+    )
+    assert (events[3].pid, events[3].process) == (1797828, "pt_main_thread")
+    assert events[3].message == "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005"
+    assert not any(e.sxid for e in events)
+
+
+def test_gsp_timeouts_and_non_xid_lines() -> None:
+    events = parse(OPENSHIFT).events
+    assert [e.timestamp for e in events] == ["[ 3947.590120]", "[ 3953.591118]", "[ 4131.289367]"]
+    assert [(e.pid, e.process) for e in events] == [
+        (123417, "nv-hostengine"),
+        (123417, "nv-hostengine"),
+        (126121, "nvidia-smi"),
+    ]
+    assert events[2].message.startswith("Timeout after 6s of waiting for RPC response")
+    assert events[2].message.endswith("Expected function 76 (GSP_RM_CONTROL) (0x2080a068 0x4).")
+
+
+def test_bare_line_without_timestamp() -> None:
+    (event,) = parse(MLENG).events
+    assert event.timestamp is None
+    assert event.pid == 1896 and event.process is None
+    assert event.message == "Row Remapper: New row marked for remapping, reset gpu to activate."
+    assert event.line == text(MLENG).strip()
+
+
+def test_syslog_line_cut_short() -> None:
+    (event,) = parse(DBE).events
+    # The wall clock of syslog is preferred over the seconds-since-boot field.
+    assert event.timestamp == "Dec  2 10:43:35"
+    assert event.message.endswith("at physAddr 0x7fdd60000 partition")
+
+
+def test_pci_domains_and_named_process() -> None:
+    (dra,) = parse(DRA).events
+    assert (dra.pci, dra.pid, dra.process, dra.message) == (
+        "0009:01:00",
+        3188489,
+        "trigger_xid",
+        "channel 0x0b00000a",
+    )
+    (nvlink,) = parse(NVLINK).events
+    assert nvlink.timestamp == "[449410.332316]"
+    assert nvlink.message.startswith("NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000")
+
+
+def test_old_engmask_format() -> None:
+    events = parse(BUMBLEBEE).events
+    assert events[2].message == "Ch 00000003, engmask 00000101, intr 10000000"
+    assert events[0].message == "Channel ID 00000000 intr 00004000"
+
+
+def test_recovery_action_line() -> None:
+    bad_tsg, recovery = parse(USERNOTE).events
+    assert bad_tsg.message == "BAD_TSG encountered on runlist: 0 with error code: 4"
+    assert recovery.message == "GPU recovery action changed from 0x0 (None) to 0x1 (PF FLR)"
+    assert checks.recovery_action(recovery.message) == "PF FLR"
+
+
+def test_journal_prefix_and_caused_by() -> None:
+    events = parse(CAUSED_BY).events
+    assert [e.caused_by for e in events] == [149, 145, 145, 145, 149, 145, 145]
+    assert all(e.xid == 45 and e.process == "python3" and e.timestamp is None for e in events)
+    assert events[0].pid == 1818990
+    assert events[0].message == "Ch 00000001 caused by previous Xid 149"
+
+
+def test_nvswitch_sxid() -> None:
+    facts = parse(SXID)
+    assert all(e.sxid for e in facts.events)
+    assert facts.events[1].message == "Non-fatal, Link 44 Minion Link DLREQ interrupt"
+    assert facts.events[0].timestamp == "[   38.175561]"
+
+
+def test_no_xid_is_no_event_not_an_error() -> None:
+    facts = parse_kernel_log("[    0.000000] Linux version 6.8.0\n\nplain text\n")
+    assert facts.events == [] and facts.lines_scanned == 3
+    assert parse_kernel_log("").events == []
+
+
+def test_undecodable_bytes_are_fine() -> None:
+    raw = (FIXTURES / MLENG).read_bytes()
+    facts = parse_kernel_log((b"\xff\xfe garbage \x80\n" + raw).decode(errors="replace"))
+    assert codes(facts) == [(63, "0000:10:1c")]
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_detect_every_fixture(name: str) -> None:
+    assert xid.detect(text(name))
+
+
+def test_detect_rejects_other_outputs() -> None:
+    nccl = Path(__file__).parent.parent / "fixtures" / "nccl" / "superbench-a100x8-allreduce.txt"
+    assert not xid.detect(nccl.read_text())
+    assert not xid.detect("NVRM: GPU at PCI:0000:08:00: GPU-UID")
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_facts_round_trip_through_pydantic(name: str) -> None:
+    facts = parse(name)
+    data = dataclasses.asdict(facts)
+    assert TypeAdapter(XidFacts).validate_python(data) == facts
+
+
+# --- robustness ------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parser_only_raises_parse_error_on_any_text(data: str) -> None:
+    with contextlib.suppress(ParseError):
+        parse_kernel_log(data)
+
+
+FIXTURE_LINES = sorted({line for name in ALL_FIXTURES for line in text(name).splitlines()})
+# Pieces of real lines glued to random text reach deeper than random text alone.
+MIXED = st.lists(
+    st.one_of(
+        st.sampled_from(FIXTURE_LINES),
+        st.text(),
+        st.sampled_from(FIXTURE_LINES).map(lambda line: line[: len(line) // 2]),
+    ),
+    max_size=8,
+).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MIXED)
+def test_parser_only_raises_parse_error_on_mixed_lines(data: str) -> None:
+    with contextlib.suppress(ParseError):
+        facts = parse_kernel_log(data)
+        judge(facts)  # the checks cope with whatever parses
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(ALL_FIXTURES), st.floats(min_value=0, max_value=1))
+def test_parser_survives_truncated_fixtures(name: str, cut: float) -> None:
+    whole = text(name)
+    try:
+        facts = parse_kernel_log(whole[: int(len(whole) * cut)])
+    except ParseError:
+        return
+    assert len(facts.events) <= len(parse_kernel_log(whole).events)
+
+
+# --- collect on this machine -------------------------------------------------------------------
+
+
+def test_collect_reads_this_machines_kernel_log() -> None:
+    """Runs the real journalctl/dmesg; either facts or a one-line ProbeError."""
+    try:
+        output = xid.collect(xid.Params(window_s=3600, timeout_s=30))
+    except ProbeError as exc:
+        assert "\n" not in str(exc) and "kernel log" in str(exc)
+        return
+    facts = output.facts
+    assert isinstance(facts, XidFacts)
+    assert facts.source in ("journalctl -k", "dmesg")
+    assert facts.window_s == (3600 if facts.source == "journalctl -k" else None)
+    kept = output.raw["kernel-log.txt"].splitlines()
+    assert all(("nvrm" in s.lower() or "nvidia" in s.lower() or "xid" in s.lower()) for s in kept)
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def only(findings: list[Finding], check: str) -> list[Finding]:
+    return [f for f in findings if f.check == check]
+
+
+def test_no_xid_passes_and_names_the_window() -> None:
+    facts = parse_kernel_log("[    0.000000] Linux version 6.8.0\n")
+    facts.window_s = 7 * 86400
+    facts.source = "journalctl -k"
+    (events,) = checks.judge_events(facts, PROFILE)
+    assert events.status == Status.PASS
+    assert events.message.startswith("no XID in the last 7 days")
+    (sxid,) = checks.judge_sxid(facts, PROFILE)
+    assert sxid.status == Status.PASS and sxid.message == "no NVSwitch SXid in the last 7 days"
+
+
+def test_application_xids_warn_one_finding_per_code_and_gpu() -> None:
+    found = only(judge(parse(GPUD)), "xid.events")
+    assert [(f.status, f.value) for f in found] == [(Status.WARN, 3), (Status.WARN, 1)]
+    assert "GPU 0000:cb:00: Xid 13 (Graphics Engine Exception) x3" in found[0].message
+    assert "at [Fri Aug 30 11:43:09 2024]" in found[0].message
+    assert found[1].action and found[1].action.startswith("GPU 0000:cb:00:")
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "in_action"),
+    [
+        (MLENG, Status.FAIL, "activate the remapped row"),
+        (DBE, Status.FAIL, "RMA if DBEs repeat"),
+        (NVLINK, Status.FAIL, "nvlink -e"),
+        (OPENSHIFT, Status.FAIL, "reset the GPU"),
+        (DRA, Status.WARN, "user's program"),
+        (MMU, Status.WARN, "compute-sanitizer"),
+    ],
+)
+def test_status_and_action_from_the_catalogue(name: str, status: Status, in_action: str) -> None:
+    (found,) = only(judge(parse(name)), "xid.events")
+    assert found.status == status
+    assert found.action and in_action in found.action
+    assert found.expected == "0" and found.unit == "events"
+
+
+def test_gsp_timeouts_report_first_and_last() -> None:
+    (found,) = only(judge(parse(OPENSHIFT)), "xid.events")
+    assert found.value == 3
+    assert "first at [ 3947.590120], last at [ 4131.289367]" in found.message
+
+
+def test_recovery_action_says_what_it_requires() -> None:
+    bad_tsg, recovery = only(judge(parse(USERNOTE)), "xid.events")
+    assert recovery.status == Status.FAIL
+    assert recovery.action and "'PF FLR'" in recovery.action and "function-level" in recovery.action
+    assert bad_tsg.status == Status.FAIL
+
+
+def test_recovery_action_none_only_warns() -> None:
+    facts = parse(USERNOTE)
+    event = facts.events[1]
+    recovered = event.message.replace("to 0x1 (PF FLR)", "to 0x0 (None)")
+    facts.events = [dataclasses.replace(event, message=recovered)]
+    (found,) = checks.judge_events(facts, PROFILE)
+    assert found.status == Status.WARN
+    assert found.action and "recovered on its own" in found.action
+
+
+def test_caused_by_takes_the_severity_of_the_cause() -> None:
+    found = only(judge(parse(CAUSED_BY)), "xid.events")
+    assert len(found) == 4
+    netir = next(f for f in found if "0000:dc:00" in f.message)
+    rlw = next(f for f in found if "0000:97:00" in f.message)
+    assert netir.status == Status.FAIL and netir.value == 2
+    assert "caused by previous Xid 149" in netir.message
+    assert netir.action and "NVLink NETIR error" in netir.action
+    assert rlw.status == Status.WARN and rlw.value == 1
+
+
+def test_blackwell_nvlink_fatal_word_decides() -> None:
+    facts = parse(CAUSED_BY)
+    cause = dataclasses.replace(facts.events[1], xid=145, caused_by=None)
+    facts.events = [dataclasses.replace(cause, message="RLW Nonfatal XC0 i0 Link 0")]
+    assert checks.judge_events(facts, PROFILE)[0].status == Status.WARN
+    facts.events = [dataclasses.replace(cause, message="RLW Fatal XC0 i0 Link 0")]
+    assert checks.judge_events(facts, PROFILE)[0].status == Status.FAIL
+
+
+def test_unknown_code_warns_and_points_to_the_catalogue() -> None:
+    facts = parse(MLENG)
+    facts.events = [dataclasses.replace(facts.events[0], xid=999)]
+    (found,) = checks.judge_events(facts, PROFILE)
+    assert found.status == Status.WARN
+    assert "unknown XID 999" in found.message
+    assert found.action and "XID catalogue" in found.action
+
+
+def test_sxid_non_fatal_warns_fatal_fails() -> None:
+    facts = parse(SXID)
+    (found,) = only(judge(facts), "xid.sxid")
+    assert (found.status, found.value) == (Status.WARN, 8)
+    assert "NVSwitch 0000:04:00.0: SXid 22013 (non-fatal) x8" in found.message
+    assert found.message.endswith("Non-fatal, Link 44 Minion Link DLREQ interrupt")
+    assert only(judge(facts), "xid.events")[0].status == Status.PASS
+
+    event = facts.events[1]
+    facts.events[1] = dataclasses.replace(
+        event, message=event.message.replace("Non-fatal", "Fatal")
+    )
+    (fatal,) = only(judge(facts), "xid.sxid")
+    assert fatal.status == Status.FAIL
+    assert fatal.action and "Fabric Manager" in fatal.action
+
+
+def test_catalogue_is_consistent() -> None:
+    for code, info in checks.XID_CATALOGUE.items():
+        assert info.severity in checks.SEVERITY_STATUS, code
+        assert info.name and info.action, code
+    assert checks.XID_CATALOGUE[79].severity == "fatal"
+    assert checks.XID_CATALOGUE[64].severity == "fatal"
+    assert checks.XID_CATALOGUE[13].severity == "app"
+
+
+def test_checks_are_registered() -> None:
+    assert [c.name for c in checks.CHECKS] == ["xid.events", "xid.sxid"]
+    assert all(c.probe == "xid" for c in checks.CHECKS)
