@@ -28,6 +28,7 @@ class Kind:
     detect: Callable[[str], bool]
     parse: Callable[[str], Any]
     probe: str  # whose checks judge the facts
+    checks: tuple[str, ...] | None = None  # only these (the output shows only part of a probe)
 
 
 def _looks_like_topo(text: str) -> bool:
@@ -45,7 +46,14 @@ KINDS: list[Kind] = [
     Kind("smi-q", "nvidia-smi -q", _smi("smi-q"), smi.parse_q_text, "gpu"),
     Kind("nccl", "nccl-tests output", nccl.detect, nccl.parse_nccl_tests, "nccl"),
     Kind("topo", "nvidia-smi topo -m", _looks_like_topo, topology.parse_topo, "topology"),
-    Kind("nvlink", "nvidia-smi nvlink -s", _smi("nvlink-s"), smi.parse_nvlink_status, "nvlink"),
+    Kind(
+        "nvlink",
+        "nvidia-smi nvlink -s",
+        _smi("nvlink-s"),
+        lambda text: smi.gpu_facts_from_nvlink(smi.parse_nvlink_status(text)),
+        "gpu",
+        checks=("gpu.nvlink",),
+    ),
     Kind("smi-csv", "nvidia-smi --query-gpu", _smi("smi-csv"), smi.parse_query_csv, "gpu"),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
 ]
@@ -89,11 +97,13 @@ def inspect_text(text: str, profile: Profile, kind_name: str | None = None) -> I
     if kind is None:
         raise InspectError(f"unknown kind {kind_name!r}; known: {', '.join(KIND_NAMES)}")
     try:
-        facts = kind.parse(text)
+        facts, error = kind.parse(text), None
     except ParseError as exc:
-        error = f"could not parse as {kind.description}: {exc}"
-        return Inspection(kind.name, None, judge_probe(kind.probe, None, error, profile))
-    return Inspection(kind.name, facts, judge_probe(kind.probe, facts, None, profile))
+        facts, error = None, f"could not parse as {kind.description}: {exc}"
+    findings = judge_probe(kind.probe, facts, error, profile)
+    if kind.checks is not None:
+        findings = [f for f in findings if f.check in kind.checks]
+    return Inspection(kind.name, facts, findings)
 
 
 def is_facts_json(text: str) -> bool:

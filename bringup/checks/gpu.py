@@ -620,47 +620,62 @@ def _absolute(threshold_c: float | None) -> float | None:
 
 
 def _headroom(
-    check: str,
-    name: str,
-    what: str,
-    temperature_c: float,
-    limit_c: float,
-    margin_warn_c: float,
+    name: str, what: str, temperature_c: float | None, margin_c: float, warn_c: float
 ) -> Finding | None:
-    """FAIL at/over the limit, WARN within `margin_warn_c` of it, None when cool enough."""
-    margin = limit_c - temperature_c
-    if margin <= 0:
-        status, text = Status.FAIL, f"at/over its {limit_c:.0f} C {what}"
-    elif margin < margin_warn_c:
-        status, text = Status.WARN, f"{margin:.0f} C below its {limit_c:.0f} C {what}"
+    """FAIL at/over a limit, WARN within `warn_c` of it, None when cool enough."""
+    now = f"{temperature_c:.0f} C, " if temperature_c is not None else ""
+    if margin_c <= 0:
+        status, text = Status.FAIL, f"at/over its {what}"
+    elif margin_c < warn_c:
+        status, text = Status.WARN, f"{margin_c:.0f} C below its {what}"
     else:
         return None
     return finding(
-        check,
+        "gpu.thermal",
         status,
-        f"{name}: {temperature_c:.0f} C, {text}",
-        value=temperature_c,
-        expected=f"< {limit_c - margin_warn_c:.0f}",
+        f"{name}: {now}{text}",
+        value=margin_c,
+        expected=f">= {warn_c:.0f} C of headroom",
         unit="C",
         action=f"check airflow / cold plate / coolant of {name}",
     )
 
 
-def _thermal_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
-    """GPU temperature vs its slowdown threshold; HBM temperature vs its maximum."""
-    check, name, warn = "gpu.thermal", gpu_label(gpu), profile.thermal.slowdown_margin_warn_c
+def _slowdown_headroom(gpu: Gpu) -> tuple[float, str] | None:
+    """Degrees left before thermal slowdown, and how the limit was known.
+
+    From the absolute threshold where the driver gives one, else from T.Limit (550+
+    drivers): headroom = T.Limit margin - the slowdown T.Limit (0 when not reported,
+    which is the max operating limit: slightly stricter than slowdown).
+    """
     slowdown = _absolute(gpu.slowdown_temperature_c)
-    memory_max = _absolute(gpu.memory_max_temperature_c) or profile.thermal.memory_max_c
-    pairs = [
-        (gpu.temperature_c, slowdown, "slowdown temperature"),
-        (gpu.memory_temperature_c, memory_max, "HBM maximum"),
-    ]
-    judged = [
-        (temp, limit, what) for temp, limit, what in pairs if temp is not None and limit is not None
-    ]
-    if not judged:
+    if slowdown is not None and gpu.temperature_c is not None:
+        return slowdown - gpu.temperature_c, f"{slowdown:.0f} C slowdown temperature"
+    if gpu.tlimit_margin_c is not None:
+        offset = gpu.slowdown_tlimit_c or 0.0
+        return gpu.tlimit_margin_c - offset, "slowdown limit (T.Limit)"
+    return None
+
+
+def _hbm_headroom(gpu: Gpu, profile: Profile) -> tuple[float, str] | None:
+    limit = _absolute(gpu.memory_max_temperature_c) or profile.thermal.memory_max_c
+    if limit is None or gpu.memory_temperature_c is None:
         return None
-    found = [_headroom(check, name, what, temp, limit, warn) for temp, limit, what in judged]
+    return limit - gpu.memory_temperature_c, f"{limit:.0f} C HBM maximum"
+
+
+def _thermal_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
+    """Headroom to thermal slowdown, and HBM temperature vs its maximum."""
+    name, warn = gpu_label(gpu), profile.thermal.slowdown_margin_warn_c
+    slowdown = _slowdown_headroom(gpu)
+    hbm = _hbm_headroom(gpu, profile)
+    if slowdown is None and hbm is None:
+        return None
+    found = []
+    if slowdown is not None:
+        found.append(_headroom(name, slowdown[1], gpu.temperature_c, slowdown[0], warn))
+    if hbm is not None:
+        found.append(_headroom(f"{name} HBM", hbm[1], gpu.memory_temperature_c, hbm[0], warn))
     return [f for f in found if f is not None]
 
 
@@ -671,15 +686,8 @@ def _hottest(facts: GpuFacts) -> Gpu | None:
 
 def _limits_judged(facts: GpuFacts, profile: Profile) -> str:
     """'slowdown / HBM limits', 'HBM limit (slowdown not reported)': what the PASS verified."""
-    slowdown = any(
-        gpu.temperature_c is not None and _absolute(gpu.slowdown_temperature_c) is not None
-        for gpu in facts.gpus
-    )
-    hbm = any(
-        gpu.memory_temperature_c is not None
-        and (_absolute(gpu.memory_max_temperature_c) or profile.thermal.memory_max_c)
-        for gpu in facts.gpus
-    )
+    slowdown = any(_slowdown_headroom(gpu) is not None for gpu in facts.gpus)
+    hbm = any(_hbm_headroom(gpu, profile) is not None for gpu in facts.gpus)
     if slowdown and hbm:
         return "slowdown / HBM limits"
     if slowdown:

@@ -213,7 +213,7 @@ def action_for(event: XidEvent) -> str:
 
 def judge_events(facts: XidFacts, profile: Profile) -> list[Finding]:
     """xid.events: one finding per (Xid code, GPU), or one PASS when there is none."""
-    events = [e for e in facts.events if not e.sxid]
+    events = [e for e in facts.xids if not e.sxid]
     if not events:
         return [
             finding(
@@ -230,7 +230,7 @@ def judge_events(facts: XidFacts, profile: Profile) -> list[Finding]:
 
 def judge_sxid(facts: XidFacts, profile: Profile) -> list[Finding]:
     """xid.sxid: one finding per (SXid code, NVSwitch), or one PASS when there is none."""
-    events = [e for e in facts.events if e.sxid]
+    events = [e for e in facts.xids if e.sxid]
     if not events:
         return [
             finding(

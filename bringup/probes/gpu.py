@@ -89,6 +89,12 @@ class Gpu:
     shutdown_temperature_c: float | None = None
     memory_max_temperature_c: float | None = None
     gpu_max_operating_temperature_c: float | None = None
+    # Drivers 550+ report thresholds relative to T.Limit instead of as temperatures:
+    # the T.Limit margin is how far the GPU is below its max operating limit (NVML
+    # nvmlDeviceGetMarginTemperature, nvidia-smi "GPU T.Limit Temp"), and slowdown starts
+    # at the T.Limit "GPU Slowdown T.Limit Temp" (e.g. -2 C: 2 degrees past the limit).
+    tlimit_margin_c: float | None = None
+    slowdown_tlimit_c: float | None = None
     sm_clock_hz: int | None = None
     sm_clock_max_hz: int | None = None
     memory_clock_hz: int | None = None
@@ -265,6 +271,7 @@ def _read_device(nvml: Any, get: Callable[..., Any], index: int, h: Any) -> Gpu:
         shutdown_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
         memory_max_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX),
         gpu_max_operating_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
+        tlimit_margin_c=_number(get(nvml.nvmlDeviceGetMarginTemperature, h)),
         sm_clock_hz=hz(get(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)),
         sm_clock_max_hz=hz(get(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
         memory_clock_hz=hz(get(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM)),
@@ -311,6 +318,10 @@ def _field(nvml: Any, get: Callable[..., Any], h: Any, field_id: int) -> float |
     value = values[0]
     kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
     return float(getattr(value.value, kinds.get(value.valueType, "uiVal")))
+
+
+def _number(value: int | None) -> float | None:
+    return float(value) if value is not None else None
 
 
 def _text(value: Any) -> str | None:

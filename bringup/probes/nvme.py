@@ -22,6 +22,7 @@ import glob
 import mmap
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -31,6 +32,7 @@ from bringup.probes.result import ParseError, ProbeError, ProbeOutput
 
 GIB = 1024**3
 SCRATCH_PREFIX = ".bringup-fio-"
+STALE_AFTER_S = 6 * 3600  # a scratch directory this old, of a dead pid, is a killed run's
 # Tests whose file the next test reuses (seq.dat is laid out once for three tests).
 REUSED_FILES = ("seq_read", "seq_write")
 FALLBACK_ENGINE = "psync"  # synchronous, in every fio build; iodepth is then 1
@@ -253,7 +255,10 @@ def _measure_path(
 
 def _check_free_space(path: str, params: Params, readers: int, result: NvmePath) -> str | None:
     """An error line when the files of the largest test would not fit."""
-    stats = os.statvfs(path)
+    try:
+        stats = os.statvfs(path)
+    except OSError as exc:
+        return f"cannot read the free space of {path}: {exc.strerror}"
     if stats.f_blocks == 0:
         # ramfs and some pseudo filesystems report no size at all: nothing to compare.
         result.notes.append(f"{path} reports no size (ramfs?): free space not checked")
@@ -298,10 +303,18 @@ def _run_in_scratch(
 
 
 def _remove_stale_scratch(path: str) -> None:
-    """Remove scratch directories left by an earlier run that was killed (its pid is gone)."""
+    """Remove scratch directories left by an earlier run that was killed.
+
+    Only when their pid is gone and they are old: a probe in another pid namespace (a
+    container) sharing this filesystem may be using one right now.
+    """
     for stale in glob.glob(os.path.join(path, f"{SCRATCH_PREFIX}*")):
         pid = stale.rsplit("-", 1)[-1]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        try:
+            age_s = time.time() - os.stat(stale).st_mtime
+        except OSError:
+            continue
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and age_s > STALE_AFTER_S:
             shutil.rmtree(stale, ignore_errors=True)
 
 
@@ -505,7 +518,9 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def record_test(name: str, report: FioResult, readers: int, params: Params, result: NvmePath) -> None:
+def record_test(
+    name: str, report: FioResult, readers: int, params: Params, result: NvmePath
+) -> None:
     """Copy the figures of one test into the path's facts (summed over jobs, if several)."""
     read_bw = sum(job.read_bw_bytes for job in report.jobs)
     write_bw = sum(job.write_bw_bytes for job in report.jobs)

@@ -350,9 +350,8 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
             "power limit",
         ),
         power_default_limit_w=_measure(power.get("Default Power Limit"), "W", "default limit"),
-        # Newer drivers (550+) print thresholds as "T.Limit" offsets, relative to the
-        # slowdown limit rather than absolute; those do not fit the absolute fields and
-        # are left out.
+        # Newer drivers (550+) print thresholds only relative to T.Limit: those go to the
+        # tlimit fields, and the absolute ones stay None.
         temperature_c=_measure(temp.get("GPU Current Temp"), "C", "GPU temperature"),
         memory_temperature_c=_measure(temp.get("Memory Current Temp"), "C", "memory temp"),
         slowdown_temperature_c=_measure(temp.get("GPU Slowdown Temp"), "C", "slowdown temp"),
@@ -363,6 +362,8 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
         gpu_max_operating_temperature_c=_measure(
             temp.get("GPU Max Operating Temp"), "C", "GPU max operating temp"
         ),
+        tlimit_margin_c=_measure(temp.get("GPU T.Limit Temp"), "C", "T.Limit"),
+        slowdown_tlimit_c=_measure(temp.get("GPU Slowdown T.Limit Temp"), "C", "slowdown T.Limit"),
         sm_clock_hz=_scaled(gpu.get("Clocks", "SM"), "MHz", MHZ, "SM clock"),
         sm_clock_max_hz=_scaled(gpu.get("Max Clocks", "SM"), "MHz", MHZ, "max SM clock"),
         memory_clock_hz=_scaled(gpu.get("Clocks", "Memory"), "MHz", MHZ, "memory clock"),
@@ -679,6 +680,7 @@ def _gpu_from_csv(position: int, row: _Row) -> Gpu:
         power_default_limit_w=_csv_float(row, "power.default_limit"),
         temperature_c=_csv_float(row, "temperature.gpu"),
         memory_temperature_c=_csv_float(row, "temperature.memory"),
+        tlimit_margin_c=_csv_float(row, "temperature.gpu.tlimit"),
         sm_clock_hz=_csv_scaled(row, MHZ, "clocks.current.sm", "clocks.sm"),
         sm_clock_max_hz=_csv_scaled(row, MHZ, "clocks.max.sm"),
         memory_clock_hz=_csv_scaled(row, MHZ, "clocks.current.memory", "clocks.mem"),
@@ -787,6 +789,24 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
     if not gpus:
         raise ParseError("nvidia-smi nvlink -s: no 'GPU N: ... (UUID: ...)' line")
     return NvlinkStatus(supported=reason is None, reason=reason, gpus=gpus)
+
+
+def gpu_facts_from_nvlink(status: NvlinkStatus) -> GpuFacts:
+    """The links of `nvlink -s` as GpuFacts, so the gpu.nvlink check can judge them."""
+    gpus = []
+    for listed in status.gpus:
+        speeds = [link.speed_bytes_per_s for link in listed.links if link.speed_bytes_per_s]
+        version = nvlink_version_from_speed(speeds[0] / 1e9) if speeds else None
+        gpus.append(
+            Gpu(
+                index=listed.index,
+                name=listed.name,
+                uuid=listed.uuid,
+                nvlink_version=version,
+                nvlinks=listed.links,
+            )
+        )
+    return GpuFacts(source="nvidia-smi nvlink -s", attached_gpus=len(gpus), gpus=gpus)
 
 
 def _nvlink(link: int, status: str) -> NvLink:

@@ -43,7 +43,7 @@ class XidFacts:
 
     source: str  # "journalctl -k", "dmesg" or "file" (a log someone sent)
     window_s: float | None  # the period read; None = all the text (dmesg: since boot)
-    events: list[XidEvent] = field(default_factory=list)
+    xids: list[XidEvent] = field(default_factory=list)
     lines_scanned: int = 0
 
 
@@ -85,7 +85,7 @@ def parse_kernel_log(text: str) -> XidFacts:
     """
     lines = text.splitlines()
     events = [event for line in lines if (event := parse_line(line)) is not None]
-    return XidFacts(source="file", window_s=None, events=events, lines_scanned=len(lines))
+    return XidFacts(source="file", window_s=None, xids=events, lines_scanned=len(lines))
 
 
 def parse_line(line: str) -> XidEvent | None:

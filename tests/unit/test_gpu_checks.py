@@ -140,8 +140,9 @@ def test_h100_load_capture_is_a_healthy_gpu() -> None:
     assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current) == (5, 5, 16)
     assert (gpu.power_limit_w, gpu.power_default_limit_w) == (700.0, 700.0)
     assert (gpu.temperature_c, gpu.memory_temperature_c) == (59.0, 55.0)
-    # Driver 590 prints T.Limit offsets, not absolute thresholds: none are reported.
+    # Driver 590 prints T.Limit values, not absolute thresholds.
     assert gpu.slowdown_temperature_c is None and gpu.memory_max_temperature_c is None
+    assert (gpu.tlimit_margin_c, gpu.slowdown_tlimit_c) == (26.0, -2.0)
     assert gpu.clock_event_reasons == []  # gpu_burn at 100 %, yet no reason active
     assert (gpu.fabric_state, gpu.fabric_status) == ("completed", "success")
 
@@ -161,9 +162,14 @@ def test_healthy_h100_node_under_load_pins_every_check() -> None:
         ("gpu.remapped_rows", "PASS", "8/8 GPUs: no pending or failed row remap"),
         ("gpu.pcie", "PASS", "8/8 GPUs: PCIe x16, Gen5 capable"),
         ("gpu.power", "PASS", "8/8 GPUs: power limit >= 700 W, not lowered"),
-        # The T.Limit offsets of driver 590 are no thresholds and the profile sets no HBM
-        # limit: nothing to judge the temperatures against, said as such.
-        ("gpu.thermal", "SKIP", "temperature or its limit not reported"),
+        # Driver 590 gives T.Limit 26 C, slowdown at T.Limit -2 C: 28 C of headroom. The
+        # profile sets no HBM limit and the driver reports none, which the PASS says.
+        (
+            "gpu.thermal",
+            "PASS",
+            "8/8 GPUs: hottest GPU 0 at 59 C, >= 10 C below the slowdown limit "
+            "(HBM limit not reported)",
+        ),
         (
             "gpu.clock_events",
             "PASS",
@@ -186,10 +192,7 @@ def test_healthy_h200_node_under_load_has_no_warning() -> None:
     facts = node_of_eight(parse_q_text(read("ugpuexp-h200-q-load.txt")))
     profile = make_profile(gpu={"model": "NVIDIA H200", "memory_min_bytes": 143771 * MIB})
     findings = [f for c in checks.CHECKS for f in c.judge(facts, profile)]
-    assert [f.check for f in findings if f.status is not Status.PASS] == [
-        "gpu.thermal",
-        "gpu.nvlink",
-    ]
+    assert [f.check for f in findings if f.status is not Status.PASS] == ["gpu.nvlink"]
     assert {f.status for f in findings} == {Status.PASS, Status.SKIP}
     model = only(judge("gpu.model", facts, profile))
     assert model.message == "8/8 GPUs: NVIDIA H200, >= 143771 MiB"
@@ -558,7 +561,7 @@ def test_thermal_hbm_over_its_maximum_fails() -> None:
     finding = only(judge("gpu.thermal", edit(a100_xml(), 0, memory_temperature_c=95.0)))
     assert (finding.status, finding.message) == (
         Status.FAIL,
-        "GPU 0: 95 C, at/over its 95 C HBM maximum",
+        "GPU 0 HBM: 95 C, at/over its 95 C HBM maximum",
     )
 
 
@@ -568,13 +571,12 @@ def test_thermal_hbm_limit_from_the_profile_when_the_driver_gives_none() -> None
     facts = edit(h100_load(), 4, memory_temperature_c=88.0)
     findings = judge("gpu.thermal", facts, profile)
     assert summary(findings) == [
-        ("gpu.thermal", "WARN", "GPU 4: 88 C, 7 C below its 95 C HBM maximum"),
+        ("gpu.thermal", "WARN", "GPU 4 HBM: 88 C, 7 C below its 95 C HBM maximum"),
     ]
     healthy = only(judge("gpu.thermal", h100_load(), profile))
     assert (healthy.status, healthy.message) == (
         Status.PASS,
-        "8/8 GPUs: hottest GPU 0 at 59 C, >= 10 C below the HBM limit "
-        "(slowdown threshold not reported)",
+        "8/8 GPUs: hottest GPU 0 at 59 C, >= 10 C below the slowdown / HBM limits",
     )
 
 
@@ -582,9 +584,20 @@ def test_thermal_t_limit_offsets_are_not_read_as_temperatures() -> None:
     # "GPU Slowdown T.Limit Temp : -2 C" is an offset: were it a threshold, 59 C would FAIL.
     facts = edit(h100_load(), 0, slowdown_temperature_c=-2.0)
     finding = only(judge("gpu.thermal", facts))
-    assert (finding.status, finding.message) == (
-        Status.SKIP,
-        "temperature or its limit not reported",
+    assert finding.status is Status.PASS
+
+
+def test_thermal_headroom_from_t_limit_warns_and_fails() -> None:
+    # Headroom = T.Limit margin - slowdown T.Limit: 5 - (-2) = 7 C, under the 10 C margin.
+    close = only(judge("gpu.thermal", edit(h100_load(), 3, tlimit_margin_c=5.0)))
+    assert (close.status, close.message) == (
+        Status.WARN,
+        "GPU 3: 59 C, 7 C below its slowdown limit (T.Limit)",
+    )
+    past = only(judge("gpu.thermal", edit(h100_load(), 3, tlimit_margin_c=-3.0)))
+    assert (past.status, past.message) == (
+        Status.FAIL,
+        "GPU 3: 59 C, at/over its slowdown limit (T.Limit)",
     )
 
 

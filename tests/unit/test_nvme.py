@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -24,6 +24,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "fio"
 MIB = 2**20
 TESTS = ("seq_read", "seq_write", "rand_read", "concurrent_read", "checkpoint")
 
+Mounter = Callable[..., Path]  # mount(fstype, options) -> the mounted directory
 needs_fio = pytest.mark.skipif(command.which("fio") is None, reason="fio is not installed")
 
 
@@ -47,7 +48,7 @@ def round_trip(facts: NvmeFacts) -> NvmeFacts:
 
 
 @pytest.fixture
-def mounted(tmp_path: Path) -> Iterator[callable]:  # type: ignore[valid-type]
+def mounted(tmp_path: Path) -> Iterator[Mounter]:
     """Mount a small filesystem under tmp_path (root only); unmounted afterwards."""
     mounted_dirs: list[Path] = []
 
@@ -109,7 +110,7 @@ def test_real_fio_run_measures_and_cleans_up(tmp_path: Path) -> None:
 
 @pytest.mark.fio
 @needs_fio
-def test_o_direct_refused_runs_buffered_and_says_so(mounted: callable) -> None:  # type: ignore[valid-type]
+def test_o_direct_refused_runs_buffered_and_says_so(mounted: Mounter) -> None:
     ramfs = mounted("ramfs")  # ramfs refuses O_DIRECT (tmpfs accepts it since Linux 6.6)
     assert not nvme.accepts_o_direct(str(ramfs))
 
@@ -126,7 +127,7 @@ def test_o_direct_refused_runs_buffered_and_says_so(mounted: callable) -> None: 
 
 @pytest.mark.fio
 @needs_fio
-def test_full_disk_is_an_error_of_that_path_only(tmp_path: Path, mounted: callable) -> None:  # type: ignore[valid-type]
+def test_full_disk_is_an_error_of_that_path_only(tmp_path: Path, mounted: Mounter) -> None:
     tiny = mounted("tmpfs", "size=1m")
     data = tmp_path / "data"
     data.mkdir()
@@ -249,14 +250,18 @@ def test_slow_sequential_read_fails_with_the_floor_and_an_action() -> None:
 
 def test_sequential_write_below_floor_on_the_old_pkb_cloud_disk() -> None:
     path = NvmePath(path="/scratch")
-    pkb = parse_fio_json((FIXTURES / "pkb-fio2.1.4-seqwrite-seqread-randwrite-randread-oldfmt.json").read_text())
+    pkb = parse_fio_json(
+        (FIXTURES / "pkb-fio2.1.4-seqwrite-seqread-randwrite-randread-oldfmt.json").read_text()
+    )
     nvme.record_test("seq_write", replace(pkb, jobs=pkb.jobs[:1]), 1, Params(), path)
     [found] = judge("nvme.seq_write", NvmeFacts([path]), h200())
     assert (found.status, found.value) == (Status.FAIL, 0.07)  # 68118 KiB/s
 
 
 def test_all_paths_above_the_floor_is_one_pass() -> None:
-    facts = NvmeFacts([recorded_path("/data"), replace(recorded_path("/ckpt"), same_mount_as="/data")])
+    facts = NvmeFacts(
+        [recorded_path("/data"), replace(recorded_path("/ckpt"), same_mount_as="/data")]
+    )
     findings = judge("nvme.seq_read", facts, with_floors(seq_read_min_gb_s=1.0))
     assert [f.status for f in findings] == [Status.PASS]
     assert findings[0].message == (
@@ -270,7 +275,9 @@ def test_page_cache_measured_is_a_warning_not_a_pass() -> None:
     buffered = replace(recorded_path("/x"), direct=False, filesystem="ramfs")
     [found] = judge("nvme.seq_write", NvmeFacts([buffered]), with_floors(seq_write_min_gb_s=1.0))
     assert found.status is Status.WARN
-    assert "O_DIRECT refused on /x (ramfs): page cache was measured, not the device" in found.message
+    assert (
+        "O_DIRECT refused on /x (ramfs): page cache was measured, not the device" in found.message
+    )
     tmpfs = replace(recorded_path("/dev/shm"), filesystem="tmpfs")
     [found] = judge("nvme.rand_read", NvmeFacts([tmpfs]), h200())
     assert found.status is Status.WARN

@@ -117,6 +117,8 @@ def test_q_text_h100_idle_every_field() -> None:
                 shutdown_temperature_c=None,
                 memory_max_temperature_c=None,
                 gpu_max_operating_temperature_c=None,
+                tlimit_margin_c=46.0,  # "GPU T.Limit Temp : 46 C"
+                slowdown_tlimit_c=-2.0,  # "GPU Slowdown T.Limit Temp : -2 C"
                 sm_clock_hz=345_000_000,
                 sm_clock_max_hz=1_980_000_000,
                 memory_clock_hz=2_619_000_000,
@@ -383,6 +385,7 @@ def test_query_csv_h100_212_columns() -> None:
         power_default_limit_w=700.0,
         temperature_c=59.0,
         memory_temperature_c=54.0,
+        tlimit_margin_c=26.0,  # temperature.gpu.tlimit
         sm_clock_hz=1_980_000_000,
         sm_clock_max_hz=1_980_000_000,
         memory_clock_hz=2_619_000_000,
@@ -581,7 +584,14 @@ def test_q_and_csv_agree_on_the_same_h100() -> None:
     q = only_gpu(parse_q_text(read("ugpuexp-h100-q-load.txt")))
     csv_gpu = only_gpu(parse_query_csv(read("ugpuexp-h100-query-gpu-load.csv.txt")))
     assert (
-        replace(q, compute_capability="9.0", power_draw_w=631.95, memory_temperature_c=54.0)
+        # The CSV has the T.Limit margin but no slowdown T.Limit column.
+        replace(
+            q,
+            compute_capability="9.0",
+            power_draw_w=631.95,
+            memory_temperature_c=54.0,
+            slowdown_tlimit_c=None,
+        )
         == csv_gpu
     )
 

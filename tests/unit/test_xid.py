@@ -63,7 +63,7 @@ def parse(name: str) -> XidFacts:
 
 
 def codes(facts: XidFacts) -> list[tuple[int, str | None]]:
-    return [(e.xid, e.pci) for e in facts.events]
+    return [(e.xid, e.pci) for e in facts.xids]
 
 
 def judge(facts: XidFacts) -> list[Finding]:
@@ -114,7 +114,7 @@ def test_every_fixture_is_covered_by_the_table() -> None:
 
 
 def test_dmesg_ctime_with_process_and_unknown_pid() -> None:
-    events = parse(GPUD).events
+    events = parse(GPUD).xids
     assert [e.timestamp for e in events] == ["[Fri Aug 30 11:43:09 2024]"] * 3 + [
         "[Fri Aug 30 11:43:14 2024]"
     ]
@@ -129,7 +129,7 @@ def test_dmesg_ctime_with_process_and_unknown_pid() -> None:
 
 
 def test_gsp_timeouts_and_non_xid_lines() -> None:
-    events = parse(OPENSHIFT).events
+    events = parse(OPENSHIFT).xids
     assert [e.timestamp for e in events] == ["[ 3947.590120]", "[ 3953.591118]", "[ 4131.289367]"]
     assert [(e.pid, e.process) for e in events] == [
         (123417, "nv-hostengine"),
@@ -141,7 +141,7 @@ def test_gsp_timeouts_and_non_xid_lines() -> None:
 
 
 def test_bare_line_without_timestamp() -> None:
-    (event,) = parse(MLENG).events
+    (event,) = parse(MLENG).xids
     assert event.timestamp is None
     assert event.pid == 1896 and event.process is None
     assert event.message == "Row Remapper: New row marked for remapping, reset gpu to activate."
@@ -149,40 +149,40 @@ def test_bare_line_without_timestamp() -> None:
 
 
 def test_syslog_line_cut_short() -> None:
-    (event,) = parse(DBE).events
+    (event,) = parse(DBE).xids
     # The wall clock of syslog is preferred over the seconds-since-boot field.
     assert event.timestamp == "Dec  2 10:43:35"
     assert event.message.endswith("at physAddr 0x7fdd60000 partition")
 
 
 def test_pci_domains_and_named_process() -> None:
-    (dra,) = parse(DRA).events
+    (dra,) = parse(DRA).xids
     assert (dra.pci, dra.pid, dra.process, dra.message) == (
         "0009:01:00",
         3188489,
         "trigger_xid",
         "channel 0x0b00000a",
     )
-    (nvlink,) = parse(NVLINK).events
+    (nvlink,) = parse(NVLINK).xids
     assert nvlink.timestamp == "[449410.332316]"
     assert nvlink.message.startswith("NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000")
 
 
 def test_old_engmask_format() -> None:
-    events = parse(BUMBLEBEE).events
+    events = parse(BUMBLEBEE).xids
     assert events[2].message == "Ch 00000003, engmask 00000101, intr 10000000"
     assert events[0].message == "Channel ID 00000000 intr 00004000"
 
 
 def test_recovery_action_line() -> None:
-    bad_tsg, recovery = parse(USERNOTE).events
+    bad_tsg, recovery = parse(USERNOTE).xids
     assert bad_tsg.message == "BAD_TSG encountered on runlist: 0 with error code: 4"
     assert recovery.message == "GPU recovery action changed from 0x0 (None) to 0x1 (PF FLR)"
     assert checks.recovery_action(recovery.message) == "PF FLR"
 
 
 def test_journal_prefix_and_caused_by() -> None:
-    events = parse(CAUSED_BY).events
+    events = parse(CAUSED_BY).xids
     assert [e.caused_by for e in events] == [149, 145, 145, 145, 149, 145, 145]
     assert all(e.xid == 45 and e.process == "python3" and e.timestamp is None for e in events)
     assert events[0].pid == 1818990
@@ -191,15 +191,15 @@ def test_journal_prefix_and_caused_by() -> None:
 
 def test_nvswitch_sxid() -> None:
     facts = parse(SXID)
-    assert all(e.sxid for e in facts.events)
-    assert facts.events[1].message == "Non-fatal, Link 44 Minion Link DLREQ interrupt"
-    assert facts.events[0].timestamp == "[   38.175561]"
+    assert all(e.sxid for e in facts.xids)
+    assert facts.xids[1].message == "Non-fatal, Link 44 Minion Link DLREQ interrupt"
+    assert facts.xids[0].timestamp == "[   38.175561]"
 
 
 def test_no_xid_is_no_event_not_an_error() -> None:
     facts = parse_kernel_log("[    0.000000] Linux version 6.8.0\n\nplain text\n")
-    assert facts.events == [] and facts.lines_scanned == 3
-    assert parse_kernel_log("").events == []
+    assert facts.xids == [] and facts.lines_scanned == 3
+    assert parse_kernel_log("").xids == []
 
 
 def test_undecodable_bytes_are_fine() -> None:
@@ -264,7 +264,7 @@ def test_parser_survives_truncated_fixtures(name: str, cut: float) -> None:
         facts = parse_kernel_log(whole[: int(len(whole) * cut)])
     except ParseError:
         return
-    assert len(facts.events) <= len(parse_kernel_log(whole).events)
+    assert len(facts.xids) <= len(parse_kernel_log(whole).xids)
 
 
 # --- collect on this machine -------------------------------------------------------------------
@@ -344,9 +344,9 @@ def test_recovery_action_says_what_it_requires() -> None:
 
 def test_recovery_action_none_only_warns() -> None:
     facts = parse(USERNOTE)
-    event = facts.events[1]
+    event = facts.xids[1]
     recovered = event.message.replace("to 0x1 (PF FLR)", "to 0x0 (None)")
-    facts.events = [dataclasses.replace(event, message=recovered)]
+    facts.xids = [dataclasses.replace(event, message=recovered)]
     (found,) = checks.judge_events(facts, PROFILE)
     assert found.status == Status.WARN
     assert found.action and "recovered on its own" in found.action
@@ -365,16 +365,16 @@ def test_caused_by_takes_the_severity_of_the_cause() -> None:
 
 def test_blackwell_nvlink_fatal_word_decides() -> None:
     facts = parse(CAUSED_BY)
-    cause = dataclasses.replace(facts.events[1], xid=145, caused_by=None)
-    facts.events = [dataclasses.replace(cause, message="RLW Nonfatal XC0 i0 Link 0")]
+    cause = dataclasses.replace(facts.xids[1], xid=145, caused_by=None)
+    facts.xids = [dataclasses.replace(cause, message="RLW Nonfatal XC0 i0 Link 0")]
     assert checks.judge_events(facts, PROFILE)[0].status == Status.WARN
-    facts.events = [dataclasses.replace(cause, message="RLW Fatal XC0 i0 Link 0")]
+    facts.xids = [dataclasses.replace(cause, message="RLW Fatal XC0 i0 Link 0")]
     assert checks.judge_events(facts, PROFILE)[0].status == Status.FAIL
 
 
 def test_unknown_code_warns_and_points_to_the_catalogue() -> None:
     facts = parse(MLENG)
-    facts.events = [dataclasses.replace(facts.events[0], xid=999)]
+    facts.xids = [dataclasses.replace(facts.xids[0], xid=999)]
     (found,) = checks.judge_events(facts, PROFILE)
     assert found.status == Status.WARN
     assert "unknown XID 999" in found.message
@@ -389,8 +389,8 @@ def test_sxid_non_fatal_warns_fatal_fails() -> None:
     assert found.message.endswith("Non-fatal, Link 44 Minion Link DLREQ interrupt")
     assert only(judge(facts), "xid.events")[0].status == Status.PASS
 
-    event = facts.events[1]
-    facts.events[1] = dataclasses.replace(
+    event = facts.xids[1]
+    facts.xids[1] = dataclasses.replace(
         event, message=event.message.replace("Non-fatal", "Fatal")
     )
     (fatal,) = only(judge(facts), "xid.sxid")
