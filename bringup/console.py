@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -31,19 +32,27 @@ def _value(f: Finding) -> str:
     return f"{value} {f.unit}" if f.unit else value
 
 
+def _measured(f: Finding) -> Text:
+    """'85.6 GB' over a dim '≥ 100': the figure and what it was held to, in one column."""
+    text = Text(_value(f))
+    if f.expected:
+        text.append(f"\n{f.expected}" if text else f.expected, style="dim")
+    return text
+
+
 def node_table(findings: list[Finding], title: str) -> Table:
-    """One row per finding: check, status, measured, expected, and message + action."""
-    table = Table(title=title, title_justify="left", expand=True, show_lines=False)
+    """One row per finding: check, status, measured over expected, and message + action."""
+    # The message and action carry the meaning: they get the width, the figures stay short.
+    table = Table(title=title, title_justify="left", expand=True, box=box.SIMPLE_HEAD)
     table.add_column("check", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    table.add_column("value", justify="right")
-    table.add_column("expected", justify="right")
+    table.add_column("value\nexpected", justify="right", max_width=16, overflow="fold")
     table.add_column("message / action", ratio=1)
     for f in findings:
         text = Text(f.message)
         if f.action and f.status not in (Status.PASS, Status.SKIP):
             text.append(f"\n→ {f.action}", style="cyan")
-        table.add_row(f.check, status_text(f.status), _value(f), f.expected or "", text)
+        table.add_row(f.check, status_text(f.status), _measured(f), text)
     return table
 
 

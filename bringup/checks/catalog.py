@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bringup.checks import Check, finding, gpu, host, nccl, nvme, topology, xid
+from bringup.checks import Check, finding, fio, gpu, host, nccl, nvme, topology, xid
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
 from bringup.profile import Profile
@@ -16,6 +16,7 @@ CHECKS: list[Check] = [
     *nvme.CHECKS,
     *xid.CHECKS,
     *nccl.CHECKS,
+    *fio.CHECKS,
 ]
 
 

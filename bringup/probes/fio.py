@@ -46,6 +46,11 @@ class FioJob:
     write_clat_p99_s: float | None
     runtime_s: float
     error: int  # fio's errno for the job, 0 when it ran cleanly
+    # From the job's options (or the global ones); None when the report does not carry
+    # them (fio 2.x reports omit the job file).
+    rw: str | None = None  # "read", "write", "randread", "randrw", ...
+    block_size_bytes: int | None = None
+    direct: bool | None = None
 
 
 @dataclass
@@ -70,7 +75,12 @@ def parse_fio_json(text: str) -> FioResult:
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
         raise ParseError("fio JSON: no 'jobs' list")
-    return FioResult(fio_version=version, jobs=[_job(j, i) for i, j in enumerate(jobs)])
+    global_options = doc.get("global options")
+    if not isinstance(global_options, dict):
+        global_options = {}
+    return FioResult(
+        fio_version=version, jobs=[_job(j, i, global_options) for i, j in enumerate(jobs)]
+    )
 
 
 def _load_document(text: str) -> dict[str, Any]:
@@ -90,7 +100,7 @@ def _load_document(text: str) -> dict[str, Any]:
     raise ParseError("not fio JSON output: no JSON object with 'jobs' found (truncated?)")
 
 
-def _job(raw: object, index: int) -> FioJob:
+def _job(raw: object, index: int, global_options: dict[str, Any]) -> FioJob:
     if not isinstance(raw, dict):
         raise ParseError(f"fio JSON: job {index} is not an object")
     name = raw.get("jobname")
@@ -110,7 +120,37 @@ def _job(raw: object, index: int) -> FioJob:
         write_clat_p99_s=_p99_seconds(write, f"{name}.write"),
         runtime_s=_runtime_s(read, write, name),
         error=error,
+        rw=_option(raw, global_options, "rw"),
+        block_size_bytes=_size(_option(raw, global_options, "bs")),
+        direct=_flag(_option(raw, global_options, "direct")),
     )
+
+
+def _option(job: dict[str, Any], global_options: dict[str, Any], key: str) -> str | None:
+    options = job.get("job options")
+    value = options.get(key) if isinstance(options, dict) else None
+    if value is None:
+        value = global_options.get(key)
+    return value if isinstance(value, str) else None
+
+
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}  # fio: k = KiB by default
+
+
+def _size(text: str | None) -> int | None:
+    """fio's size syntax ("4k", "1M", "4096") in bytes; None when absent or unusual."""
+    if not text:
+        return None
+    number, unit = text.rstrip("bB").lower()[:-1], text.rstrip("bB").lower()[-1:]
+    if unit.isdigit():
+        number, unit = number + unit, ""
+    if not number.isdigit() or unit not in _SIZE_UNITS:
+        return None
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def _flag(text: str | None) -> bool | None:
+    return None if text is None else text.strip() not in ("0", "false")
 
 
 def _section(job: dict[str, Any], key: str, name: str) -> dict[str, Any]:
