@@ -287,8 +287,7 @@ def profiles_list(as_json: JsonOpt = False) -> None:
     loaded = {name: _load_profile(name) for name in profile.available()}
     if as_json:
         doc = [
-            {"name": n, "gpu": p.gpu.model, "description": p.description}
-            for n, p in loaded.items()
+            {"name": n, "gpu": p.gpu.model, "description": p.description} for n, p in loaded.items()
         ]
         print(json.dumps(doc, indent=2))
         return

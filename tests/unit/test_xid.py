@@ -390,9 +390,7 @@ def test_sxid_non_fatal_warns_fatal_fails() -> None:
     assert only(judge(facts), "xid.events")[0].status == Status.PASS
 
     event = facts.xids[1]
-    facts.xids[1] = dataclasses.replace(
-        event, message=event.message.replace("Non-fatal", "Fatal")
-    )
+    facts.xids[1] = dataclasses.replace(event, message=event.message.replace("Non-fatal", "Fatal"))
     (fatal,) = only(judge(facts), "xid.sxid")
     assert fatal.status == Status.FAIL
     assert fatal.action and "Fabric Manager" in fatal.action
