@@ -10,16 +10,17 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from bringup import __version__, profile, suite
 from bringup.checks.catalog import judge_node
 from bringup.console import fleet_matrix, node_table, problems_by_action, summary_line
 from bringup.demo import fleet
 from bringup.facts import NodeFacts
-from bringup.findings import Finding, exit_code
+from bringup.findings import Finding, Status, exit_code
 from bringup.inspect import InspectError, inspect_text, is_facts_json, read_text
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts
-from bringup.transport import TransportError, run_local
+from bringup.transport import TransportError
 
 app = typer.Typer(
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
@@ -33,8 +34,6 @@ app.add_typer(profiles_app, name="profiles")
 out = Console()
 err = Console(stderr=True)
 
-# Probes whose `paths` parameter --data-dir replaces (where data and checkpoints live).
-PATH_PROBES = ("host", "nvme")
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="Profile name (b300, h100, ...) or YAML path.")
@@ -75,68 +74,92 @@ def main(
 # --- check ----------------------------------------------------------------------------
 
 
+NodesOpt = Annotated[
+    Path | None,
+    typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini, YAML): probe over SSH."),
+]
+LimitOpt = Annotated[
+    str | None, typer.Option("--limit", "-l", help="Select hosts as ansible --limit does.")
+]
+ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
+AcceptOpt = Annotated[
+    bool,
+    typer.Option("--accept-new-hostkeys", help="Trust (and record) host keys seen the first time."),
+]
+ConnectTimeoutOpt = Annotated[
+    float, typer.Option("--connect-timeout", min=0.1, help="Seconds for TCP, banner and auth.")
+]
+
+
 @app.command()
 def check(
     local: Annotated[bool, typer.Option("--local", help="Probe this machine.")] = False,
+    nodes_file: NodesOpt = None,
     replay: Annotated[
         Path | None, typer.Option("--replay", help="Re-judge the facts of a run or snapshot.")
     ] = None,
     demo: Annotated[
         bool, typer.Option("--demo", help="Replay the embedded demo fleet (B300 nodes).")
     ] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="Continue a run directory: only what did not finish."),
+    ] = None,
+    limit: LimitOpt = None,
+    forks: ForksOpt = 64,
+    accept_new_hostkeys: AcceptOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
     profile_name: ProfileOpt = "b300",
     suite_name: SuiteOpt = "acceptance",
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the suite on this node (--local) or re-judge recorded facts (--replay, --demo)."""
-    if sum([local, replay is not None, demo]) != 1:
-        fail("say where the facts come from: --local, --replay DIR or --demo")
-    prof = _load_profile(profile_name)
-    if local:
-        node_facts, run = _probe_local("check", suite_name, profile_name, data_dirs, out_dir)
-        nodes = [node_facts] if node_facts else []
+    """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
+    sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
+    if sum(sources) != 1:
+        fail("say where the facts come from: --nodes FILE, --local, --replay DIR or --demo")
+    if limit and nodes_file is None and resume is None:
+        fail("--limit selects hosts of an inventory: give --nodes FILE")
+    if local or nodes_file is not None or resume is not None:
+        target = _Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
+        findings, run, outcomes = _probe_fleet(
+            "check", target, suite_name, profile_name, data_dirs, out_dir, resume
+        )
     else:
+        prof = _load_profile(profile_name)
         nodes = fleet() if demo else _load_facts(replay)  # type: ignore[arg-type]
         run = _create_run(out_dir, "check", profile_name, None)
         for node in nodes:
             for record in node.probes.values():
                 run.add_record(node.node, record.model_dump())
-    findings: list[Finding] = []
-    for node in nodes:
-        node_findings = judge_node(node, prof)
-        run.add_findings(node_findings)
-        findings.extend(node_findings)
-    findings.extend(_unfinished(run))
+        findings = []
+        for node in nodes:
+            node_findings = judge_node(node, prof)
+            run.add_findings(node_findings)
+            findings.extend(node_findings)
+        outcomes = []
     code = exit_code(findings)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
-    _show(findings, run, as_json)
+    _show(findings, run, as_json, outcomes)
     raise typer.Exit(code)
 
 
-def _unfinished(run: RunDir) -> list[Finding]:
-    """An ERROR finding for a run that stopped early, so it can never read as a pass."""
-    if run.manifest.status != "interrupted":
-        return []
-    f = Finding(
-        node=", ".join(run.manifest.nodes) or "local",
-        check="run",
-        status="ERROR",
-        message="run interrupted: probes after the last recorded one did not run",
-    )
-    run.add_findings([f])
-    return [f]
-
-
-def _show(findings: list[Finding], run: RunDir, as_json: bool) -> None:
+def _show(
+    findings: list[Finding], run: RunDir, as_json: bool, outcomes: list[Any] | None = None
+) -> None:
     code = exit_code(findings)
     if as_json:
-        doc = {
+        doc: dict[str, Any] = {
             "run_dir": str(run.path),
             "exit_code": code,
             "findings": [f.model_dump(mode="json") for f in findings],
         }
+        if outcomes:
+            doc["nodes"] = {
+                o.node: {"state": o.state, "reason": o.reason, "seconds": o.seconds}
+                for o in outcomes
+            }
         print(json.dumps(doc, indent=2))
         return
     nodes = run.manifest.nodes
@@ -145,8 +168,22 @@ def _show(findings: list[Finding], run: RunDir, as_json: bool) -> None:
     else:
         out.print(fleet_matrix(findings, nodes))
         out.print(problems_by_action(findings))
+    unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
+    if unreachable:
+        out.print(_unreachable_table(unreachable))
     out.print(summary_line(findings))
     out.print(f"run directory: {run.path}", highlight=False)
+
+
+def _unreachable_table(findings: list[Finding]) -> Table:
+    """The nodes that could not be reached, each with its reason and what to do."""
+    table = Table(title="unreachable", title_justify="left", expand=True)
+    table.add_column("node", no_wrap=True)
+    table.add_column("reason", ratio=2)
+    table.add_column("action", ratio=1)
+    for f in findings:
+        table.add_row(f.node, f.message, f.action or "")
+    return table
 
 
 # --- snapshot -------------------------------------------------------------------------
@@ -154,67 +191,178 @@ def _show(findings: list[Finding], run: RunDir, as_json: bool) -> None:
 
 @app.command()
 def snapshot(
+    nodes_file: NodesOpt = None,
+    limit: LimitOpt = None,
+    forks: ForksOpt = 64,
+    accept_new_hostkeys: AcceptOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
     suite_name: SuiteOpt = "quick",
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Record this node's facts and raw tool outputs, to judge later (--replay, inspect)."""
-    node_facts, run = _probe_local("snapshot", suite_name, None, data_dirs, out_dir)
+    """Record facts and raw tool outputs of this node (or --nodes), to judge later."""
+    if limit and nodes_file is None:
+        fail("--limit selects hosts of an inventory: give --nodes FILE")
+    target = _Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
+    _, run, outcomes = _probe_fleet("snapshot", target, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
-    probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
-    if as_json:
-        print(json.dumps({"run_dir": str(run.path), "probes": probes}, indent=2))
+    recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}
+    if nodes_file is None:
+        node_facts = next(iter(recorded.values()), None)
+        probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
+        if as_json:
+            print(json.dumps({"run_dir": str(run.path), "probes": probes}, indent=2))
+            return
+        for name, ok in probes.items():
+            out.print(f"{name:10} {'recorded' if ok else 'recorded (error)'}")
+        out.print(f"snapshot: {run.path}", highlight=False)
         return
-    for name, ok in probes.items():
-        out.print(f"{name:10} {'recorded' if ok else 'recorded (error)'}")
-    out.print(f"snapshot: {run.path}", highlight=False)
+    doc = {
+        o.node: {
+            "state": o.state,
+            "reason": o.reason,
+            "probes": {n: r.ok for n, r in recorded[o.node].probes.items()}
+            if o.node in recorded
+            else {},
+        }
+        for o in outcomes
+    }
+    if as_json:
+        print(json.dumps({"run_dir": str(run.path), "nodes": doc}, indent=2))
+    else:
+        for node, entry in doc.items():
+            probes = " ".join(f"{n}{'' if ok else '(error)'}" for n, ok in entry["probes"].items())
+            out.print(f"{node:16} {entry['state']:12} {entry['reason'] or probes}", highlight=False)
+        out.print(f"snapshot: {run.path}", highlight=False)
+    bad = any(o.state != "complete" for o in outcomes)
+    raise typer.Exit(1 if bad else 0)
 
 
-def _probe_local(
+class _Target:
+    """Where a run goes: an inventory over SSH, or this machine (nodes_file None)."""
+
+    def __init__(
+        self,
+        nodes_file: Path | None,
+        limit: str | None,
+        forks: int,
+        accept_new_hostkeys: bool,
+        connect_timeout: float,
+    ) -> None:
+        self.nodes_file = nodes_file
+        self.limit = limit
+        self.forks = forks
+        self.accept_new_hostkeys = accept_new_hostkeys
+        self.connect_timeout = connect_timeout
+
+
+def _probe_fleet(
     command: str,
+    target: _Target,
     suite_name: str,
     profile_name: str | None,
     data_dirs: list[Path] | None,
     out_dir: Path | None,
-) -> tuple[NodeFacts | None, RunDir]:
-    """Run the suite's probes on this machine, recording each result as it arrives."""
+    resume: Path | None = None,
+) -> tuple[list[Finding], RunDir, list[Any]]:
+    """Run the suite on every node (or this one), recording each result as it arrives."""
+    from bringup import fleet as fleet_run
+    from bringup.rundir import load_manifest
+
+    dirs = [str(p) for p in data_dirs or []]
+    if resume is not None:
+        manifest = load_manifest(resume)
+        if manifest is None:
+            fail(f"--resume {resume}: no readable manifest.json (not a run directory)")
+        if manifest.inventory is None and target.nodes_file is None:
+            fail(f"--resume {resume}: a --local run cannot be resumed; run it again")
+        target.nodes_file = target.nodes_file or Path(manifest.inventory or "")
+        target.limit = target.limit or manifest.limit
+        # The run is judged as it started: its profile, suite and data directories.
+        profile_name = manifest.profile
+        suite_name = manifest.suite_source or manifest.suite or suite_name
+        dirs = dirs or manifest.data_dirs
     try:
         chosen = suite.load(suite_name)
     except suite.SuiteError as exc:
         fail(str(exc))
-    for path in data_dirs or []:
-        if not path.is_dir():
-            fail(f"--data-dir {path}: not a directory")
-    request = _request(chosen, data_dirs)
-    run = _create_run(out_dir, command, profile_name, chosen.name)
-    node = socket.gethostname()
-    run.add_node(node)
-    deadline = sum(step["timeout_s"] for step in request["probes"]) + 60
+    prof = _load_profile(profile_name) if profile_name else None
+    if target.nodes_file is None:
+        for path in data_dirs or []:
+            if not path.is_dir():
+                fail(f"--data-dir {path}: not a directory")
+        dirs = [str(p.resolve()) for p in data_dirs or []]
+    else:
+        for path_text in dirs:
+            if not path_text.startswith("/"):
+                fail(f"--data-dir {path_text}: give an absolute path (it is a path on the nodes)")
     try:
-        with err.status(f"{node}: running suite {chosen.name}") as status:
-            for record in run_local(request, deadline):
-                recorded = run.add_record(node, record)
-                state = "ok" if recorded.ok else f"error: {recorded.error}"
-                status.update(f"{node}: {recorded.probe} {state}")
+        plans, connector = _plans(target, chosen, prof, dirs, resume)
+    except fleet_run.FleetError as exc:
+        fail(str(exc))
+    if resume is not None:
+        try:
+            run = RunDir.reopen(resume)
+        except RunDirError as exc:
+            fail(str(exc))
+        run.reset_findings()
+    else:
+        run = _create_run(out_dir, command, profile_name, chosen.name)
+        if target.nodes_file is not None:
+            run.manifest.inventory = str(target.nodes_file.resolve())
+            run.manifest.limit = target.limit
+            run.manifest.data_dirs = dirs
+            given = Path(suite_name)
+            run.manifest.suite_source = str(given.resolve()) if given.suffix else suite_name
+            run.save_manifest()
+    try:
+        outcomes = fleet_run.run(plans, run, forks=target.forks, console=err)
+    finally:
+        if connector is not None:
+            connector.close()
+    findings = [f for o in outcomes for f in o.findings]
+    return findings, run, outcomes
+
+
+def _plans(
+    target: _Target,
+    chosen: suite.Suite,
+    prof: profile.Profile | None,
+    dirs: list[str],
+    resume: Path | None,
+) -> tuple[list[Any], Any]:
+    """One plan per node: the local machine, or every host of the inventory."""
+    from bringup import fleet as fleet_run
+
+    if target.nodes_file is None:
+        runner = fleet_run.local_runner()
+        node = socket.gethostname()
+        plan = fleet_run.plan_node(node, {}, runner, chosen, prof, dirs, remote=False)
+        return [plan], None
+    from bringup import inventory, ssh
+
+    try:
+        hosts = inventory.load(target.nodes_file, target.limit)
+    except inventory.InventoryError as exc:
+        fail(str(exc))
+    done = {f.node: f for f in _load_facts(resume)} if resume is not None else {}
+    settings = ssh.SshSettings(
+        connect_timeout_s=target.connect_timeout, accept_new_hostkeys=target.accept_new_hostkeys
+    )
+    try:
+        connector = ssh.Connector(settings)
     except TransportError as exc:
-        run.manifest.status = "interrupted"
-        err.print(f"[magenta]node side failed:[/] {exc}")
-    except KeyboardInterrupt:
-        run.manifest.status = "interrupted"
-        err.print("[yellow]interrupted: keeping what was measured[/]")
-    facts = load_facts(run.path)[0] if (run.path / "facts").exists() else None
-    return facts, run
-
-
-def _request(chosen: suite.Suite, data_dirs: list[Path] | None) -> dict[str, Any]:
-    steps = []
-    for step in chosen.probes:
-        params = dict(step.params)
-        if data_dirs and step.name in PATH_PROBES:
-            params["paths"] = [str(p.resolve()) for p in data_dirs]
-        steps.append({"name": step.name, "params": params, "timeout_s": step.timeout_s})
-    return {"probes": steps}
+        fail(str(exc))
+    code = ssh.build_node_code()
+    plans = []
+    for host in hosts:
+        runner = fleet_run.ssh_runner(host, connector, code)
+        plan = fleet_run.plan_node(
+            host.name, host.vars, runner, chosen, prof, dirs, done.get(host.name)
+        )
+        plans.append(plan)
+    return plans, connector
 
 
 # --- inspect --------------------------------------------------------------------------
@@ -329,6 +477,20 @@ def _create_run(
         return RunDir.create(out_dir or default_path(command), command, profile_name, suite_name)
     except RunDirError as exc:
         fail(str(exc))
+
+
+# --- commands of other subjects, each registered by its own module ---------------------
+
+
+def _register_commands() -> None:
+    # Imported here, not at the top: these modules import `fail` and friends from this one.
+    from bringup import diagnose
+
+    for module in (diagnose,):
+        module.register(app)
+
+
+_register_commands()
 
 
 if __name__ == "__main__":

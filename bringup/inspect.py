@@ -16,7 +16,7 @@ from typing import Any
 
 from bringup.checks.catalog import judge_probe
 from bringup.findings import Finding
-from bringup.probes import fio, nccl, smi, topology, xid
+from bringup.probes import dmon, fio, nccl, smi, topology, xid
 from bringup.probes.result import ParseError
 from bringup.profile import Profile
 
@@ -43,6 +43,14 @@ def _smi(kind: str) -> Callable[[str], bool]:
 KINDS: list[Kind] = [
     Kind("smi-xml", "nvidia-smi -q -x", _smi("smi-xml"), smi.parse_q_xml, "gpu"),
     Kind("fio", "fio --output-format=json", fio.detect, fio.parse_fio_json, "fio"),
+    # Before smi-q: a series of -q captures also looks like one.
+    Kind(
+        "smi-q-series",
+        "series of nvidia-smi -q",
+        dmon.detect_q_series,
+        dmon.parse_q_series,
+        "telemetry",
+    ),
     Kind("smi-q", "nvidia-smi -q", _smi("smi-q"), smi.parse_q_text, "gpu"),
     Kind("nccl", "nccl-tests output", nccl.detect, nccl.parse_nccl_tests, "nccl"),
     Kind("topo", "nvidia-smi topo -m", _looks_like_topo, topology.parse_topo, "topology"),
@@ -55,6 +63,7 @@ KINDS: list[Kind] = [
         checks=("gpu.nvlink",),
     ),
     Kind("smi-csv", "nvidia-smi --query-gpu", _smi("smi-csv"), smi.parse_query_csv, "gpu"),
+    Kind("dmon", "nvidia-smi dmon", dmon.detect, dmon.parse_dmon, "telemetry"),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
 ]
 KIND_NAMES = [k.name for k in KINDS]

@@ -7,8 +7,9 @@ naming the key, not a threshold silently ignored.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from bringup.data import data_dir
 from bringup.schema import Strict, describe, read_yaml
@@ -62,6 +63,30 @@ class HostSpec(Strict):
     min_free_bytes: int = 100 * 10**9  # on the data and checkpoint paths
 
 
+class MetricTolerance(Strict):
+    """How far a measured metric may move before a report flags it (issue 7)."""
+
+    better: Literal["higher", "lower"]  # which way is an improvement
+    baseline_pct: float = Field(ge=0)  # worse than the baseline run by more than this: flagged
+    fleet_pct: float = Field(ge=0)  # worse than the fleet median by more than this: straggler
+
+
+# Defaults; a profile's `tolerances:` section overrides them field by field. Sources and
+# policy of each number are in checks/profiles/*.yaml, next to where the profiles set them.
+DEFAULT_TOLERANCES: dict[str, MetricTolerance] = {
+    "nccl.busbw": MetricTolerance(better="higher", baseline_pct=5, fleet_pct=5),
+    "burnin.mfu": MetricTolerance(better="higher", baseline_pct=3, fleet_pct=3),
+    "burnin.tokens_per_s": MetricTolerance(better="higher", baseline_pct=3, fleet_pct=3),
+    "gemm.tflops": MetricTolerance(better="higher", baseline_pct=5, fleet_pct=5),
+    "nvme.seq_read": MetricTolerance(better="higher", baseline_pct=10, fleet_pct=10),
+    "nvme.seq_write": MetricTolerance(better="higher", baseline_pct=10, fleet_pct=10),
+}
+
+
+def default_tolerances() -> dict[str, MetricTolerance]:
+    return {name: t.model_copy() for name, t in DEFAULT_TOLERANCES.items()}
+
+
 class Profile(Strict):
     name: str
     description: str
@@ -72,6 +97,26 @@ class Profile(Strict):
     nccl: NcclSpec
     nvme: NvmeSpec = NvmeSpec()
     host: HostSpec = HostSpec()
+    # Metric name ("nccl.busbw", ...) -> tolerance; every known metric is present.
+    tolerances: dict[str, MetricTolerance] = Field(default_factory=default_tolerances)
+
+    @field_validator("tolerances", mode="before")
+    @classmethod
+    def _merge_tolerances(cls, value: object) -> object:
+        """The defaults with the profile's entries laid over them; unknown metrics rejected."""
+        if value is None:
+            return default_tolerances()
+        if not isinstance(value, dict):
+            return value  # pydantic names the type error
+        merged: dict[str, object] = {k: t.model_dump() for k, t in DEFAULT_TOLERANCES.items()}
+        for name, entry in value.items():
+            if name not in DEFAULT_TOLERANCES:
+                known = ", ".join(DEFAULT_TOLERANCES)
+                raise ValueError(f"unknown metric {name!r} (known: {known})")
+            if isinstance(entry, dict):
+                entry = {**DEFAULT_TOLERANCES[name].model_dump(), **entry}
+            merged[name] = entry
+        return merged
 
 
 class ProfileError(Exception):

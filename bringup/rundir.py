@@ -6,13 +6,15 @@
     raw/<node>/<probe>/  the tool outputs the facts came from
 
 Every write is atomic (temp file + rename) or an append of whole lines, so a crash or
-Ctrl-C leaves a directory that `--replay` and `report` can still read.
+Ctrl-C leaves a directory that `--replay` and `report` can still read. A RunDir is shared
+by the threads of a fleet run: every write holds its lock.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,6 +35,11 @@ class Manifest(BaseModel):
     status: str = "running"  # running, complete, interrupted
     exit_code: int | None = None
     nodes: list[str] = Field(default_factory=list)
+    # Fleet runs: what `--resume` needs to reach the same nodes with the same request.
+    inventory: str | None = None
+    limit: str | None = None
+    data_dirs: list[str] = Field(default_factory=list)
+    suite_source: str | None = None  # the suite's name or absolute path, as given
 
 
 class RunDirError(Exception):
@@ -62,6 +69,7 @@ class RunDir:
         self.path = path
         self.manifest = manifest
         self._facts: dict[str, NodeFacts] = {}
+        self._lock = threading.RLock()
 
     @classmethod
     def create(cls, path: Path, command: str, profile: str | None, suite: str | None) -> RunDir:
@@ -75,17 +83,59 @@ class RunDir:
         run.save_manifest()
         return run
 
+    @classmethod
+    def reopen(cls, path: Path) -> RunDir:
+        """An existing run directory, to be continued (`--resume`): its facts are kept."""
+        manifest = load_manifest(path)
+        if manifest is None:
+            raise RunDirError(f"{path}: no readable manifest.json (not a run directory)")
+        run = cls(path, manifest)
+        if (path / "facts").is_dir():
+            for facts in load_facts(path):
+                run._facts[facts.node] = facts
+        manifest.status = "running"
+        manifest.ended_at = None
+        manifest.exit_code = None
+        run.save_manifest()
+        return run
+
     def save_manifest(self) -> None:
-        _write_atomic(self.path / "manifest.json", self.manifest.model_dump_json(indent=2) + "\n")
+        with self._lock:
+            text = self.manifest.model_dump_json(indent=2) + "\n"
+            _write_atomic(self.path / "manifest.json", text)
 
     def add_node(self, node: str) -> NodeFacts:
-        facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
-        self._facts[node] = facts
-        if node not in self.manifest.nodes:
-            self.manifest.nodes.append(node)
+        with self._lock:
+            facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
+            self._facts[node] = facts
+            if node not in self.manifest.nodes:
+                self.manifest.nodes.append(node)
+                self.save_manifest()
+            self._save_facts(facts)
+            return facts
+
+    def add_nodes(self, nodes: list[str]) -> None:
+        """Every node of a fleet run, in inventory order, before any answers (one write)."""
+        with self._lock:
+            for node in nodes:
+                if node not in self._facts:
+                    facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
+                    self._facts[node] = facts
+                    self._save_facts(facts)
+                if node not in self.manifest.nodes:
+                    self.manifest.nodes.append(node)
             self.save_manifest()
-        self._save_facts(facts)
-        return facts
+
+    def facts_of(self, node: str) -> NodeFacts:
+        """A copy of what is recorded for a node so far."""
+        with self._lock:
+            facts = self._facts.get(node) or self.add_node(node)
+            return facts.model_copy(deep=True)
+
+    def reset_findings(self) -> None:
+        """Start findings.jsonl afresh (a resumed run judges every node again)."""
+        with self._lock:
+            _write_atomic(self.path / "findings.jsonl", "")
 
     def add_record(self, node: str, record: dict[str, object]) -> ProbeRecord:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
@@ -95,21 +145,24 @@ class RunDir:
             target = self.path / "raw" / _safe(node) / _safe(parsed.probe) / _safe(str(name))
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(str(text))
-        facts = self._facts.get(node) or self.add_node(node)
-        facts.probes[parsed.probe] = parsed
-        self._save_facts(facts)
+        with self._lock:
+            facts = self._facts.get(node) or self.add_node(node)
+            facts.probes[parsed.probe] = parsed
+            self._save_facts(facts)
         return parsed
 
     def add_findings(self, findings: list[Finding]) -> None:
-        with (self.path / "findings.jsonl").open("a") as out:
-            for f in findings:
-                out.write(f.model_dump_json() + "\n")
+        # One write of whole lines under the lock: nodes finishing together do not interleave.
+        text = "".join(f.model_dump_json() + "\n" for f in findings)
+        with self._lock, (self.path / "findings.jsonl").open("a") as out:
+            out.write(text)
 
     def finish(self, status: str, exit_code: int) -> None:
-        self.manifest.status = status
-        self.manifest.exit_code = exit_code
-        self.manifest.ended_at = now()
-        self.save_manifest()
+        with self._lock:
+            self.manifest.status = status
+            self.manifest.exit_code = exit_code
+            self.manifest.ended_at = now()
+            self.save_manifest()
 
     def _save_facts(self, facts: NodeFacts) -> None:
         target = self.path / "facts" / f"{_safe(facts.node)}.json"

@@ -12,6 +12,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,21 @@ class TransportError(Exception):
     """The node side could not be run or stopped answering; one line."""
 
 
-def run_local(request: dict[str, Any], deadline_s: float) -> Iterator[dict[str, Any]]:
+class Unreachable(TransportError):
+    """The node could not be reached: refused, timed out, unknown name, host key, auth."""
+
+
+class Interrupted(TransportError):
+    """The run was stopped (Ctrl-C) while this node was running; what arrived is kept."""
+
+
+# How often a waiting transport looks at its stop event (Ctrl-C reaches only the main thread).
+STOP_POLL_S = 0.2
+
+
+def run_local(
+    request: dict[str, Any], deadline_s: float, stop: threading.Event | None = None
+) -> Iterator[dict[str, Any]]:
     """Yield each probe record as the local node side prints it, within deadline_s."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "bringup.probes"],
@@ -43,7 +58,9 @@ def run_local(request: dict[str, Any], deadline_s: float) -> Iterator[dict[str, 
                 left = end - time.monotonic()
                 if left <= 0:
                     raise TransportError(f"node did not finish within {deadline_s:g} s")
-                if not sel.select(timeout=left):
+                if stop is not None and stop.is_set():
+                    raise Interrupted("interrupted")
+                if not sel.select(timeout=min(left, STOP_POLL_S)):
                     continue
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
                 if not chunk:
@@ -52,7 +69,7 @@ def run_local(request: dict[str, Any], deadline_s: float) -> Iterator[dict[str, 
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield _decode(line)
+                        yield decode_line(line)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -62,7 +79,8 @@ def run_local(request: dict[str, Any], deadline_s: float) -> Iterator[dict[str, 
         raise TransportError(f"node side exited {proc.returncode}: {err[-1] if err else ''}")
 
 
-def _decode(line: bytes) -> dict[str, Any]:
+def decode_line(line: bytes) -> dict[str, Any]:
+    """One probe record from one line the node side printed; TransportError if it is not."""
     try:
         record = json.loads(line)
     except json.JSONDecodeError:

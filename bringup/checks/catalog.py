@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bringup.checks import Check, finding, fio, gpu, host, nccl, nvme, topology, xid
+from bringup.checks import burnin as burnin_checks
+from bringup.checks import gemm as gemm_checks
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
 from bringup.profile import Profile
@@ -17,6 +19,8 @@ CHECKS: list[Check] = [
     *xid.CHECKS,
     *nccl.CHECKS,
     *fio.CHECKS,
+    *gemm_checks.CHECKS,
+    *burnin_checks.CHECKS,
 ]
 
 

@@ -1,4 +1,5 @@
-"""Checks of nccl-tests results: did the run work, were the values right, is the bus fast.
+"""Checks of collective results (nccl-tests or the torch engine): did the run work, were the
+values right, is the bus fast.
 
 Bus bandwidth is judged on large messages only (>= 1 GiB): small ones measure latency, and
 nccl-tests' own "Avg bus bandwidth" averages every size, small ones included (REFERENCE.md
@@ -6,6 +7,8 @@ nccl-tests' own "Avg bus bandwidth" averages every size, small ones included (RE
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
@@ -19,32 +22,58 @@ LARGE_BYTES = 1 << 30  # "large messages": where busbw reaches its plateau
 
 def judge_allreduce_busbw(facts: NcclFacts, profile: Profile) -> list[Finding]:
     """nccl.allreduce_busbw: the run worked, its values were right, its busbw meets the floor."""
+    others = [f for other in facts.others for f in _other_collective(other)]
     if not facts.complete or not facts.rows:
-        return [_died(facts)]
+        return [_died(facts), *others]
     if facts.all_zero_busbw:
-        return [_all_zero()]
+        return [_single_rank(facts) if facts.launched_ranks == 1 else _all_zero(), *others]
     findings = _validation(facts)
+    findings.extend(others)
     findings.append(_bandwidth(facts, profile))
     return findings
+
+
+def _other_collective(facts: NcclFacts) -> list[Finding]:
+    """A further collective of the same run (all_gather, ...): did it run, were values right."""
+    if not facts.complete or not facts.rows:
+        return [_died(facts)]
+    return _validation(facts)
+
+
+def _engine(facts: NcclFacts) -> str:
+    """Who measured, in messages: nccl-tests, or our torch engine and its backend."""
+    if facts.engine == "torch":
+        return f"the torch engine ({facts.backend}, {facts.collective})"
+    return "nccl-tests"
+
+
+def _single_rank(facts: NcclFacts) -> Finding:
+    """SKIP: one GPU has no bus to measure (all-reduce's bus factor 2(n-1)/n is 0)."""
+    return finding(
+        CHECK,
+        Status.SKIP,
+        f"one rank only: {facts.collective} moves no data between GPUs (bus factor 0), so there "
+        f"is no bus bandwidth to judge; {len(facts.rows)} sizes ran without error",
+    )
 
 
 def _died(facts: NcclFacts) -> Finding:
     """ERROR: the run never reached its summary (or had no rows); say why in NCCL's words."""
     if facts.errors:
-        reason = _first_error(facts.errors)
+        reason = first_error(facts.errors)
         more = f" (and {len(facts.errors) - 1} more error lines)" if len(facts.errors) > 1 else ""
-        message = f"nccl-tests died after {len(facts.rows)} result rows: {reason}{more}"
+        message = f"{_engine(facts)} died after {len(facts.rows)} result rows: {reason}{more}"
         action = "fix the error above (rerun with NCCL_DEBUG=INFO for details), then rerun"
     elif facts.complete:
-        message = "nccl-tests printed its summary but no result rows"
+        message = f"{_engine(facts)} printed its summary but no result rows"
         action = "read the raw output: the size range or the launch was wrong; rerun"
     else:
-        message = f"nccl-tests output ends after {len(facts.rows)} rows, before its summary"
+        message = f"{_engine(facts)} output ends after {len(facts.rows)} rows, before its summary"
         action = "the run was killed or timed out: read its raw output, then rerun"
     return finding(CHECK, Status.ERROR, message, action=action)
 
 
-def _first_error(errors: list[str]) -> str:
+def first_error(errors: list[str]) -> str:
     """The most telling error line: an NCCL WARN's text beats a "Test failure" line."""
     for line in errors:
         if "NCCL WARN" in line:
@@ -73,7 +102,7 @@ def _validation(facts: NcclFacts) -> list[Finding]:
     suspect = wrong_rows or [
         r for r in facts.rows if (r.oop_max_error or 0) > 0 or (r.ip_max_error or 0) > 0
     ]
-    sizes = ", ".join(_size(r.size_bytes) for r in suspect) or "not shown"
+    sizes = ", ".join(size_text(r.size_bytes) for r in suspect) or "not shown"
     return [
         finding(
             CHECK,
@@ -104,26 +133,28 @@ def _bandwidth(facts: NcclFacts, profile: Profile) -> Finding:
     expected = f">= {floor_gb_s:g} GB/s"
     largest = max(facts.rows, key=lambda r: r.size_bytes)
     large = [r for r in facts.rows if r.size_bytes >= LARGE_BYTES]
-    avg = f"nccl-tests Avg bus bandwidth {_gb(facts.avg_busbw_bytes_per_s)} GB/s (all sizes)"
+    who = "nccl-tests" if facts.engine in (None, "nccl-tests") else "torch engine"
+    avg = f"{who} Avg bus bandwidth {_gb(facts.avg_busbw_bytes_per_s)} GB/s (all sizes)"
     if not large:
         best = max(facts.rows, key=_busbw)
         return finding(
             CHECK,
             Status.WARN,
-            f"largest message {_size(largest.size_bytes)} is too small to judge the bus "
-            f"(needs >= 1 GiB); peak busbw {_gb(_busbw(best))} GB/s at {_size(best.size_bytes)}; "
-            f"{avg}",
+            f"largest message {size_text(largest.size_bytes)} is too small to judge the bus "
+            f"(needs >= 1 GiB); peak busbw {_gb(_busbw(best))} GB/s at "
+            f"{size_text(best.size_bytes)}; {avg}",
             value=round(_busbw(best) / GB, 2),
             expected=expected,
             unit="GB/s",
-            action="rerun all_reduce_perf with -e 8G (or larger) to reach the bandwidth plateau",
+            action="rerun up to 8 GiB (all_reduce_perf -e 8G, `bringup nccl -e 8G`) to reach "
+            "the bandwidth plateau",
         )
     best = max(large, key=_busbw)
     busbw_gb_s = _busbw(best) / GB
     message = (
-        f"all_reduce busbw {busbw_gb_s:.2f} GB/s at {_size(best.size_bytes)} "
+        f"all_reduce busbw {busbw_gb_s:.2f} GB/s at {size_text(best.size_bytes)} "
         f"(best of messages >= 1 GiB; {_gb(_busbw(largest))} GB/s at the largest, "
-        f"{_size(largest.size_bytes)}), floor {floor_gb_s:g} GB/s"
+        f"{size_text(largest.size_bytes)}), floor {floor_gb_s:g} GB/s"
         f"{f' over {facts.nranks} ranks' if facts.nranks else ''}; {avg}, not judged"
     )
     ok = busbw_gb_s >= floor_gb_s
@@ -150,7 +181,7 @@ def _gb(bytes_per_s: float | None) -> str:
     return "n/a" if bytes_per_s is None else f"{bytes_per_s / GB:.2f}"
 
 
-def _size(size_bytes: int) -> str:
+def size_text(size_bytes: int) -> str:
     """A message size as nccl-tests users say it: "4 GiB", "256 MiB", or bytes."""
     for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
         if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
@@ -158,11 +189,162 @@ def _size(size_bytes: int) -> str:
     return f"{size_bytes} B"
 
 
+# --- pairwise: which node of a slow pair is slow ---------------------------------------------
+
+PAIRWISE = "nccl.pairwise"
+
+
+@dataclass
+class PairResult:
+    """One 2-node job of `bringup nccl --pairwise`: busbw at its largest size, or why none."""
+
+    nodes: tuple[str, str]
+    busbw_bytes_per_s: float | None
+    error: str | None = None
+    where: str = ""  # the run directory (under the pairwise run) that holds its records
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "nodes": list(self.nodes),
+            "busbw_gb_s": None if self.busbw_bytes_per_s is None else self.busbw_bytes_per_s / GB,
+            "error": self.error,
+            "run_dir": self.where,
+        }
+
+
+def reference(results: list[PairResult]) -> float | None:
+    """The best pair's busbw: what a healthy pair reaches on this fabric."""
+    measured = [r.busbw_bytes_per_s for r in results if r.busbw_bytes_per_s is not None]
+    return max(measured) if measured else None
+
+
+def _fast(result: PairResult, best: float | None, slow_fraction: float) -> bool:
+    busbw = result.busbw_bytes_per_s
+    return busbw is not None and best is not None and busbw >= slow_fraction * best
+
+
+def split_pairs(results: list[PairResult], slow_fraction: float) -> tuple[list[str], list[str]]:
+    """(known-good nodes, suspects): nodes of a fast pair are good; the others are suspects.
+
+    Judged against the best pair rather than the profile: two nodes over the network reach
+    less than one node over NVLink, and the best pair shows what this fabric can do.
+    """
+    best = reference(results)
+    good: list[str] = []
+    for r in results:
+        if _fast(r, best, slow_fraction):
+            good += [n for n in r.nodes if n not in good]
+    suspects: list[str] = []
+    for r in results:
+        suspects += [n for n in r.nodes if n not in good and n not in suspects]
+    return good, suspects
+
+
+def judge_pairwise(
+    nodes: list[str], first: list[PairResult], retests: list[PairResult], slow_fraction: float
+) -> list[Finding]:
+    """nccl.pairwise, one finding per node: fine, slow with a known-good partner, or unknown."""
+    best = reference(first)
+    good, _ = split_pairs(first, slow_fraction)
+    findings = []
+    for node in nodes:
+        own = [r for r in first if node in r.nodes]
+        retest = next((r for r in retests if r.nodes[0] == node), None)
+        findings.append(
+            _pair_verdict(node, own, retest, good, best, slow_fraction).model_copy(
+                update={"node": node}
+            )
+        )
+    return findings
+
+
+def _pair_verdict(
+    node: str,
+    own: list[PairResult],
+    retest: PairResult | None,
+    good: list[str],
+    best: float | None,
+    slow_fraction: float,
+) -> Finding:
+    """The verdict on one node from its first-round pairs and its retest."""
+    floor = None if best is None else slow_fraction * best
+    expected = (
+        None if floor is None else f">= {floor / GB:.2f} GB/s ({slow_fraction:g} x best pair)"
+    )
+
+    def partner(r: PairResult) -> str:
+        return r.nodes[1] if r.nodes[0] == node else r.nodes[0]
+
+    def shown(r: PairResult) -> str:
+        if r.busbw_bytes_per_s is None:
+            return f"with {partner(r)}: failed ({r.error})"
+        return f"with {partner(r)}: {r.busbw_bytes_per_s / GB:.2f} GB/s"
+
+    first_round = "; ".join(shown(r) for r in own) or "not paired"
+    if node in good:
+        fast = next(r for r in own if _fast(r, best, slow_fraction))
+        return finding(
+            PAIRWISE,
+            Status.PASS,
+            f"all_reduce busbw {shown(fast)}",
+            value=round((fast.busbw_bytes_per_s or 0) / GB, 3),
+            expected=expected,
+            unit="GB/s",
+        )
+    if best is None:
+        return finding(
+            PAIRWISE,
+            Status.ERROR,
+            f"no pair could be measured, so no node can be judged ({first_round})",
+            action="fix the failure shown (rendezvous port, interface), then rerun",
+        )
+    if retest is None:
+        return finding(
+            PAIRWISE,
+            Status.WARN,
+            f"slow or failed in its first pair ({first_round}) and no known-good node was left "
+            "to retest it with",
+            expected=expected,
+            action="rerun --pairwise with a node known to be healthy in the inventory",
+        )
+    if retest.busbw_bytes_per_s is None:
+        return finding(
+            PAIRWISE,
+            Status.ERROR,
+            f"first round {first_round}; with known-good {partner(retest)} the job failed: "
+            f"{retest.error}",
+            action="check this node's network interfaces and the rendezvous port, then rerun",
+        )
+    value = round(retest.busbw_bytes_per_s / GB, 3)
+    if _fast(retest, best, slow_fraction):
+        return finding(
+            PAIRWISE,
+            Status.PASS,
+            f"slow in its first pair ({first_round}) but {shown(retest)} (known good): "
+            "the slow one was its first partner",
+            value=value,
+            expected=expected,
+            unit="GB/s",
+        )
+    return finding(
+        PAIRWISE,
+        Status.FAIL,
+        f"{node} is slow: {shown(retest)} (known good), and first round {first_round}; "
+        f"best pair {best / GB:.2f} GB/s",
+        value=value,
+        expected=expected,
+        unit="GB/s",
+        action=f"check {node}'s network: link speed and errors of each NIC (ibstat, "
+        "ethtool -S, ib_write_bw per NIC), cables and switch ports; rerun --pairwise after",
+    )
+
+
 CHECKS: list[Check] = [
     Check(
         name=CHECK,
         probe="nccl",
         judge=judge_allreduce_busbw,
-        description="nccl-tests all_reduce: ran, values correct, large-message busbw >= floor",
+        description="all_reduce (nccl-tests or torch): ran, values correct, large-message "
+        "busbw >= floor",
     ),
 ]

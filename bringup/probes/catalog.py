@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bringup.probes import gpu, host, nvme, topology, xid
+from bringup.probes import burnin, gemm, gpu, host, nccl, nvme, telemetry, topology, xid
 
 PROBES: dict[str, ModuleType] = {
     "gpu": gpu,
@@ -18,4 +18,8 @@ PROBES: dict[str, ModuleType] = {
     "host": host,
     "nvme": nvme,
     "xid": xid,
+    "nccl": nccl,
+    "gemm": gemm,
+    "telemetry": telemetry,
+    "burnin": burnin,
 }

@@ -1,17 +1,29 @@
-"""nccl-tests output (`all_reduce_perf` and friends): the result table, summary and errors.
+"""The `nccl` probe: collective bus bandwidth, measured the way nccl-tests measures it.
 
-Only the parser lives here for now; running nccl-tests on the nodes is another probe's job.
-Units follow nccl-tests (PERFORMANCE.md): time in microseconds, algbw and busbw in GB/s
-with GB = 1e9 bytes. Facts are in SI: seconds and bytes per second.
+Two engines fill the same facts, chosen automatically (`engine="auto"`):
+  - nccl-tests (`all_reduce_perf` and friends, on PATH or in `nccl_tests_dir`), run with
+    `-b 8M -e 8G -f 2 -g <gpus> -c 1` and parsed here;
+  - our own torch.distributed benchmark (`collective.py`) when nccl-tests is absent, or
+    across nodes, or on CPU with gloo.
+
+The parser copes with every real nccl-tests format seen (tests/fixtures/nccl). Units follow
+nccl-tests (PERFORMANCE.md): time in microseconds, algbw and busbw in GB/s with GB = 1e9
+bytes. Facts are in SI: seconds and bytes per second. Standard library only: runs on nodes.
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from decimal import Decimal, DecimalException
+from pathlib import Path
 
-from bringup.probes.result import ParseError
+from bringup.probes.command import CommandResult, run, which
+from bringup.probes.result import ParseError, ProbeError, ProbeOutput
 
 GB = "1e9"  # nccl-tests prints GB/s with GB = 1e9 bytes (PERFORMANCE.md)
 US = "1e-6"  # and times in microseconds
@@ -69,6 +81,13 @@ class NcclFacts:
     errors: list[str] = field(default_factory=list)  # NCCL WARN and "Test ... failure" lines
     complete: bool = False  # the summary lines were reached
     all_zero_busbw: bool = False  # busbw 0 everywhere although data moved: 1-rank runs
+    # Set by the probe; None when the facts come from a log someone sent.
+    engine: str | None = None  # "nccl-tests" or "torch"
+    backend: str | None = None  # the torch engine's: "nccl" on GPUs, "gloo" on CPU
+    launched_ranks: int | None = None  # ranks the probe started, every node together
+    others: list[NcclFacts] = field(default_factory=list)  # more collectives of the same run
+    # False where in-place does not exist (torch's alltoall): its columns are then 0, not data.
+    in_place_measured: bool = True
 
 
 FACTS = NcclFacts
@@ -134,7 +153,7 @@ def parse_nccl_tests(text: str) -> NcclFacts:
         facts.nranks = max(ranks_reported)
     if facts.collective is None:
         facts.collective = infer_collective(facts.rows, facts.nranks)
-    _summarise(facts)
+    summarise(facts)
     return facts
 
 
@@ -247,7 +266,7 @@ def infer_collective(rows: list[NcclRow], nranks: int | None) -> str | None:
     return "all_reduce" if abs(factor - expected) <= 0.02 * expected else None
 
 
-def _summarise(facts: NcclFacts) -> None:
+def summarise(facts: NcclFacts) -> None:
     """Peak, largest-size and all-zero busbw from the rows."""
     if not facts.rows:
         return
@@ -259,3 +278,186 @@ def _summarise(facts: NcclFacts) -> None:
     )
     moved = any(max(r.oop_algbw_bytes_per_s, r.ip_algbw_bytes_per_s) > 0 for r in facts.rows)
     facts.all_zero_busbw = moved and max(best) == 0
+
+
+# --- the probe ---------------------------------------------------------------------------
+
+MIB = 1 << 20
+GIB = 1 << 30
+ENGINES = ("auto", "nccl-tests", "torch")
+BACKENDS = ("auto", "nccl", "gloo")
+# What `-c 1` validation and -n/-w mean are nccl-tests' own defaults (README.md of nccl-tests).
+DEFAULT_ITERS = 20
+DEFAULT_WARMUP_ITERS = 5
+
+
+@dataclass
+class Params:
+    """How to measure; suites and `bringup nccl` set these by name."""
+
+    engine: str = "auto"  # auto: nccl-tests when found with GPUs on one node, else torch
+    collectives: list[str] = field(default_factory=lambda: ["all_reduce"])
+    min_bytes: int = 8 * MIB  # nccl-tests -b
+    max_bytes: int = 8 * GIB  # nccl-tests -e: large enough to reach the bus plateau
+    step_factor: int = 2  # nccl-tests -f
+    iters: int = DEFAULT_ITERS  # timed iterations per size (nccl-tests -n)
+    warmup_iters: int = DEFAULT_WARMUP_ITERS  # nccl-tests -w
+    check: bool = True  # count wrong values (nccl-tests -c 1)
+    ranks: int | None = None  # ranks on this node: None = one per GPU (nccl-tests -g)
+    backend: str = "auto"  # torch engine: nccl with GPUs; gloo (CPU) needs `ranks`
+    nccl_tests_dir: str | None = None  # where all_reduce_perf & co are; else PATH
+    timeout_s: float = 1500.0  # the benchmark's own deadline: keep it under the step's
+    rendezvous_timeout_s: float = 120.0  # torch: how long ranks wait for each other
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_* for the run
+    # Across nodes (set by `bringup nccl --nodes`): this node's place in the job.
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"  # where rank 0 listens for the rendezvous
+    master_port: int = 0  # 0: a free port (one node only)
+
+
+def collect(params: Params) -> ProbeOutput:
+    """Measure each requested collective with the engine that fits this node."""
+    validate(params)
+    gpus = count_gpus()
+    engine = choose_engine(params, gpus)
+    if engine == "nccl-tests":
+        return _collect_nccl_tests(params, gpus)
+    from bringup.probes import collective  # the torch engine's launcher (stdlib only)
+
+    return collective.collect(params, gpus)
+
+
+def validate(params: Params) -> None:
+    """A ProbeError naming the first parameter that cannot work."""
+    problems = [
+        (params.engine not in ENGINES, f"engine {params.engine!r} is not one of {ENGINES}"),
+        (params.backend not in BACKENDS, f"backend {params.backend!r} is not one of {BACKENDS}"),
+        (not params.collectives, "collectives is empty"),
+        (params.min_bytes < 0 or params.max_bytes < params.min_bytes, "need 0 <= min <= max"),
+        (params.step_factor < 2, "step_factor must be >= 2"),
+        (params.iters < 1 or params.warmup_iters < 0, "need iters >= 1, warmup_iters >= 0"),
+        (params.ranks is not None and params.ranks < 1, "ranks must be >= 1"),
+        (params.nnodes < 1 or not 0 <= params.node_rank < params.nnodes, "bad node_rank"),
+    ]
+    unknown = [c for c in params.collectives if c not in COLLECTIVES]
+    problems.append((bool(unknown), f"unknown collective {unknown[:1]}; known: {COLLECTIVES}"))
+    for bad, message in problems:
+        if bad:
+            raise ProbeError(f"nccl probe: {message}")
+
+
+def count_gpus() -> int:
+    """NVIDIA GPUs this process may use: `nvidia-smi -L`, else the device nodes."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    if which("nvidia-smi"):
+        listed = run(["nvidia-smi", "-L"], timeout_s=30)
+        if listed.returncode == 0:
+            return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def nccl_tests_binary(collective: str, directory: str | None) -> str | None:
+    """Path of `<collective>_perf`, in `directory` or on PATH."""
+    name = f"{collective}_perf"
+    if directory:
+        path = Path(directory) / name
+        return str(path) if os.access(path, os.X_OK) else None
+    return which(name)
+
+
+def torch_installed() -> bool:
+    """True when `import torch` would work here (without paying for the import)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def choose_engine(params: Params, gpus: int) -> str:
+    """nccl-tests on a GPU node that has it (one node); otherwise our torch benchmark."""
+    have_binaries = all(nccl_tests_binary(c, params.nccl_tests_dir) for c in params.collectives)
+    if params.engine == "nccl-tests":
+        if params.nnodes > 1:
+            raise ProbeError("engine nccl-tests runs on one node; across nodes use engine torch")
+        if not have_binaries:
+            missing = next(
+                f"{c}_perf"
+                for c in params.collectives
+                if not nccl_tests_binary(c, params.nccl_tests_dir)
+            )
+            raise ProbeError(f"nccl-tests binary {missing} not found (PATH or nccl_tests_dir)")
+        return "nccl-tests"
+    if params.engine == "auto" and params.nnodes == 1 and gpus > 0 and have_binaries:
+        return "nccl-tests"
+    if not torch_installed():
+        raise ProbeError(
+            "neither nccl-tests (all_reduce_perf on PATH or nccl_tests_dir) nor torch "
+            f"(`{os.path.basename(sys.executable)} -c 'import torch'`) is available on this node"
+        )
+    return "torch"
+
+
+def nccl_tests_argv(binary: str, params: Params, gpus: int) -> list[str]:
+    """The nccl-tests command line: the size sweep, one process driving every GPU."""
+    return [
+        binary,
+        *("-b", str(params.min_bytes), "-e", str(params.max_bytes), "-f", str(params.step_factor)),
+        *("-g", str(gpus), "-c", "1" if params.check else "0"),
+        *("-n", str(params.iters), "-w", str(params.warmup_iters)),
+    ]
+
+
+def run_environment(params: Params) -> dict[str, str]:
+    """This process's environment plus the run's NCCL_*/GLOO_* settings."""
+    env = dict(os.environ)
+    env.setdefault("NCCL_DEBUG", "WARN")  # so a failure says why, in lines the parser keeps
+    env.update({str(k): str(v) for k, v in params.env.items()})
+    return env
+
+
+def _collect_nccl_tests(params: Params, gpus: int) -> ProbeOutput:
+    """Run each collective's `_perf` binary in turn; keep partial rows of a run that died."""
+    ranks = params.ranks or gpus
+    raw: dict[str, str] = {}
+    runs: list[NcclFacts] = []
+    for collective in params.collectives:
+        binary = nccl_tests_binary(collective, params.nccl_tests_dir)
+        assert binary is not None  # choose_engine made sure
+        result = run(
+            nccl_tests_argv(binary, params, ranks), params.timeout_s, run_environment(params)
+        )
+        raw[f"{collective}_perf.txt"] = _transcript(result)
+        runs.append(facts_from_run(result, collective, params.timeout_s, raw))
+    main, *others = runs
+    main.others = others
+    return ProbeOutput(facts=main, raw=raw)
+
+
+def _transcript(result: CommandResult) -> str:
+    """What the binary printed, with its command line, as the raw output to keep."""
+    head = "# command: " + " ".join(result.argv)
+    return f"{head}\n{result.stdout}\n# stderr:\n{result.stderr}"
+
+
+def facts_from_run(
+    result: CommandResult, collective: str, timeout_s: float, raw: dict[str, str]
+) -> NcclFacts:
+    """Facts of one nccl-tests run, marked with how it ended (timeout, exit code)."""
+    try:
+        facts = parse_nccl_tests(result.stdout + "\n" + result.stderr)
+    except ParseError:
+        if result.returncode == 0:
+            raise ProbeError(
+                f"{collective}_perf printed no result table (see raw output)", raw
+            ) from None
+        facts = NcclFacts(collective=None, nranks=None)
+    facts.collective = facts.collective or collective
+    facts.engine = "nccl-tests"
+    facts.launched_ranks = int(result.argv[result.argv.index("-g") + 1])
+    if result.timed_out:
+        facts.complete = False
+        facts.errors.append(f"{collective}_perf timed out after {timeout_s:g} s")
+    elif result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or [""])[-1]
+        facts.errors.append(f"{collective}_perf exited {result.returncode}: {last}".rstrip(": "))
+    return facts

@@ -18,12 +18,13 @@ def _kind_of(path: Path) -> str:
         if ".csv" in name:
             return "smi-csv"
         return "nvlink" if "nvlink-s" in name else "smi-q"
-    return {"topo": "topo", "fio": "fio", "xid": "kernel-log", "nccl": "nccl"}[path.parent.name]
+    kinds = {"topo": "topo", "fio": "fio", "xid": "kernel-log", "nccl": "nccl", "dmon": "dmon"}
+    return kinds[path.parent.name]
 
 
 CASES = sorted(
     p
-    for kind in ("topo", "smi", "fio", "xid", "nccl")
+    for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon")
     for p in (FIXTURES / kind).iterdir()
     if p.name != "SOURCES.md"
 )

@@ -1,0 +1,258 @@
+"""The burn-in baseline: what a node delivered on a recipe, as a versioned JSON file.
+
+`bringup burnin` writes baseline.json into its run directory; a later run takes it as
+`--baseline FILE` and is judged against it (bringup/checks/burnin.py `compare`), and
+reports read its `metrics` (names agreed in the interfaces: burnin.mfu, burnin.tokens_per_s).
+
+Everything here is a pure function of the burn-in facts and the peaks; only `load` and
+`write` touch the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from bringup import __version__
+from bringup.probes.burnin import BurninFacts
+from bringup.probes.telemetry import Timeline
+from bringup.schema import Strict, describe
+
+SCHEMA_VERSION = 1
+KIND = "bringup.burnin.baseline"
+LOAD_UTILIZATION_PCT = 50.0  # telemetry samples above this GPU utilization count as "load"
+
+
+class GpuTelemetry(Strict):
+    """One GPU's telemetry while it was loaded (utilization above LOAD_UTILIZATION_PCT)."""
+
+    gpu: int
+    samples: int  # under load
+    sm_clock_median_hz: float | None = None
+    temperature_max_c: float | None = None
+    memory_temperature_max_c: float | None = None
+    power_median_w: float | None = None
+    power_max_w: float | None = None
+    reasons_share: dict[str, float] = Field(
+        default_factory=dict
+    )  # clocks event reason -> share of loaded samples
+    throttle_time_s: dict[str, float] = Field(
+        default_factory=dict
+    )  # NVML counters over the whole run
+
+
+class NodeBaseline(Strict):
+    node: str
+    recipe: str
+    device_kind: str
+    device_name: str | None
+    world_size: int
+    steps_measured: int  # after the warm-up steps
+    step_time_median_s: float | None
+    step_time_p99_s: float | None
+    step_time_rank_spread: float | None  # slowest rank median / fastest rank median - 1
+    tokens_per_s_per_gpu: float | None
+    model_flops_per_token: int | None
+    hardware_flops_per_token: int | None
+    model_flops_per_s_per_gpu: float | None
+    hardware_flops_per_s_per_gpu: float | None
+    peak_flops_per_s: float | None  # what MFU divides by
+    peak_source: str | None
+    mfu: float | None  # 0..1
+    hfu: float | None
+    ceiling_flops_per_s: float | None  # measured matmul ceiling (gemm probe or profile)
+    ceiling_source: str | None
+    mfu_vs_ceiling: float | None
+    loss_curve: list[float | None]
+    loss_first: float | None
+    loss_last: float | None
+    peak_memory_bytes: list[int | None]  # per rank
+    memory_kind: str | None
+    checkpoint_save_s: float | None
+    checkpoint_restore_s: float | None
+    checkpoint_bit_identical: bool | None
+    telemetry: list[GpuTelemetry] = Field(default_factory=list)
+    telemetry_error: str | None = None
+
+
+class Baseline(Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["bringup.burnin.baseline"] = KIND
+    bringup_version: str = __version__
+    created_at: str
+    recipe: str
+    profile: str | None
+    nodes: list[NodeBaseline]
+    step_time_node_spread: float | None  # slowest node median / fastest node median - 1
+    metrics: dict[str, float]  # burnin.tokens_per_s (per GPU), burnin.mfu: fleet medians
+
+
+class BaselineError(Exception):
+    """A baseline file cannot be read or does not fit the schema; one line."""
+
+
+# --- statistics (pure) -------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list: a value that was measured."""
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, -(-len(ordered) * q // 100) - 1))
+    return ordered[int(index)]
+
+
+def measured(times: list[float], warmup: int) -> list[float]:
+    """Step times after the warm-up; all of them when the run was shorter than the warm-up."""
+    return times[warmup:] or times
+
+
+def spread(medians: list[float]) -> float | None:
+    """How much the slowest trails the fastest: max / min - 1 (None below two values)."""
+    if len(medians) < 2 or min(medians) <= 0:
+        return None
+    return max(medians) / min(medians) - 1
+
+
+def gpu_telemetry(timeline: Timeline) -> list[GpuTelemetry]:
+    """Per-GPU summary of the samples taken under load."""
+    summaries = []
+    for gpu in range(timeline.gpus):
+        mine = [s for s in timeline.samples if s.gpu == gpu]
+        loaded = [s for s in mine if (s.utilization_pct or 0) >= LOAD_UTILIZATION_PCT]
+        reasons: dict[str, int] = {}
+        for s in loaded:
+            for r in s.clock_event_reasons:
+                reasons[r] = reasons.get(r, 0) + 1
+
+        def median(xs: list[float | int | None]) -> float | None:
+            got = [float(x) for x in xs if x is not None]
+            return statistics.median(got) if got else None
+
+        def top(xs: list[float | None]) -> float | None:
+            got = [x for x in xs if x is not None]
+            return max(got) if got else None
+
+        summaries.append(
+            GpuTelemetry(
+                gpu=gpu,
+                samples=len(loaded),
+                sm_clock_median_hz=median([s.sm_clock_hz for s in loaded]),
+                temperature_max_c=top([s.temperature_c for s in mine]),
+                memory_temperature_max_c=top([s.memory_temperature_c for s in mine]),
+                power_median_w=median([s.power_w for s in loaded]),
+                power_max_w=top([s.power_w for s in mine]),
+                reasons_share={r: round(n / len(loaded), 4) for r, n in sorted(reasons.items())},
+                throttle_time_s=timeline.throttle_time_s.get(str(gpu), {}),
+            )
+        )
+    return summaries
+
+
+def summarize(
+    node: str,
+    facts: BurninFacts,
+    peak: tuple[float, str] | None,
+    ceiling: tuple[float, str] | None,
+) -> NodeBaseline:
+    """One node's baseline from its burn-in facts; peak and ceiling are (FLOP/s, source)."""
+    times = measured([s.time_s for s in facts.steps], facts.warmup_steps)
+    median = statistics.median(times) if times else None
+    rank_medians = [
+        statistics.median(measured(r.step_times_s, facts.warmup_steps))
+        for r in facts.ranks
+        if r.step_times_s
+    ]
+    tokens = facts.tokens_per_step_per_gpu
+    tps = tokens / median if tokens and median else None
+    model = tps * facts.model_flops_per_token if tps and facts.model_flops_per_token else None
+    hardware = (
+        tps * facts.hardware_flops_per_token if tps and facts.hardware_flops_per_token else None
+    )
+
+    def share(x: float | None, of: tuple[float, str] | None) -> float | None:
+        return x / of[0] if x is not None and of and of[0] > 0 else None
+
+    losses = [s.loss for s in facts.steps]
+    last_save = facts.checkpoints[-1].save_s if facts.checkpoints else None
+    restore = facts.restore
+    timeline = facts.telemetry
+    return NodeBaseline(
+        node=node,
+        recipe=facts.recipe,
+        device_kind=facts.device_kind,
+        device_name=facts.device_name,
+        world_size=facts.world_size,
+        steps_measured=len(times),
+        step_time_median_s=median,
+        step_time_p99_s=percentile(times, 99) if times else None,
+        step_time_rank_spread=spread(rank_medians),
+        tokens_per_s_per_gpu=tps,
+        model_flops_per_token=facts.model_flops_per_token,
+        hardware_flops_per_token=facts.hardware_flops_per_token,
+        model_flops_per_s_per_gpu=model,
+        hardware_flops_per_s_per_gpu=hardware,
+        peak_flops_per_s=peak[0] if peak else None,
+        peak_source=peak[1] if peak else None,
+        mfu=share(model, peak),
+        hfu=share(hardware, peak),
+        ceiling_flops_per_s=ceiling[0] if ceiling else None,
+        ceiling_source=ceiling[1] if ceiling else None,
+        mfu_vs_ceiling=share(model, ceiling),
+        loss_curve=losses,
+        loss_first=next((x for x in losses if x is not None), None),
+        loss_last=next((x for x in reversed(losses) if x is not None), None),
+        peak_memory_bytes=[r.peak_memory_bytes for r in facts.ranks],
+        memory_kind=next((r.memory_kind for r in facts.ranks if r.memory_kind), None),
+        checkpoint_save_s=last_save,
+        checkpoint_restore_s=restore.restore_s if restore else None,
+        checkpoint_bit_identical=restore.bit_identical if restore else None,
+        telemetry=gpu_telemetry(timeline) if timeline else [],
+        telemetry_error=timeline.error if timeline else "no telemetry recorded",
+    )
+
+
+def build(nodes: list[NodeBaseline], recipe: str, profile: str | None, created_at: str) -> Baseline:
+    """The fleet's baseline: every node, the spread between nodes, the headline metrics."""
+    medians = [n.step_time_median_s for n in nodes if n.step_time_median_s]
+    metrics: dict[str, float] = {}
+    tps = [n.tokens_per_s_per_gpu for n in nodes if n.tokens_per_s_per_gpu is not None]
+    mfu = [n.mfu for n in nodes if n.mfu is not None]
+    if tps:
+        metrics["burnin.tokens_per_s"] = statistics.median(tps)
+    if mfu:
+        metrics["burnin.mfu"] = statistics.median(mfu)
+    return Baseline(
+        created_at=created_at,
+        recipe=recipe,
+        profile=profile,
+        nodes=nodes,
+        step_time_node_spread=spread(medians),
+        metrics=metrics,
+    )
+
+
+# --- files -------------------------------------------------------------------------------
+
+
+def write(path: Path, baseline: Baseline) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(baseline.model_dump_json(indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def load(path: Path) -> Baseline:
+    """A baseline file (or the baseline.json of a run directory)."""
+    if path.is_dir():
+        path = path / "baseline.json"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BaselineError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return Baseline.model_validate_json(text)
+    except ValidationError as exc:
+        raise BaselineError(f"{path}: not a burn-in baseline ({describe(exc)})") from None

@@ -1,0 +1,105 @@
+"""GEMM and diagnosis checks: matmul throughput against the profile, and why a GPU is slow.
+
+`gemm.tflops` compares each GPU's BF16 throughput with the profile's achievable ceiling
+and peak. `gemm.diagnosis` and `telemetry.diagnosis` run the throttling diagnosis
+(bringup/diagnosis.py) on the timeline recorded under load, or while watching a job.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from bringup.checks import Check, finding
+from bringup.diagnosis import diagnose, gemm_flops
+from bringup.findings import Finding, Status
+from bringup.probes.gemm import GemmFacts
+from bringup.probes.telemetry import Timeline
+from bringup.profile import Profile
+
+# bringup policy: WARN below 90% of the achievable ceiling (ml-engineering's best torch.mm
+# shape; run-to-run spread on one H200 was 769-798 TFLOP/s, REFERENCE.md).
+CEILING_SHARE = 0.9
+
+
+def judge_tflops(facts: GemmFacts, profile: Profile) -> list[Finding]:
+    """Every GPU reaches 90% of the profile's achievable BF16 ceiling."""
+    check = "gemm.tflops"
+    findings = [
+        finding(check, Status.ERROR, f"GPU {g.index}: {g.error}") for g in facts.gpus if g.error
+    ]
+    flops = gemm_flops(facts)
+    if facts.device != "cuda":
+        best = max(flops.values(), default=0.0) / 1e12
+        message = f"measured on the CPU (no CUDA GPU): {best:.2f} TFLOP/s BF16, not comparable"
+        findings.append(finding(check, Status.SKIP, message, value=round(best, 3), unit="TFLOP/s"))
+        return findings
+    if not flops:
+        return findings or [finding(check, Status.ERROR, "no GPU measured")]
+    spec = profile.gpu
+    ceiling = spec.bf16_achievable_tflops or spec.bf16_dense_tflops
+    floor = CEILING_SHARE * ceiling
+    for index, value in sorted(flops.items()):
+        tflops = value / 1e12
+        if tflops < floor:
+            action = "see the diagnosis findings (throttling, straggler) for the cause"
+            findings.append(
+                finding(
+                    check,
+                    Status.WARN,
+                    f"GPU {index}: {tflops:.0f} TFLOP/s BF16, {tflops / ceiling:.0%} of the "
+                    f"{ceiling:g} achievable ({tflops / spec.bf16_dense_tflops:.0%} of "
+                    f"{spec.bf16_dense_tflops:g} peak)",
+                    value=round(tflops, 1),
+                    expected=f">= {floor:.0f}",
+                    unit="TFLOP/s",
+                    action=action,
+                )
+            )
+    if not any(f.status in (Status.WARN, Status.ERROR) for f in findings):
+        median = statistics.median(flops.values()) / 1e12
+        extra = _fp8_and_hbm(facts)
+        findings.insert(
+            0,
+            finding(
+                check,
+                Status.PASS,
+                f"{len(flops)} GPUs: BF16 median {median:.0f} TFLOP/s, {median / ceiling:.0%} "
+                f"of {ceiling:g} achievable, {median / spec.bf16_dense_tflops:.0%} of "
+                f"{spec.bf16_dense_tflops:g} peak{extra}",
+                value=round(median, 1),
+                expected=f">= {floor:.0f}",
+                unit="TFLOP/s",
+            ),
+        )
+    return findings
+
+
+def _fp8_and_hbm(facts: GemmFacts) -> str:
+    fp8 = [g.fp8_flops_per_s for g in facts.gpus if g.fp8_flops_per_s]
+    hbm = [g.hbm_bytes_per_s for g in facts.gpus if g.hbm_bytes_per_s]
+    text = ""
+    if fp8:
+        text += f"; FP8 median {statistics.median(fp8) / 1e12:.0f} TFLOP/s"
+    if hbm:
+        text += f"; HBM copy median {statistics.median(hbm) / 1e12:.2f} TB/s"
+    return text
+
+
+def judge_gemm_diagnosis(facts: GemmFacts, profile: Profile) -> list[Finding]:
+    """Why a GPU is slow under the matmul load (telemetry recorded while it ran)."""
+    if facts.timeline is None:  # the gemm step of a suite, without sampling: stragglers only
+        found = [f for f in diagnose(None, facts, profile) if f.check == "diagnose.straggler"]
+        return found or [finding("diagnose.straggler", Status.PASS, "no GPU far below the median")]
+    return diagnose(facts.timeline, facts, profile)
+
+
+def judge_telemetry(facts: Timeline, profile: Profile) -> list[Finding]:
+    """Why the GPUs are slow while a job runs (no load of bringup's own)."""
+    return diagnose(facts, None, profile)
+
+
+CHECKS = [
+    Check("gemm.tflops", "gemm", judge_tflops, "BF16 matmul TFLOP/s vs the achievable ceiling"),
+    Check("gemm.diagnosis", "gemm", judge_gemm_diagnosis, "throttling diagnosis under matmul load"),
+    Check("telemetry.diagnosis", "telemetry", judge_telemetry, "throttling diagnosis of a job"),
+]

@@ -1,0 +1,77 @@
+"""JUnit XML for CI pipelines that gate training on acceptance: one testcase per node × check.
+
+Valid against the common JUnit schema (Jenkins xunit-plugin junit-10.xsd, the one pytest's
+xunit2 output follows; a copy is in tests/fixtures/junit/). That schema has no `<error>`
+element in a testcase, so a check that could not be measured (ERROR, UNREACHABLE) is a
+`<failure type="ERROR">`: every JUnit reader then counts it as failed, never as passed.
+A WARN passes, with its message in `<system-out>`; a SKIP is `<skipped>`.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+from bringup.findings import Finding, Status, worst
+from bringup.report.model import Report
+
+RUN_SUITE = "run"  # the testsuite of findings that belong to no node
+
+
+def _text(findings: list[Finding]) -> str:
+    lines = []
+    for f in findings:
+        line = f"{f.status.value}: {f.message}"
+        if f.action and f.status not in (Status.PASS, Status.SKIP):
+            line += f"\n  action: {f.action}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _testcase(node: str, check: str, findings: list[Finding]) -> ET.Element:
+    case = ET.Element("testcase", name=check, classname=f"bringup.{node}", time="0")
+    status = worst(findings)
+    bad = [f for f in findings if f.status == status]
+    if status.bad:
+        kind = "FAIL" if status == Status.FAIL else status.value
+        ET.SubElement(case, "failure", type=kind, message=bad[0].message).text = _text(findings)
+    elif status == Status.SKIP:
+        ET.SubElement(case, "skipped", message=bad[0].message)
+    else:
+        ET.SubElement(case, "system-out").text = _text(findings)
+    return case
+
+
+def to_junit(report: Report) -> str:
+    """The report's findings as a JUnit <testsuites> document (UTF-8 text)."""
+    by_node: dict[str, dict[str, list[Finding]]] = defaultdict(lambda: defaultdict(list))
+    for f in report.findings:  # already in report order: node, then catalog check order
+        by_node[f.node or RUN_SUITE][f.check].append(f)
+    root = ET.Element("testsuites", name=report.title)
+    totals = {"tests": 0, "failures": 0}
+    ordered = sorted(by_node, key=lambda n: (n == RUN_SUITE, n))
+    for node in ordered:
+        checks = by_node[node]
+        cases = [_testcase(node, check, found) for check, found in checks.items()]
+        failures = sum(1 for c in cases if c.find("failure") is not None)
+        skipped = sum(1 for c in cases if c.find("skipped") is not None)
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=node,
+            tests=str(len(cases)),
+            failures=str(failures),
+            errors="0",
+            skipped=str(skipped),
+            time="0",
+        )
+        if report.run.started_at:
+            suite.set("timestamp", report.run.started_at)
+        suite.extend(cases)
+        totals["tests"] += len(cases)
+        totals["failures"] += failures
+    root.set("tests", str(totals["tests"]))
+    root.set("failures", str(totals["failures"]))
+    root.set("errors", "0")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,153 @@
+"""The report's plots: matplotlib figures returned as SVG text to embed in report.html.
+
+Agg backend and Figure objects (no pyplot state), so plots can be drawn without a display
+and from any thread. The SVG is made deterministic: a fixed `svg.hashsalt` for the ids
+matplotlib generates and no creation date, so the same data gives the same bytes. Text
+stays text (`svg.fonttype: none`): smaller, selectable, and readable by the browser test.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")  # before anything draws: no display on a controller or in CI
+
+from matplotlib.figure import Figure
+
+from bringup.report.measurements import Curve, Timeline
+
+RC = {
+    "svg.hashsalt": "bringup-report",  # stable element ids
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "font.family": "sans-serif",
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+_SIZE_LABELS = ((30, "G"), (20, "M"), (10, "K"))
+
+
+def to_svg(fig: Figure) -> str:
+    """The figure as an inline <svg> element: no XML prolog, scalable to its container."""
+    buffer = io.StringIO()
+    with matplotlib.rc_context(RC):
+        fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    # Width and height in pt would fix the size; the viewBox keeps the aspect ratio and
+    # CSS (`svg { width: 100%; height: auto }`) fits it to the page without overflow.
+    head, rest = text.split(">", 1)
+    head = re.sub(r'\s(width|height)="[^"]*"', "", head)
+    return f'{head} role="img">{rest}'
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    with matplotlib.rc_context(RC):
+        return Figure(figsize=(width_in, height_in), layout="constrained")
+
+
+def size_label(size_bytes: float) -> str:
+    """'8M', '4G': message sizes the way nccl-tests' -b/-e options write them."""
+    size = int(size_bytes)
+    for shift, unit in _SIZE_LABELS:
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return str(size)
+
+
+def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str:
+    """Bus bandwidth against message size, one line per collective; the floor dashed."""
+    with matplotlib.rc_context(RC):
+        fig = _figure(6.4, 3.0)
+        ax = fig.add_subplot()
+        sizes: set[int] = set()
+        for curve in curves:
+            xs = [p.size_bytes for p in curve.points]
+            ys = [p.busbw_bytes_per_s / 1e9 for p in curve.points]
+            sizes.update(xs)
+            label = curve.collective + (f" ({curve.nranks} ranks)" if curve.nranks else "")
+            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        if floor_gb_s is not None:
+            ax.axhline(floor_gb_s, linestyle="--", color="tab:red", linewidth=1)
+            ax.annotate(
+                f"floor {floor_gb_s:g} GB/s",
+                (0.01, floor_gb_s),
+                xycoords=("axes fraction", "data"),
+                va="bottom",
+                color="tab:red",
+            )
+        positive = sorted(s for s in sizes if s > 0)
+        if positive:
+            ax.set_xscale("log", base=2)
+            ticks = positive[:: max(1, math.ceil(len(positive) / 10))]
+            ax.set_xticks(ticks, [size_label(t) for t in ticks])
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("busbw (GB/s)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        ax.legend(loc="lower right", fontsize=8)
+        return to_svg(fig)
+
+
+def heatmap(
+    title: str,
+    rows: list[str],
+    columns: list[str],
+    values: list[list[float | None]],
+    unit: str,
+    higher_is_worse: bool,
+) -> str:
+    """Nodes x GPUs (or sizes), each cell coloured and labelled; blank where not measured."""
+    with matplotlib.rc_context(RC):
+        height = 1.2 + 0.32 * len(rows)
+        fig = _figure(min(1.6 + 0.75 * len(columns), 9.0), height)
+        ax = fig.add_subplot()
+        known = [v for row in values for v in row if v is not None]
+        grid = [[math.nan if v is None else v for v in row] for row in values]
+        cmap = matplotlib.colormaps["RdYlGn_r" if higher_is_worse else "RdYlGn"]
+        low, high = (min(known), max(known)) if known else (0.0, 1.0)
+        if low == high:  # one value everywhere: a flat colour, not a divide by zero
+            low, high = low - 1, high + 1
+        image = ax.imshow(grid, cmap=cmap, vmin=low, vmax=high, aspect="auto")
+        for r, row in enumerate(values):
+            for c, value in enumerate(row):
+                if value is not None:
+                    ax.text(c, r, f"{value:.4g}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(columns)), columns)
+        ax.set_yticks(range(len(rows)), rows)
+        ax.grid(False)
+        ax.set_title(title)
+        fig.colorbar(image, ax=ax, label=unit, shrink=0.9)
+        return to_svg(fig)
+
+
+def timeline(tl: Timeline, title: str) -> str:
+    """Temperature, power and SM clock over time, one line per GPU."""
+    series = (
+        ("temperature_c", "°C", 1.0),
+        ("power_w", "W", 1.0),
+        ("sm_clock_hz", "SM MHz", 1e6),
+    )
+    gpus = sorted({s.gpu for s in tl.samples})
+    with matplotlib.rc_context(RC):
+        fig = _figure(6.4, 5.4)
+        axes = fig.subplots(len(series), 1, sharex=True)
+        for ax, (field, unit, scale) in zip(axes, series, strict=True):
+            for gpu in gpus:
+                points = [
+                    (s.t_s, getattr(s, field) / scale)
+                    for s in tl.samples
+                    if s.gpu == gpu and getattr(s, field) is not None
+                ]
+                if points:
+                    ax.plot(*zip(*points, strict=True), linewidth=0.8, label=f"GPU {gpu}")
+            ax.set_ylabel(unit)
+        axes[-1].set_xlabel("seconds")
+        axes[0].set_title(title)
+        if gpus:
+            axes[0].legend(loc="upper right", fontsize=6, ncols=min(len(gpus), 8))
+        return to_svg(fig)

@@ -1,0 +1,177 @@
+"""report.html and report.md from the report model, with the Jinja2 templates of bringup/templates/.
+
+The HTML is one self-contained file: styles inline, plots inline SVG, no script and no
+link to anything, so it opens offline and can be mailed or attached to a ticket.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from bringup.findings import Finding, Status
+from bringup.profile import Profile
+from bringup.report import plots
+from bringup.report.measurements import METRICS, NodeMeasurements, shown
+from bringup.report.model import Report
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+@dataclass
+class Plot:
+    """One embedded figure: where it belongs, what it shows, and its SVG."""
+
+    key: str  # "fleet-temperature", "nccl-b300-node01", ...
+    caption: str
+    svg: str
+
+
+@dataclass
+class Plots:
+    fleet: list[Plot] = field(default_factory=list)
+    nodes: dict[str, list[Plot]] = field(default_factory=dict)
+
+    def all(self) -> list[Plot]:
+        return [*self.fleet, *(p for node in self.nodes.values() for p in node)]
+
+
+def make_plots(report: Report, profile: Profile | None) -> Plots:
+    """Fleet heatmaps and each node's NCCL curve and telemetry timelines."""
+    result = Plots()
+    measured = [n.measurements for n in report.nodes]
+    temperature = _per_gpu(measured, lambda m: m.gpu_temperature_c)
+    if temperature:
+        rows, cols, values = temperature
+        svg = plots.heatmap("GPU temperature (°C) at probe time", rows, cols, values, "°C", True)
+        result.fleet.append(Plot("fleet-temperature", "GPU temperature per node and GPU", svg))
+    tflops = _per_gpu(measured, lambda m: m.gpu_tflops)
+    if tflops:
+        rows, cols, values = tflops
+        svg = plots.heatmap("GEMM TFLOP/s per GPU", rows, cols, values, "TFLOP/s", False)
+        result.fleet.append(Plot("fleet-tflops", "GEMM TFLOP/s per node and GPU", svg))
+    busbw = _busbw_grid(measured)
+    if busbw:
+        rows, cols, values = busbw
+        svg = plots.heatmap(
+            "all_reduce busbw (GB/s) by message size", rows, cols, values, "GB/s", False
+        )
+        result.fleet.append(Plot("fleet-busbw", "NCCL busbw per node and message size", svg))
+    floor = profile.nccl.allreduce_busbw_min_gb_s if profile is not None else None
+    for node in report.nodes:
+        m = node.measurements
+        mine: list[Plot] = []
+        if m.curves:
+            svg = plots.nccl_curve(m.curves, floor, f"{node.node}: busbw vs message size")
+            mine.append(Plot(f"nccl-{node.node}", f"{node.node}: NCCL busbw vs size", svg))
+        for i, tl in enumerate(m.timelines):
+            if tl.samples:
+                title = f"{node.node}: {tl.probe} telemetry"
+                svg = plots.timeline(tl, title)
+                mine.append(Plot(f"timeline-{node.node}-{i}", title, svg))
+        if mine:
+            result.nodes[node.node] = mine
+    return result
+
+
+def _per_gpu(
+    nodes: list[NodeMeasurements], values_of: object
+) -> tuple[list[str], list[str], list[list[float | None]]] | None:
+    per_node = {m.node: values_of(m) for m in nodes}  # type: ignore[operator]
+    per_node = {n: v for n, v in per_node.items() if v}
+    if not per_node:
+        return None
+    gpus = sorted({g for v in per_node.values() for g in v})
+    rows = sorted(per_node)
+    grid = [[per_node[n].get(g) for g in gpus] for n in rows]
+    return rows, [f"GPU {g}" for g in gpus], grid
+
+
+def _busbw_grid(
+    nodes: list[NodeMeasurements],
+) -> tuple[list[str], list[str], list[list[float | None]]] | None:
+    per_node: dict[str, dict[int, float]] = {}
+    for m in nodes:
+        for curve in m.curves:
+            if curve.collective in ("all_reduce", "unnamed collective"):
+                per_node[m.node] = {p.size_bytes: p.busbw_bytes_per_s / 1e9 for p in curve.points}
+                break
+    if not per_node:
+        return None
+    sizes = sorted({s for v in per_node.values() for s in v if s >= 1 << 20})[-8:]
+    rows = sorted(per_node)
+    grid = [[per_node[n].get(s) for s in sizes] for n in rows]
+    return rows, [plots.size_label(s) for s in sizes], grid
+
+
+# --- Jinja2 --------------------------------------------------------------------------------
+
+
+def _number(value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.4e}"
+    return str(value)
+
+
+def _value(f: Finding) -> str:
+    if f.value is None:
+        return ""
+    return f"{_number(f.value)} {f.unit}" if f.unit else _number(f.value)
+
+
+def _gb(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value / 1e9:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.1f}%"
+
+
+def _md_cell(text: object) -> str:
+    """Text safe in a Markdown table cell: pipes escaped, one line."""
+    return " ".join(str(text if text is not None else "").split()).replace("|", "\\|")
+
+
+def environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not a blank
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        number=_number,
+        value=_value,
+        gb=_gb,
+        pct=_pct,
+        md=_md_cell,
+        metric=shown,
+        status_class=lambda s: Status(s).value.lower(),
+    )
+    env.globals.update(METRICS=METRICS, Status=Status)
+    return env
+
+
+def html(report: Report, figures: Plots) -> str:
+    template = environment(autoescape=True).get_template("report.html.j2")
+    return template.render(report=report, plots=figures)
+
+
+def markdown(report: Report) -> str:
+    template = environment(autoescape=False).get_template("report.md.j2")
+    return template.render(report=report)
+
+
+def summary_json(report: Report) -> str:
+    """The machine-readable summary: the report model (timelines left out), keys stable."""
+    data = report.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,159 @@
+"""Inventories read by Ansible's own parser: hosts, groups, vars beside them, --limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bringup.inventory import Host, InventoryError, load, ssh_options
+
+INI = """\
+# a small GPU fleet
+[gpu]
+node01 ansible_host=10.0.0.1 ansible_user=root
+node02 ansible_host=10.0.0.2 ansible_port=2222 ansible_ssh_private_key_file=/keys/id {overrides}
+node[03:04] ansible_host=10.0.0.3
+
+[gpu:vars]
+ansible_ssh_common_args='-o ProxyJump=admin@bastion:2200 -o UserKnownHostsFile=/etc/kh'
+
+[login]
+login1 ansible_ssh_extra_args='-J jump1' ansible_password=s3cret
+
+[cluster:children]
+gpu
+login
+""".replace("{overrides}", """bringup_profile_overrides='{"gpu": {"count": 7}}'""")
+
+
+@pytest.fixture
+def fleet_dir(tmp_path: Path) -> Path:
+    (tmp_path / "hosts.ini").write_text(INI)
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu.yml").write_text("ansible_user: admin\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "node03.yml").write_text(
+        "bringup_data_dirs: [/data, /ckpt]\nansible_python_interpreter: /opt/py/bin/python3\n"
+    )
+    return tmp_path
+
+
+def test_ini_hosts_with_groups_and_vars_beside_the_file(fleet_dir: Path) -> None:
+    hosts = load(fleet_dir / "hosts.ini")
+    assert [h.name for h in hosts] == ["node01", "node02", "node03", "node04", "login1"]
+    node01, node02, node03, node04, login1 = hosts
+    assert (node01.address, node01.port, node01.user, node01.key_file) == (
+        "10.0.0.1",
+        22,
+        "root",  # the host's own variable beats group_vars
+        None,
+    )
+    assert (node02.address, node02.port, node02.user, node02.key_file) == (
+        "10.0.0.2",
+        2222,
+        "admin",  # from group_vars/gpu.yml
+        "/keys/id",
+    )
+    assert node02.proxy_jump == "admin@bastion:2200"
+    assert node02.ssh_args == [
+        "-o",
+        "ProxyJump=admin@bastion:2200",
+        "-o",
+        "UserKnownHostsFile=/etc/kh",
+    ]
+    assert node02.ssh_option("UserKnownHostsFile") == "/etc/kh"
+    assert node02.vars["bringup_profile_overrides"] == {"gpu": {"count": 7}}
+    assert node03.address == node04.address == "10.0.0.3"
+    assert node03.vars["bringup_data_dirs"] == ["/data", "/ckpt"]
+    assert node03.python == "/opt/py/bin/python3" and node04.python == "python3"
+    assert login1.address == "login1" and login1.proxy_jump == "jump1"
+    assert node03.vars["group_names"] == ["cluster", "gpu"]
+    assert "groups" not in node03.vars  # no copy of the whole inventory per host
+
+
+def test_passwords_stay_out_of_vars_and_repr(fleet_dir: Path) -> None:
+    login1 = load(fleet_dir / "hosts.ini", "login1")[0]
+    assert login1.password == "s3cret"
+    assert "s3cret" not in repr(login1)
+    assert "ansible_password" not in login1.vars
+
+
+@pytest.mark.parametrize(
+    ("pattern", "names"),
+    [
+        ("gpu:!node02", ["node01", "node03", "node04"]),
+        ("gpu[0:1]", ["node01", "node02"]),
+        ("node0*", ["node01", "node02", "node03", "node04"]),
+        ("login:node04", ["login1", "node04"]),
+        ("gpu:&cluster:!~node0[34]", ["node01", "node02"]),  # ~ is a regex
+    ],
+)
+def test_limit_selects_hosts_as_ansible_does(
+    fleet_dir: Path, pattern: str, names: list[str]
+) -> None:
+    assert sorted(h.name for h in load(fleet_dir / "hosts.ini", pattern)) == sorted(names)
+
+
+def test_yaml_inventory_with_templated_address(tmp_path: Path) -> None:
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n"
+        "  children:\n"
+        "    gpu:\n"
+        "      hosts:\n"
+        "        b300-a:\n"
+        "          ansible_host: '{{ inventory_hostname }}.cluster.example'\n"
+        "          bringup_probe_params: {nvme: {runtime_s: 5}}\n"
+        "      vars:\n"
+        "        ansible_port: 2022\n"
+    )
+    (host,) = load(tmp_path / "hosts.yml")
+    assert host == Host(
+        name="b300-a",
+        address="b300-a.cluster.example",
+        port=2022,
+        vars=host.vars,
+    )
+    assert host.vars["bringup_probe_params"] == {"nvme": {"runtime_s": 5}}
+
+
+def test_malformed_ini_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "hosts.ini"
+    bad.write_text("[gpu]\nnode01 ansible_host=10.0.0.1\nnode02 ansible_host\n")
+    with pytest.raises(InventoryError) as info:
+        load(bad)
+    assert str(info.value) == (
+        f"{bad} line 3: Expected key=value host variable assignment, got: ansible_host"
+    )
+
+
+def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "hosts.yml"
+    bad.write_text("all:\n  hosts:\n    a:\n      x: [1\n")
+    with pytest.raises(InventoryError) as info:
+        load(bad)
+    assert str(info.value).startswith(f"{bad} line 5: YAML parsing failed: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "message"),
+    [
+        (None, None, "{path}: no such inventory file or directory"),
+        ("[gpu]\n", None, "{path}: no hosts"),
+        ("[gpu]\nn1\n", "nothere", "--limit 'nothere' matched no host of {path}"),
+    ],
+)
+def test_nothing_to_run_on_is_an_error(
+    tmp_path: Path, text: str | None, limit: str | None, message: str
+) -> None:
+    path = tmp_path / "hosts.ini"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InventoryError) as info:
+        load(path, limit)
+    assert str(info.value) == message.format(path=path)
+
+
+def test_ssh_options_as_ssh_reads_them() -> None:
+    args = ["-o", "ProxyJump=j", "-oPort=2200", "-o", "User admin", "-o", "port=1", "-v"]
+    assert ssh_options(args) == {"proxyjump": "j", "port": "2200", "user": "admin"}

@@ -1,0 +1,98 @@
+"""`bringup report --format junit`: valid against the common JUnit schema, one testcase per
+node × check, and a check that could not be measured never reads as passed.
+
+The schema is the Jenkins xunit-plugin junit-10.xsd as pytest's own tests keep it
+(tests/fixtures/junit/SOURCES.md); xmlschema validates against it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import xmlschema
+from report_runs import demo_run, with_measurements, write_run
+
+from bringup import profile
+from bringup.report.junit import to_junit
+from bringup.report.model import build
+from bringup.report.rundata import load
+
+SCHEMA = xmlschema.XMLSchema(Path(__file__).resolve().parents[1] / "fixtures/junit/junit-10.xsd")
+B300 = profile.load("b300")
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    demo = demo_run(tmp_path_factory.mktemp("demo") / "run")
+    return write_run(demo, tmp_path_factory.mktemp("rich") / "run", with_measurements)
+
+
+def junit_of(run: Path) -> tuple[str, ET.Element]:
+    text = to_junit(build(load(run), B300, generated_at="T"))
+    return text, ET.fromstring(text)
+
+
+def test_valid_and_one_testcase_per_node_and_check(rich: Path) -> None:
+    text, root = junit_of(rich)
+    SCHEMA.validate(text)
+    findings = [json.loads(line) for line in (rich / "findings.jsonl").read_text().splitlines()]
+    expected = {(f["node"], f["check"]) for f in findings}
+    cases = {
+        (suite.get("name"), case.get("name"))
+        for suite in root.iter("testsuite")
+        for case in suite.iter("testcase")
+    }
+    assert cases == expected
+    assert root.get("tests") == str(len(expected))
+
+
+def test_failures_are_the_bad_checks(rich: Path) -> None:
+    _, root = junit_of(rich)
+    failed = {
+        (suite.get("name"), case.get("name"))
+        for suite in root.iter("testsuite")
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None
+    }
+    # The demo's planted faults, and the recorded H100 busbw under the B300 floor everywhere.
+    nodes = [f"b300-node0{i}" for i in range(1, 7)]
+    assert failed == {
+        ("b300-node02", "gpu.count"),
+        ("b300-node02", "topology.gpu_count"),
+        ("b300-node03", "gpu.nvlink"),
+        ("b300-node03", "topology.nvlink"),
+        ("b300-node04", "gpu.remapped_rows"),
+        ("b300-node05", "xid.events"),
+        *((n, "nccl.allreduce_busbw") for n in nodes),
+    }
+    suite = next(s for s in root.iter("testsuite") if s.get("name") == "b300-node04")
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "gpu.remapped_rows")
+    failure = case.find("failure")
+    assert failure is not None
+    assert (failure.get("type"), failure.get("message")) == ("FAIL", "GPU 3: row remap pending")
+    assert "action: reset GPU 3 (`nvidia-smi -r -i 3`)" in (failure.text or "")
+    warned = next(s for s in root.iter("testsuite") if s.get("name") == "b300-node06")
+    clock = next(c for c in warned.iter("testcase") if c.get("name") == "gpu.clock_events")
+    assert clock.find("failure") is None
+    assert "WARN: GPU 5: HW slowdown active" in (clock.findtext("system-out") or "")
+
+
+def test_unmeasured_is_a_failure_of_type_error(rich: Path, tmp_path: Path) -> None:
+    run = tmp_path / "partial"
+    shutil.copytree(rich, run)
+    (run / "facts" / "b300-node04.json").unlink()
+    text, root = junit_of(run)
+    SCHEMA.validate(text)
+    suite = next(s for s in root.iter("testsuite") if s.get("name") == "b300-node04")
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "report.missing")
+    failure = case.find("failure")
+    assert failure is not None and failure.get("type") == "ERROR"
+
+
+def test_the_schema_check_can_fail() -> None:
+    with pytest.raises(xmlschema.XMLSchemaValidationError):
+        SCHEMA.validate('<testsuites><testsuite name="x"><testcase/></testsuite></testsuites>')
