@@ -122,7 +122,13 @@ def gpu_telemetry(timeline: Timeline) -> list[GpuTelemetry]:
     summaries = []
     for gpu in range(timeline.gpus):
         mine = [s for s in timeline.samples if s.gpu == gpu]
-        loaded = [s for s in mine if (s.utilization_pct or 0) >= LOAD_UTILIZATION_PCT]
+        # A sample without utilization (nvidia-smi -q captures) counts as loaded: the
+        # sampler runs only while the burn-in does.
+        loaded = [
+            s
+            for s in mine
+            if s.utilization_pct is None or s.utilization_pct >= LOAD_UTILIZATION_PCT
+        ]
         reasons: dict[str, int] = {}
         for s in loaded:
             for r in s.clock_event_reasons:

@@ -106,20 +106,28 @@ def task_label(event_data: dict[str, Any]) -> str:
 
 
 def result_message(res: dict[str, Any] | None) -> str:
-    """One line saying why a task failed, from the module's result."""
+    """One line saying why a task failed: the module's message, and the last line of its
+    stderr when that says more (apt's "E: ..." comes after a message quoting the command)."""
     if not res:
         return ""
     if "censored" in res:
         return "output hidden (no_log: true)"
-    for key in ("msg", "stderr", "reason", "module_stderr", "stdout"):
-        value = res.get(key)
-        if value:
-            text = value if isinstance(value, str) else json.dumps(value)
-            line = " ".join(text.split())
-            return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
-    if res.get("rc") not in (None, 0):
-        return f"exit status {res['rc']}"
-    return ""
+    parts = []
+    for key in ("msg", "reason", "module_stderr"):
+        if res.get(key):
+            parts.append(_one_line(res[key]))
+            break
+    stderr = [line for line in str(res.get("stderr") or "").splitlines() if line.strip()]
+    if stderr and _one_line(stderr[-1]) not in " ".join(parts):
+        parts.append(_one_line(stderr[-1]))
+    if not parts and res.get("rc") not in (None, 0):
+        parts.append(f"exit status {res['rc']}")
+    text = " — ".join(parts)
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def _one_line(value: object) -> str:
+    return " ".join((value if isinstance(value, str) else json.dumps(value)).split())
 
 
 class Progress:

@@ -115,10 +115,12 @@ def upload_command(code: NodeCode) -> str:
     """Store the zip from stdin under its hash: private directory, temp file, rename."""
     return (
         f'umask 077; d="/tmp/bringup-$(id -u)"; f="$d/{code.file_name}"; '
-        'mkdir -p "$d" && [ ! -L "$d" ] && [ -O "$d" ] && chmod 700 "$d" && '
-        'cat > "$f.$$" && mv -f "$f.$$" "$f" && '
+        'mkdir -p "$d" && [ ! -L "$d" ] && [ -O "$d" ] && chmod 700 "$d" || '
+        '{ echo "$d is not a private directory of this user" >&2; exit 1; }; '
+        'cat > "$f.$$" && mv -f "$f.$$" "$f" || exit 1; '
+        # Best effort: other versions' zips, a day old (a busy node may run two versions).
         f"find \"$d\" -maxdepth 1 -name '*.zip' ! -name {shlex.quote(code.file_name)} "
-        "-mmin +1440 -delete"
+        "-mmin +1440 -delete 2>/dev/null; exit 0"
     )
 
 
@@ -302,8 +304,10 @@ class Connector:
             raise Unreachable(f"cannot connect to {where}: {exc.strerror or exc}") from None
 
     def _bastion(self, spec: str) -> paramiko.Transport:
-        """The one shared connection to a ProxyJump host (`[user@]host[:port]`, first hop)."""
-        first = spec.split(",")[0]
+        """The one shared connection to a ProxyJump host (`[user@]host[:port]`)."""
+        if "," in spec:
+            raise Unreachable(f"ProxyJump chains are not supported ({spec}): use one bastion")
+        first = spec
         with self._lock:
             lock = self._bastion_locks.setdefault(first, threading.Lock())
         with lock:  # one connection per bastion even when 64 nodes ask at once
@@ -317,7 +321,7 @@ class Connector:
                 jump_host.port = int(port)
                 jump_host.vars["ansible_port"] = int(port)
             endpoint = resolve(jump_host, self.config, self.settings)
-            endpoint.proxy_jump = None  # nested jumps: not supported, said in docs/fleet.md
+            endpoint.proxy_jump = None  # a bastion behind a bastion: not supported (docs)
             try:
                 transport = self._handshake(endpoint, self._socket(endpoint))
             except Unreachable as exc:

@@ -82,6 +82,10 @@ def burnin(
     baseline_file: Annotated[
         Path | None, typer.Option("--baseline", help="Judge against this baseline (or run dir).")
     ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="Continue from a checkpoint (work/checkpoints/step<N>)."),
+    ] = None,
     keep_checkpoints: Annotated[
         bool, typer.Option(help="Keep the checkpoints in the run directory.")
     ] = True,
@@ -101,6 +105,8 @@ def burnin(
         _fail(f"--zero {zero}: ZeRO stage must be 2 or 3")
     if data is not None and not data.is_file():
         _fail(f"--data {data}: not a file")
+    if resume is not None and not (resume / "adapter").is_dir():
+        _fail(f"--resume {resume}: not a burn-in checkpoint (…/work/checkpoints/step<N>)")
     previous = _load_baseline(baseline_file) if baseline_file else None
     try:
         recipe = recipes.with_overrides(
@@ -122,6 +128,8 @@ def burnin(
     node = socket.gethostname()
     run.add_node(node)
     request = build_request(recipe, run.path / "work", nproc, keep_checkpoints, with_gemm)
+    if resume is not None:
+        request["probes"][-1]["params"]["resume"] = str(resume.resolve())
     _probe(run, node, request)
     node_facts = load_facts(run.path)[0]
     findings, result = judge(node_facts, recipe, prof, peak_tflops)
@@ -158,6 +166,7 @@ def build_request(
     deadline = train.minutes * 60 + STARTUP_S if train.minutes else STEPS_DEADLINE_S
     params = {
         "recipe": recipe.model_dump(mode="json"),
+        "deepspeed_config": recipes.deepspeed_config(recipe),
         "nproc": nproc,
         "deadline_s": deadline,
         "work_dir": str(work.resolve()),

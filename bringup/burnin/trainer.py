@@ -2,8 +2,8 @@
 
     python -m torch.distributed.run --nproc-per-node N -m bringup.burnin.trainer --plan PLAN
 
-PLAN is a JSON file: {"recipe": {...}, "work_dir": "...", "resume": null, "gather_adapters":
-true}. The model is built from the recipe's shape with random weights under
+PLAN is a JSON file: {"recipe": {...}, "deepspeed_config": {...} or null, "work_dir": "...",
+"resume": null, "gather_adapters": true}. The model is built from the recipe's shape with random weights under
 deepspeed.zero.Init (ZeRO-3) or plainly (ZeRO-2), peft adds LoRA, and DeepSpeed trains it
 on the packed token stream of corpus.py. Every rank writes what it measured into the work
 directory as it goes, so a crash keeps the steps already timed:
@@ -322,7 +322,7 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
     recipe = parse(plan["recipe"], "plan")
     t = recipe.train
     gather = bool(plan.get("gather_adapters", True))
-    ds_config = deepspeed_config(recipe)
+    ds_config = plan.get("deepspeed_config") or deepspeed_config(recipe)
     corpus = build_corpus(recipe)
     model = build_model(recipe, ds_config)
     fingerprint = base_fingerprint(model)
@@ -413,6 +413,8 @@ def _resume(engine: Any, checkpoint: Path, result: dict[str, Any]) -> int:
     if client is None:
         raise RuntimeError(f"cannot load checkpoint {checkpoint}")
     result["resumed_from"] = {"path": str(checkpoint), "step": int(client["step"])}
+    # The frozen base is not in a ZeRO-3 checkpoint (only trainable parameters are): it is
+    # rebuilt from the recipe's seed, and rank<R>.json's base_fingerprint shows it matches.
     return int(client["step"])
 
 

@@ -194,7 +194,7 @@ def mfu_finding(
     model = node.model_flops_per_s_per_gpu
     if model is None:
         return finding("burnin.mfu", Status.ERROR, "no timed step: model FLOP/s unknown")
-    text = f"{model / 1e12:.3g} TFLOP/s of model FLOPs per GPU"
+    text = f"{_flops(model)} of model FLOPs per GPU"
     if node.mfu is None or peak is None:
         return finding(
             "burnin.mfu",
@@ -208,6 +208,11 @@ def mfu_finding(
     if node.mfu_vs_ceiling is not None and ceiling is not None:
         text += f"; {node.mfu_vs_ceiling:.1%} of the {ceiling[0] / 1e12:.4g} TFLOP/s {ceiling[1]}"
     return finding("burnin.mfu", Status.PASS, text, value=round(node.mfu, 6), unit="ratio")
+
+
+def _flops(per_s: float) -> str:
+    """FLOP/s as people read them: TFLOP/s on a GPU, GFLOP/s on a CPU."""
+    return f"{per_s / 1e12:.3g} TFLOP/s" if per_s >= 1e12 else f"{per_s / 1e9:.3g} GFLOP/s"
 
 
 def profile_peak(profile: Profile) -> tuple[float, str]:

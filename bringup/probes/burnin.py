@@ -36,6 +36,9 @@ LOG_TAIL_BYTES = 200_000  # of the trainer's log kept in raw/: its end says why 
 @dataclass
 class Params:
     recipe: dict[str, Any] = field(default_factory=dict)  # a validated recipe (recipe.py)
+    # The DeepSpeed config resolved by the controller (recipe.deepspeed_config), so a node
+    # needs no copy of burnin/deepspeed/; {} = resolve it on the node.
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)
     nproc: int = 0  # ranks on this node; 0 = one per GPU (1 where there is none)
     nnodes: int = 1  # > 1: one job across nodes (`--joint`); this node is node_rank
     node_rank: int = 0
@@ -122,6 +125,7 @@ class BurninFacts:
     checkpoints: list[CheckpointRecord] = field(default_factory=list)
     restore: RestoreRecord | None = None
     nan_step: int | None = None
+    resumed_from_step: int | None = None  # the checkpoint this run continued from
     stopped_by: str | None = None  # steps, minutes, nan; None when the trainer did not finish
     error: str | None = None  # why the trainer did not finish; what it measured is kept
     duration_s: float = 0.0
@@ -143,6 +147,7 @@ def collect(params: Params) -> ProbeOutput:
         "work_dir": str(work),
         "resume": params.resume,
         "gather_adapters": params.gather_adapters,
+        "deepspeed_config": params.deepspeed_config or None,
     }
     (work / "plan.json").write_text(json.dumps(plan, indent=2))
     nproc = params.nproc or _gpu_count() or 1
@@ -235,6 +240,7 @@ def read_outputs(work: Path, recipe: dict[str, Any], nproc: int, nnodes: int) ->
         "stopped_by",
     ):
         setattr(facts, key, result.get(key))
+    facts.resumed_from_step = (result.get("resumed_from") or {}).get("step")
     facts.versions = {str(k): str(v) for k, v in (result.get("versions") or {}).items()}
     losses = {int(r["step"]): r.get("loss") for r in _jsonl(work / "steps.jsonl")}
     facts.ranks = _ranks(work)

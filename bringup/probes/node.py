@@ -12,6 +12,7 @@ probes after it still run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from bringup.probes.catalog import PROBES
@@ -91,7 +93,7 @@ def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str,
     try:
         stdout, stderr = proc.communicate(payload, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
         proc.communicate()
         elapsed = time.monotonic() - started
         return _failed(name, values, f"probe {name} timed out after {timeout_s:g} s", elapsed)
@@ -101,6 +103,39 @@ def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str,
     except (IndexError, json.JSONDecodeError):
         last = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         return _failed(name, values, f"probe {name} died: {last}", time.monotonic() - started)
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a probe and everything it started, its own process group or not.
+
+    Tools run through command.run get a session of their own (so their own timeout can
+    kill their children), which puts them outside the probe's process group: the tree
+    of parent pids is what still ties them to the probe.
+    """
+    victims = [pid, *_descendants(pid)]
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(victim, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid, read from /proc (empty where /proc is not Linux's)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name (field 2) may hold spaces and parentheses: split after it.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _failed(name: str, values: dict[str, Any], error: str, elapsed: float) -> dict[str, Any]:

@@ -71,15 +71,17 @@ def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str
             sizes.update(xs)
             label = curve.collective + (f" ({curve.nranks} ranks)" if curve.nranks else "")
             ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        highest = max((p.busbw_bytes_per_s / 1e9 for c in curves for p in c.points), default=0)
         if floor_gb_s is not None:
             ax.axhline(floor_gb_s, linestyle="--", color="tab:red", linewidth=1)
             ax.annotate(
                 f"floor {floor_gb_s:g} GB/s",
                 (0.01, floor_gb_s),
                 xycoords=("axes fraction", "data"),
-                va="bottom",
+                va="top",
                 color="tab:red",
             )
+            highest = max(highest, floor_gb_s)
         positive = sorted(s for s in sizes if s > 0)
         if positive:
             ax.set_xscale("log", base=2)
@@ -87,7 +89,7 @@ def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str
             ax.set_xticks(ticks, [size_label(t) for t in ticks])
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("busbw (GB/s)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, highest * 1.1 or 1)
         ax.set_title(title)
         ax.legend(loc="lower right", fontsize=8)
         return to_svg(fig)

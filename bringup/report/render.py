@@ -69,7 +69,7 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
             mine.append(Plot(f"nccl-{node.node}", f"{node.node}: NCCL busbw vs size", svg))
         for i, tl in enumerate(m.timelines):
             if tl.samples:
-                title = f"{node.node}: {tl.probe} telemetry"
+                title = f"{node.node}: {tl.probe} timeline"
                 svg = plots.timeline(tl, title)
                 mine.append(Plot(f"timeline-{node.node}-{i}", title, svg))
         if mine:
@@ -116,7 +116,7 @@ def _number(value: object) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.4e}"
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
     return str(value)
 
 

@@ -261,11 +261,6 @@ def test_a_hung_probe_is_an_error_at_its_deadline(make_cluster, tmp_path: Path) 
 
 
 @needs_cluster
-@pytest.mark.xfail(
-    strict=True,
-    reason="node side leak: a probe killed at its deadline leaves the tool it started "
-    "(command.run puts it in its own session, beyond the probe's process group)",
-)
 def test_a_hung_tool_is_not_left_running(make_cluster, tmp_path: Path) -> None:
     cluster = make_cluster(1, live={"node01": ("host", "nvme", "topology")})
     cluster.install_tool("node01", "nvidia-smi", HANGING_SMI)

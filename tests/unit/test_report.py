@@ -397,3 +397,22 @@ def test_an_unknown_metric_is_an_error() -> None:
     data["tolerances"] = {"nccl.bsubw": {"baseline_pct": 2}}
     with pytest.raises(profile.ProfileError, match=r"unknown metric 'nccl.bsubw'"):
         profile.parse(data, "mine.yaml")
+
+
+def test_gemm_tflops_from_a_real_cpu_gemm_run() -> None:
+    """The gemm probe run for real (torch on CPU, small shapes), read by the report."""
+    pytest.importorskip("torch")
+    from report_runs import record
+
+    from bringup.facts import NodeFacts
+    from bringup.probes import gemm
+    from bringup.report.measurements import measure
+
+    facts = gemm.collect(gemm.Params(device="cpu", m_sizes=[256], nk=256, iterations=3)).facts
+    node = NodeFacts(node="cpu", bringup_version="t", collected_at="t")
+    node.probes["gemm"] = record("gemm", facts)
+    m = measure(node)
+    flops = facts.gpus[0].bf16_flops_per_s
+    assert flops is not None and flops > 0
+    assert m.gpu_tflops == {0: flops / 1e12}
+    assert m.metrics["gemm.tflops"] == flops

@@ -377,3 +377,70 @@ def test_a_node_side_that_is_killed_is_a_transport_error_not_unreachable(
         run(sshd.host(python=str(dying)), XID_REQUEST)
     assert not isinstance(info.value, Unreachable)
     assert "Segmentation fault" in str(info.value)
+
+
+# --- settings: inventory, ssh args and ~/.ssh/config merged as OpenSSH does ---------------
+
+
+def test_resolve_takes_inventory_then_ssh_args_then_ssh_config(tmp_path: Path) -> None:
+    import paramiko
+
+    from bringup.ssh import resolve
+
+    config = paramiko.SSHConfig.from_text(
+        "Host 10.0.0.*\n  HostName gpu-a.internal\n  User cfguser\n  Port 2200\n"
+        "  IdentityFile ~/.ssh/cfg_key\n  ProxyJump cfgjump\n"
+    )
+    settings = SshSettings(known_hosts=tmp_path / "kh")
+    plain = Host(name="a", address="10.0.0.1")
+    endpoint = resolve(plain, config, settings)
+    assert (endpoint.hostname, endpoint.port, endpoint.user) == ("gpu-a.internal", 2200, "cfguser")
+    assert endpoint.key_files == [str(Path("~/.ssh/cfg_key").expanduser())]
+    assert endpoint.proxy_jump == "cfgjump" and endpoint.known_hosts == [tmp_path / "kh"]
+    assert endpoint.known_hosts_name == "[gpu-a.internal]:2200"
+    assert endpoint.accept_new is False
+    explicit = Host(
+        name="a",
+        address="10.0.0.1",
+        port=22,
+        user="root",
+        key_file="/k",
+        proxy_jump="invjump",
+        ssh_args=["-o", "UserKnownHostsFile=/kh1 /kh2", "-o", "StrictHostKeyChecking=accept-new"],
+        vars={"ansible_port": 22},
+    )
+    endpoint = resolve(explicit, config, settings)
+    assert (endpoint.port, endpoint.user, endpoint.proxy_jump) == (22, "root", "invjump")
+    assert endpoint.key_files == ["/k", str(Path("~/.ssh/cfg_key").expanduser())]
+    assert endpoint.known_hosts == [Path("/kh1"), Path("/kh2")]
+    assert endpoint.known_hosts_name == "gpu-a.internal" and endpoint.accept_new is True
+
+
+@needs_sshd
+def test_agent_keys_authenticate(sshd: LocalSshd, tmp_path: Path, monkeypatch) -> None:
+    """No identity file: the key comes from a real ssh-agent (SSH_AUTH_SOCK)."""
+    if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
+        pytest.skip("needs ssh-agent and ssh-add (openssh-client)")
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", str(sshd.key)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_* to fall back on
+        records = run(sshd.host(key_file=None), XID_REQUEST)
+        assert [r["probe"] for r in records] == ["xid"]
+        monkeypatch.delenv("SSH_AUTH_SOCK")
+        with pytest.raises(Unreachable) as info:
+            run(sshd.host(key_file=None), XID_REQUEST)
+        assert str(info.value) == (
+            "authentication failed for user root (tried: no key: no identity file, agent or "
+            "~/.ssh/id_*)"
+        )
+    finally:
+        agent.terminate()
+        agent.wait()

@@ -370,14 +370,11 @@ def test_proxyjump_goes_through_one_shared_bastion_connection(sshd: LocalSshd) -
         return real(endpoint, sock)
 
     connector._handshake = counting  # type: ignore[method-assign]
-    # The bastion is reached with the same key: identity comes from the agent or defaults
-    # in real life; here the node's key file is offered through ~/.ssh/config equivalents.
+    # The bastion is reached through ~/.ssh/config's settings for it (key, known_hosts).
+    config = f"Host 127.0.0.1\n  IdentityFile {sshd.key}\n  UserKnownHostsFile {sshd.known_hosts}\n"
+    connector.config.parse(iter(config.splitlines(keepends=True)))
     for name in ("j1", "j2", "j3"):
         host: Host = sshd.host(name, proxy_jump=jump)
-        connector.config.parse(
-            iter(["Host 127.0.0.1\n", f"  IdentityFile {sshd.key}\n",
-                  f"  UserKnownHostsFile {sshd.known_hosts}\n"])
-        ) if name == "j1" else None  # fmt: skip
         records = list(ssh.run_ssh(host, request, 60, connector=connector, code=code))
         assert [r["probe"] for r in records] == ["xid"]
     connector.close()
