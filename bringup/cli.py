@@ -484,9 +484,10 @@ def _create_run(
 
 def _register_commands() -> None:
     # Imported here, not at the top: these modules import `fail` and friends from this one.
-    from bringup import diagnose
+    from bringup import diagnose, exporter
+    from bringup.report import command as report
 
-    for module in (diagnose,):
+    for module in (diagnose, report, exporter):
         module.register(app)
 
 

@@ -366,9 +366,11 @@ def run_playbook(
     import ansible_runner  # imported here: a second to import, only provisioning needs it
 
     cmdline = ["--check"] if request.check_mode else []
+    # The shipped settings and roles, also for a playbook of the user's (--playbook).
+    shipped = data_dir("playbooks")
     envvars = {
-        "ANSIBLE_CONFIG": str(request.playbook.parent / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(request.playbook.parent / "roles"),
+        "ANSIBLE_CONFIG": str(shipped / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(shipped / "roles"),
         "ANSIBLE_TIMEOUT": str(request.connect_timeout_s),
         "ANSIBLE_NOCOLOR": "1",
         "PATH": _search_path(),

@@ -3,10 +3,10 @@
     python -m torch.distributed.run --nproc-per-node N -m bringup.burnin.trainer --plan PLAN
 
 PLAN is a JSON file: {"recipe": {...}, "deepspeed_config": {...} or null, "work_dir": "...",
-"resume": null, "gather_adapters": true}. The model is built from the recipe's shape with random weights under
-deepspeed.zero.Init (ZeRO-3) or plainly (ZeRO-2), peft adds LoRA, and DeepSpeed trains it
-on the packed token stream of corpus.py. Every rank writes what it measured into the work
-directory as it goes, so a crash keeps the steps already timed:
+"resume": null, "gather_adapters": true}. The model is built from the recipe's shape with
+random weights under deepspeed.zero.Init (ZeRO-3) or plainly (ZeRO-2), peft adds LoRA,
+and DeepSpeed trains it on the packed token stream of corpus.py. Every rank writes what it
+measured into the work directory as it goes, so a crash keeps the steps already timed:
 
     rank<R>.jsonl    one line per optimizer step: time and its forward/backward/optimizer parts
     steps.jsonl      rank 0: one line per step with the loss averaged over every rank
