@@ -795,7 +795,12 @@ def _nvlink_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
     active = [link for link in gpu.nvlinks if link.active]
     if len(active) < spec.links_per_gpu:
         down = [link.link for link in gpu.nvlinks if not link.active]
-        what = f"{_links(down)} down" if down else f"{len(gpu.nvlinks)} links reported"
+        if not active:
+            what = f"all {len(down)} links down"
+        elif down:
+            what = f"{_links(down)} down"
+        else:
+            what = f"{len(gpu.nvlinks)} links reported"
         found.append(
             finding(
                 check,

@@ -668,6 +668,16 @@ def test_nvlink_down_links_named() -> None:
     assert finding.action == "check fabric manager / reseat the GPU baseboard, RMA if persistent"
 
 
+def test_nvlink_all_links_down_says_so() -> None:
+    facts = with_nvlinks(h100_load())
+    facts.gpus[2].nvlinks = [NvLink(link=n, active=False) for n in range(18)]
+    finding = only(judge("gpu.nvlink", facts))
+    assert (finding.status, finding.message) == (
+        Status.FAIL,
+        "GPU 2: all 18 links down (0/18 active)",
+    )
+
+
 def test_nvlink_real_a100_links_against_an_h100_profile() -> None:
     # Perlmutter's A100s: 12 links at 25 GB/s, where an H100 has 18 at 26.562 GB/s.
     status = parse_nvlink_status(read("simllm-perlmutter-a100x4-nvlink-s.txt"))
