@@ -515,8 +515,8 @@ def provision(request: Request, run: RunDir, err: Console) -> tuple[Progress, li
     for node in progress.nodes.values():
         record_node(run, node, request, started, took)
     result = findings(progress, request.check_mode, rc)
-    if status not in ("successful", "failed") and run.manifest.status == "running":
-        run.manifest.status = "interrupted" if status == "canceled" else run.manifest.status
+    if status in ("canceled", "timeout"):
+        run.manifest.status = "interrupted"
     run.add_findings(result)
     return progress, result
 
