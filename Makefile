@@ -3,15 +3,26 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test lint clean
+.PHONY: setup setup-test demo test lint clean
 
+# The controller and the dev tools: enough for the demo, check, inspect and report.
 $(BIN)/bringup: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
+# Everything the tests exercise: also the burn-in (torch, DeepSpeed, ...) and Ansible.
+# torch is pinned first to the CPU build this workplace ships; an open range would pull
+# a multi-GB CUDA build.
+$(VENV)/.test-deps: $(BIN)/bringup
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev,burnin,provision]'
+	@touch $@
+
 setup: $(BIN)/bringup ## create .venv with bringup and the dev tools
+
+setup-test: $(VENV)/.test-deps
 
 demo: setup ## judge the embedded demo fleet of B300 nodes, print the table and run directory
 	@# The demo fleet has faulty nodes on purpose, so bringup exits 1: only 2+ is an error.
@@ -21,7 +32,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: setup lint ## lint, then every test (real fio where installed)
+test: setup-test lint ## lint, then every test (root-only and apt-backed tests skip with a reason)
 	$(BIN)/pytest -q
 
 clean:

@@ -79,7 +79,7 @@ def init_rank() -> Rank:
     return Rank(rank, local_rank, world, device)
 
 
-def build_model(recipe: Recipe, ds_config: dict[str, Any]) -> torch.nn.Module:
+def build_model(recipe: Recipe, ds_config: dict[str, Any], device: torch.device) -> torch.nn.Module:
     """The decoder of the recipe's shape with random weights (seeded), then LoRA on it."""
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -107,12 +107,19 @@ def build_model(recipe: Recipe, ds_config: dict[str, Any]) -> torch.nn.Module:
     torch.manual_seed(recipe.train.seed)  # the same base weights on every rank and resume
     # ZeRO-3: each module is partitioned across the ranks as soon as it is built, so a 70B
     # model never exists whole on one GPU.
+    # ZeRO-2: built straight on the GPU in its dtype, never as fp32 in host memory.
     zero3 = recipe.deepspeed.zero_stage == 3
-    init = (
-        deepspeed.zero.Init(config_dict_or_path=ds_config, dtype=dtype) if zero3 else nullcontext()
-    )
-    with init:
-        model = model_type(config).to(dtype)
+    if zero3:
+        init: Any = deepspeed.zero.Init(config_dict_or_path=ds_config, dtype=dtype)
+    else:
+        init = device
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with init:
+            model = model_type(config)
+    finally:
+        torch.set_default_dtype(default_dtype)
     if recipe.train.gradient_checkpointing:
         # Reentrant: non-reentrant checkpointing fails under ZeRO-3 (REFERENCE.md "DeepSpeed").
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
@@ -324,7 +331,7 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
     gather = bool(plan.get("gather_adapters", True))
     ds_config = plan.get("deepspeed_config") or deepspeed_config(recipe)
     corpus = build_corpus(recipe)
-    model = build_model(recipe, ds_config)
+    model = build_model(recipe, ds_config, rank.device)
     fingerprint = base_fingerprint(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
     fused = {"fused": True} if rank.device.type == "cuda" else {}
@@ -364,7 +371,7 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
         batches = batches_for(corpus, recipe, rank, step)
         clock = StepClock(rank.device)
         clock.mark("start")
-        loss_sum = 0.0
+        loss_sum = torch.zeros((), device=rank.device)
         for b in batches:
             out = engine(input_ids=b.input_ids.to(rank.device), labels=b.labels.to(rank.device))
             clock.mark("forward_s")
@@ -372,10 +379,10 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
             clock.mark("backward_s")
             engine.step()
             clock.mark("optimizer_s")
-            loss_sum += float(out.loss.detach())  # one sync per micro-batch, after its step
+            loss_sum += out.loss.detach().float()  # stays on the GPU: no sync per micro-batch
         phases = clock.phases()
         out_of_time = t.minutes is not None and time.monotonic() - began >= t.minutes * 60
-        loss, stop_votes = global_mean(loss_sum / len(batches), rank, float(out_of_time))
+        loss, stop_votes = global_mean(float(loss_sum) / len(batches), rank, float(out_of_time))
         phases = {k: round(v, 6) for k, v in phases.items()}
         step_log.write(json.dumps({"step": step, **phases}) + "\n")
         step_log.flush()
