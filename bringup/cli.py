@@ -484,10 +484,10 @@ def _create_run(
 
 def _register_commands() -> None:
     # Imported here, not at the top: these modules import `fail` and friends from this one.
-    from bringup import diagnose, exporter, provision
+    from bringup import diagnose, exporter, nccl_run, provision
     from bringup.report import command as report
 
-    for module in (diagnose, report, exporter, provision):
+    for module in (nccl_run, diagnose, report, exporter, provision):
         module.register(app)
 
 
