@@ -485,9 +485,10 @@ def _create_run(
 def _register_commands() -> None:
     # Imported here, not at the top: these modules import `fail` and friends from this one.
     from bringup import diagnose, exporter, nccl_run, provision
+    from bringup.burnin import command as burnin
     from bringup.report import command as report
 
-    for module in (nccl_run, diagnose, report, exporter, provision):
+    for module in (nccl_run, burnin, diagnose, report, exporter, provision):
         module.register(app)
 
 

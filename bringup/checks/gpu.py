@@ -47,7 +47,8 @@ def gpu_list(gpus: Iterable[Gpu]) -> str:
 def parse_version(text: str) -> tuple[int, ...] | None:
     """'580.65.06' -> (580, 65, 6); None when a part is not a number."""
     parts = text.strip().split(".")
-    if not all(part.isdigit() for part in parts):
+    # ASCII digits only: str.isdigit() also accepts '²', which int() refuses.
+    if not all(part.isascii() and part.isdigit() for part in parts):
         return None
     return tuple(int(part) for part in parts)
 

@@ -351,5 +351,13 @@ def _tail(path: Path) -> str:
 
 
 def _last_line(path: Path) -> str:
-    lines = [line for line in _tail(path).splitlines() if line.strip()]
-    return lines[-1].strip()[:300] if lines else "no output"
+    """The telling line of a failed launch: the last error, else torchrun's root cause."""
+    lines = [line.strip() for line in _tail(path).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ("Error:" in line or "error:" in line) and not line.endswith("ChildFailedError:"):
+            return line[:300]
+    root = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+    if root is not None:
+        causes = [line for line in lines[root:] if line.startswith(("exitcode", "rank"))]
+        return " ".join(" ".join(c.split()) for c in causes[:2])[:300]
+    return lines[-1][:300] if lines else "no output"

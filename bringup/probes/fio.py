@@ -144,7 +144,8 @@ def _size(text: str | None) -> int | None:
     number, unit = text.rstrip("bB").lower()[:-1], text.rstrip("bB").lower()[-1:]
     if unit.isdigit():
         number, unit = number + unit, ""
-    if not number.isdigit() or unit not in _SIZE_UNITS:
+    # ASCII digits only: str.isdigit() also accepts '²', which int() refuses.
+    if not (number.isascii() and number.isdigit()) or unit not in _SIZE_UNITS:
         return None
     return int(number) * _SIZE_UNITS[unit]
 
