@@ -6,7 +6,8 @@
 
 The node runs one probe (`gemm` with a sustained phase and the sampler on, or `telemetry`
 alone with --watch); the controller records it in a run directory and judges it with the
-gemm and diagnosis checks (bringup/checks/gemm.py, bringup/diagnosis.py).
+gemm and diagnosis checks (bringup/checks/gemm.py, bringup/diagnosis.py). With --nodes,
+the nodes are also compared with each other (`diagnose.fleet_straggler`).
 `register(app)` adds the command to the CLI.
 """
 
@@ -23,7 +24,10 @@ from rich.console import Console
 from bringup import profile as profiles
 from bringup.checks.catalog import judge_node
 from bringup.console import fleet_matrix, node_table, problems_by_action, summary_line
+from bringup.diagnosis import fleet_stragglers
+from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, exit_code
+from bringup.probes.gemm import GemmFacts
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts
 from bringup.suite import ProbeStep, Suite
 from bringup.transport import TransportError, run_local
@@ -176,7 +180,24 @@ def _run_nodes(
         outcomes = fleet.run(plans, run, forks=forks, console=err)
     finally:
         connector.close()
-    return [f for outcome in outcomes for f in outcome.findings]
+    findings = [f for outcome in outcomes for f in outcome.findings]
+    across = fleet_stragglers(recorded_gemm([run.facts_of(plan.node) for plan in plans]))
+    run.add_findings(across)
+    return findings + across
+
+
+def recorded_gemm(nodes: list[NodeFacts]) -> dict[str, GemmFacts]:
+    """Each node's gemm facts, where its gemm probe answered and the record decodes."""
+    found: dict[str, GemmFacts] = {}
+    for node in nodes:
+        record = node.probes.get("gemm")
+        if record is None or not record.ok:
+            continue
+        try:
+            found[node.node] = decode(record)
+        except FactsError:
+            continue  # judge_node already made it an ERROR finding of that node
+    return found
 
 
 def _show(findings: list[Finding], run: RunDir, as_json: bool) -> None:

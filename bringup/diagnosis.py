@@ -400,6 +400,58 @@ def _straggler(
     return findings
 
 
+# --- across nodes --------------------------------------------------------------------------
+
+FLEET_MIN_NODES = 3  # with two nodes a median cannot tell the slow one from the spread
+
+
+def fleet_stragglers(gemm_by_node: dict[str, GemmFacts]) -> list[Finding]:
+    """Nodes whose median GPU is far below the fleet's median node (GPU figures only).
+
+    The per-node rules compare GPUs within a node, so a node whose GPUs are all equally
+    slow (a lowered power limit on every GPU, a chassis running hot, clocks pinned by a
+    BIOS setting) passes them; compared with the other nodes it stands out. CPU figures
+    (no CUDA) are left out: nodes sharing one machine's cores say nothing about a node.
+    """
+    medians: dict[str, float] = {}
+    for node, facts in gemm_by_node.items():
+        flops = gemm_flops(facts)
+        if facts.device == "cuda" and flops:
+            medians[node] = statistics.median(flops.values())
+    if len(medians) < FLEET_MIN_NODES:
+        return []
+    fleet = statistics.median(medians.values())
+    floor = (1 - STRAGGLER_BELOW) * fleet
+    findings = []
+    for node, value in sorted(medians.items()):
+        below = (fleet - value) / fleet if fleet > 0 else 0.0
+        where = (
+            f"median GPU {value / 1e12:.0f} TFLOP/s, fleet median {fleet / 1e12:.0f} TFLOP/s "
+            f"over {len(medians)} nodes"
+        )
+        if below < STRAGGLER_BELOW:
+            status, message, action = Status.PASS, where, None
+        else:
+            action = (
+                "read this node's diagnose.* findings for the cause (power cap, thermal); "
+                "with none, check its power limits, BIOS and cooling against a good node"
+            )
+            status, message = Status.FAIL, f"{below:.0%} below the fleet: {where}: {action}"
+        findings.append(
+            Finding(
+                node=node,
+                check="diagnose.fleet_straggler",
+                status=status,
+                message=message,
+                value=round(value / 1e12, 1),
+                expected=f">= {floor / 1e12:.0f}",
+                unit="TFLOP/s",
+                action=action,
+            )
+        )
+    return findings
+
+
 def _healthy(timeline: Timeline, stats: dict[int, GpuStats]) -> Finding:
     samples = sum(s.samples for s in stats.values())
     return finding(

@@ -22,8 +22,10 @@ raise its MFU by doing more work.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bringup.recipe import LoraSpec, ModelShape
+if TYPE_CHECKING:  # the trainer passes its plain copy (bringup.burnin.node_recipe): no pydantic
+    from bringup.recipe import LoraSpec, ModelShape
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,14 @@ KINDS: list[Kind] = [
         "gpu",
         checks=("gpu.nvlink",),
     ),
+    # Before smi-csv: a timestamped --query-gpu series also looks like one capture.
+    Kind(
+        "smi-csv-series",
+        "series of nvidia-smi --query-gpu",
+        dmon.detect_csv_series,
+        dmon.parse_csv_series,
+        "telemetry",
+    ),
     Kind("smi-csv", "nvidia-smi --query-gpu", _smi("smi-csv"), smi.parse_query_csv, "gpu"),
     Kind("dmon", "nvidia-smi dmon", dmon.detect, dmon.parse_dmon, "telemetry"),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),

@@ -11,7 +11,8 @@ with every node of a job started at once), records the run directory and judges 
 
 Across nodes every node runs the probe with its place in the job (node_rank, nnodes) and
 the rendezvous address of the first node; `bringup_nccl_env` host or group variables
-(NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GLOO_SOCKET_IFNAME, ...) reach that node's ranks.
+(NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GLOO_SOCKET_IFNAME, ...) reach that node's ranks
+(bringup/multinode.py, shared with the burn-in's joint job).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -33,6 +33,8 @@ from bringup.checks.catalog import judge_node
 from bringup.console import fleet_matrix, node_table, problems_by_action, summary_line
 from bringup.facts import NodeFacts, decode
 from bringup.findings import Finding, Status, exit_code
+from bringup.multinode import Ssh, connect_settings, job_params, launch
+from bringup.multinode import host_env as host_env  # tests and callers use nccl_run.host_env
 from bringup.probes import nccl
 from bringup.probes.result import ProbeError
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts
@@ -71,16 +73,6 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def host_env(host: Host) -> dict[str, str]:
-    """The node's `bringup_nccl_env` variable (a mapping of NCCL_*/GLOO_* settings)."""
-    value = host.vars.get("bringup_nccl_env")
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"host {host.name}: bringup_nccl_env must be a mapping of NAME: value")
-    return {str(k): str(v) for k, v in value.items()}
-
-
 def probe_request(params: dict[str, Any]) -> dict[str, Any]:
     """The node-side request: the nccl probe alone, with a step deadline above its own."""
     timeout = float(params.get("timeout_s", nccl.Params().timeout_s)) + 30
@@ -88,24 +80,6 @@ def probe_request(params: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- across nodes: the job's plan (pure) ------------------------------------------------------
-
-
-def job_params(
-    base: dict[str, Any], hosts: list[Host], port: int, master_addr: str | None = None
-) -> list[dict[str, Any]]:
-    """Each node's probe parameters: its rank in the job, the rendezvous, its environment."""
-    master = master_addr or hosts[0].address
-    return [
-        {
-            **base,
-            "env": {**base.get("env", {}), **host_env(host)},
-            "nnodes": len(hosts),
-            "node_rank": rank,
-            "master_addr": master,
-            "master_port": port,
-        }
-        for rank, host in enumerate(hosts)
-    ]
 
 
 def pair_up(nodes: list[str]) -> list[tuple[str, str]]:
@@ -302,36 +276,18 @@ def _recorded(run: RunDir, node: str) -> bool:
 # --- many nodes -------------------------------------------------------------------------------
 
 
-@dataclass
-class Ssh:
-    """One connector and one code zip for every node of the run."""
-
-    connector: Any
-    code: Any
-
-
 def _hosts(path: Path, limit: str | None) -> list[Host]:
-    from bringup.inventory import InventoryError, load
+    from bringup.inventory import InventoryError
+    from bringup.multinode import load_hosts
 
     try:
-        hosts = load(path, limit)
-    except InventoryError as exc:
+        return load_hosts(path, limit)
+    except (InventoryError, ValueError) as exc:
         _fail(str(exc))
-    for host in hosts:
-        try:
-            host_env(host)
-        except ValueError as exc:
-            _fail(str(exc))
-    return hosts
 
 
 def _ssh(accept_new_hostkeys: bool, connect_timeout: float) -> Ssh:
-    from bringup.ssh import Connector, SshSettings, build_node_code
-
-    settings = SshSettings(
-        connect_timeout_s=connect_timeout, accept_new_hostkeys=accept_new_hostkeys
-    )
-    return Ssh(Connector(settings), build_node_code())
+    return connect_settings(accept_new_hostkeys, connect_timeout)
 
 
 def _plans(
@@ -361,9 +317,7 @@ def _plans(
 
 def _launch(plans: list[NodePlan], run: RunDir) -> list[NodeOutcome]:
     """Every node of the job at once (a rendezvous needs them all), recorded into `run`."""
-    from bringup import fleet
-
-    return fleet.run(plans, run, forks=len(plans), console=err)
+    return launch(plans, run, err)
 
 
 def _run_job(

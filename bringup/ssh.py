@@ -49,6 +49,7 @@ PROBE_GRACE_S = 20.0
 NEED_CODE_EXIT = 97  # the remote command's exit status when the zip is not cached
 STDERR_KEPT = 16 * 1024  # bytes of the node side's stderr kept for error messages
 PACKAGE = Path(__file__).resolve().parent
+BURNIN_NODE_SIDE = ("__init__.py", "corpus.py", "node_recipe.py", "trainer.py")
 
 
 # --- the node-side code ------------------------------------------------------------------
@@ -80,9 +81,14 @@ sys.exit(main(sys.argv[1:]))
 
 
 def node_files() -> list[tuple[str, Path]]:
-    """(name in the zip, file) for everything the node side needs: bringup/probes/**."""
+    """(name in the zip, file) for everything the node side needs: bringup/probes/**, and
+    the burn-in's trainer with what it imports (bringup/burnin/*.py, bringup/flops.py)."""
     files = [("bringup/__init__.py", PACKAGE / "__init__.py")]
-    for path in sorted((PACKAGE / "probes").rglob("*.py")):
+    paths = sorted((PACKAGE / "probes").rglob("*.py"))
+    # The trainer and what it imports; not command.py or nodes.py (the controller's: pydantic).
+    paths += [PACKAGE / "burnin" / name for name in BURNIN_NODE_SIDE]
+    paths.append(PACKAGE / "flops.py")
+    for path in paths:
         files.append((path.relative_to(PACKAGE.parent).as_posix(), path))
     return files
 

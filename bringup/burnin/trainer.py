@@ -49,7 +49,8 @@ from deepspeed.accelerator import get_accelerator
 
 from bringup import flops
 from bringup.burnin.corpus import Batch, JsonlCorpus, SyntheticCorpus
-from bringup.recipe import Recipe, deepspeed_config, parse
+from bringup.burnin.node_recipe import NodeRecipe as Recipe
+from bringup.burnin.node_recipe import from_json
 
 RESTORE_LOSS_RTOL = 1e-3  # bf16 kernels may reorder sums; fp32 on CPU matches exactly
 
@@ -334,10 +335,10 @@ def step_loss(engine: Any, corpus: Any, recipe: Recipe, rank: Rank, step: int) -
 
 
 def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
-    recipe = parse(plan["recipe"], "plan")
+    recipe = from_json(plan["recipe"])  # validated by the controller (bringup/recipe.py)
     t = recipe.train
     gather = bool(plan.get("gather_adapters", True))
-    ds_config = plan.get("deepspeed_config") or deepspeed_config(recipe)
+    ds_config = plan.get("deepspeed_config") or _resolve_deepspeed_config(plan["recipe"])
     corpus = build_corpus(recipe)
     model = build_model(recipe, ds_config, rank.device)
     fingerprint = base_fingerprint(model)
@@ -420,6 +421,13 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
     _write_rank_summary(work, rank, fingerprint)
     if rank.rank == 0:
         _write_json(work / "result.json", result)
+
+
+def _resolve_deepspeed_config(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The config from the recipe's file, where bringup is installed whole (not a shipped zip)."""
+    from bringup import recipe as recipes  # pydantic: the controller side
+
+    return recipes.deepspeed_config(recipes.parse(recipe, "plan"))
 
 
 def _resume(engine: Any, checkpoint: Path, result: dict[str, Any]) -> int:

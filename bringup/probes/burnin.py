@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.probes.command import run, which
+from bringup.probes.rendezvous import free_port, interface_towards
 from bringup.probes.result import ProbeError, ProbeOutput
 from bringup.probes.telemetry import Sampler, Timeline
 
@@ -44,6 +44,8 @@ class Params:
     node_rank: int = 0
     master_addr: str = "127.0.0.1"
     master_port: int = 0  # 0 = a free port on this node (single-node runs)
+    rendezvous_timeout_s: float = 300.0  # --joint: how long ranks wait for the other nodes
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_* for the ranks
     deadline_s: float = 3600.0  # the trainer is stopped at this point; measured steps kept
     work_dir: str = ""  # checkpoints and rank outputs; "" = a new temporary directory
     resume: str | None = None  # a checkpoint directory (…/checkpoints/step<N>) to continue
@@ -155,7 +157,7 @@ def collect(params: Params) -> ProbeOutput:
     argv += ["-m", "bringup.burnin.trainer", "--plan", str(work / "plan.json")]
     started = time.monotonic()
     with Sampler(interval_s=params.telemetry_interval_s) as sampler:
-        error = _launch(argv, work, params.deadline_s)
+        error = _launch(argv, work, params.deadline_s, trainer_environment(params))
         timeline = sampler.stop()
     facts = read_outputs(work, params.recipe, nproc, params.nnodes)
     facts.duration_s = round(time.monotonic() - started, 3)
@@ -171,19 +173,34 @@ def collect(params: Params) -> ProbeOutput:
 
 
 def _launch_args(params: Params, nproc: int) -> list[str]:
-    port = params.master_port or _free_port()
+    if params.nnodes > 1 and not params.master_port:
+        raise ProbeError("burnin: across nodes the rendezvous needs a master_port")
+    port = params.master_port or free_port("127.0.0.1")
     return [
         f"--nproc-per-node={nproc}",
         f"--nnodes={params.nnodes}",
         f"--node-rank={params.node_rank}",
         f"--master-addr={params.master_addr}",
         f"--master-port={port}",
+        # The static rendezvous waits this long for the other nodes, then fails naming
+        # the address it could not reach (torch's default is 600 s).
+        f"--rdzv-conf=timeout={max(1, round(params.rendezvous_timeout_s))}",
     ]
 
 
-def _launch(argv: list[str], work: Path, deadline_s: float) -> str | None:
+def trainer_environment(params: Params) -> dict[str, str]:
+    """The ranks' environment: this one, the params' NCCL/GLOO settings, gloo's interface."""
+    env = {**os.environ, **params.env}
+    if params.nnodes > 1 and "GLOO_SOCKET_IFNAME" not in env:
+        interface = interface_towards(params.master_addr)
+        if interface:
+            env["GLOO_SOCKET_IFNAME"] = interface
+    return env
+
+
+def _launch(argv: list[str], work: Path, deadline_s: float, env: dict[str, str]) -> str | None:
     """Run the trainer to its end or the deadline; None, or why it did not finish."""
-    env = dict(os.environ)
+    env = dict(env)
     # The trainer imports bringup from wherever this probe was loaded (a checkout, a wheel,
     # or the zip the controller shipped).
     package_root = str(Path(__file__).resolve().parents[2])
@@ -310,12 +327,6 @@ def _gpu_count() -> int:
     if result.returncode != 0:
         return 0
     return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _json(path: Path) -> dict[str, Any] | None:

@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.probes.nccl import GB, US, NcclFacts, NcclRow, Params, run_environment, summarise
+from bringup.probes.rendezvous import free_port, interface_towards
 from bringup.probes.result import ProbeError, ProbeOutput
 
 ELEMENT_BYTES = 4  # float32, nccl-tests' default type ("float")
@@ -261,43 +261,6 @@ def choose_backend(params: Params, gpus: int) -> str:
             "to exercise the collectives on CPU set backend=gloo and ranks=N"
         )
     return "gloo"
-
-
-def free_port(address: str) -> int:
-    """A TCP port free on `address` now (the rendezvous binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
-
-
-def interface_towards(address: str) -> str | None:
-    """Name of the interface this host would use to reach `address` (Linux), or None.
-
-    gloo otherwise picks the address its hostname resolves to, which in a container or a
-    network namespace is often not the one the other nodes can reach.
-    """
-    import fcntl  # Linux only, like the rest of the node side
-    import struct
-
-    try:
-        target = socket.gethostbyname(address)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((target, 9))  # UDP connect sends nothing: it only picks a route
-            local = probe.getsockname()[0]
-    except OSError:
-        return None
-    siocgifaddr = 0x8915  # <linux/sockios.h>
-    for _, name in socket.if_nameindex():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            try:
-                packed = fcntl.ioctl(
-                    sock.fileno(), siocgifaddr, struct.pack("256s", name[:15].encode())
-                )
-            except OSError:
-                continue
-        if socket.inet_ntoa(packed[20:24]) == local:
-            return name
-    return None
 
 
 def package_root() -> str:

@@ -1,6 +1,7 @@
-"""Timelines from captures someone sent: `nvidia-smi dmon`, and a series of `nvidia-smi -q`.
+"""Timelines from captures someone sent: `nvidia-smi dmon`, a series of `nvidia-smi -q`, and
+a timestamped `nvidia-smi --query-gpu=timestamp,... --format=csv -l 1` series.
 
-Both become the `Timeline` the NVML sampler records (telemetry.py), so `bringup inspect`
+All become the `Timeline` the NVML sampler records (telemetry.py), so `bringup inspect`
 of a capture gives the same diagnosis as a live `bringup diagnose`.
 
 `nvidia-smi dmon` prints a header (`# gpu pwr gtemp mtemp sm mem enc dec mclk pclk ...`),
@@ -15,6 +16,8 @@ Pure functions of the text; ParseError (one line) on text they cannot read.
 from __future__ import annotations
 
 import calendar
+import csv
+import datetime
 import itertools
 import re
 import statistics
@@ -22,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from bringup.probes.result import ParseError
-from bringup.probes.smi import parse_q_text
+from bringup.probes.smi import parse_q_text, parse_query_csv
 from bringup.probes.telemetry import Sample, Timeline
 
 MHZ = 1_000_000
@@ -183,6 +186,10 @@ def parse_q_series(text: str) -> Timeline:
     steps = [b - a for a, b in itertools.pairwise(stamps) if timed and b > a]  # type: ignore[operator]
     interval = statistics.median(steps) if steps else 1.0
     timeline = Timeline(interval_s=interval, gpus=0)
+    if len(blocks) >= 2:  # one capture's counters run from driver load, not over the capture
+        timeline.throttle_time_s = _counter_difference(
+            q_throttle_counters_s(blocks[0]), q_throttle_counters_s(blocks[-1])
+        )
     for number, block in enumerate(blocks):
         facts = parse_q_text(_Q_BLOCK + block)
         t_s = stamps[number] - stamps[0] if timed else number * interval  # type: ignore[operator]
@@ -219,3 +226,207 @@ def _q_timestamp(block: str) -> float | None:
         )
     except ValueError:
         return None
+
+
+# The "Clocks Event Reasons Counters" section of `nvidia-smi -q` (driver 535 and later):
+# cumulative time in each reason since the driver loaded, the counters NVML keeps
+# (telemetry.THROTTLE_COUNTER_FIELDS). Only the difference between two captures tells
+# the time spent during the capture; one capture alone says nothing about it.
+_Q_COUNTER_SECTIONS = ("Clocks Event Reasons Counters", "Clocks Throttle Reasons Counters")
+_Q_COUNTERS = {
+    "SW Power Capping": "sw_power_cap",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Braking": "hw_power_brake_slowdown",
+}
+_Q_GPU_LINE = re.compile(r"GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ns|us|ms|s)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def q_throttle_counters_s(block: str) -> dict[str, dict[str, float]]:
+    """Cumulative seconds per GPU (by position, as parse_q_text numbers them) and reason."""
+    counters: dict[str, dict[str, float]] = {}
+    gpu = -1
+    section_indent: int | None = None  # inside a counters section: its indentation
+    for raw in block.expandtabs(8).splitlines():
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        if _Q_GPU_LINE.fullmatch(stripped):
+            gpu, section_indent = gpu + 1, None
+            continue
+        if section_indent is not None and indent <= section_indent:
+            section_indent = None
+        if stripped in _Q_COUNTER_SECTIONS:
+            section_indent = indent
+            continue
+        if section_indent is None:
+            continue
+        name, _, value = (part.strip() for part in stripped.partition(":"))
+        match = _DURATION.fullmatch(value)
+        if name in _Q_COUNTERS and match:  # "N/A" on GPUs without the counter: left out
+            seconds = float(match.group(1)) * _SECONDS[match.group(2)]
+            counters.setdefault(str(max(gpu, 0)), {})[_Q_COUNTERS[name]] = round(seconds, 6)
+    return counters
+
+
+def _counter_difference(
+    first: dict[str, dict[str, float]], last: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """Seconds per GPU and reason between two readings (a driver reload counts as none)."""
+    result: dict[str, dict[str, float]] = {}
+    for gpu, reasons in last.items():
+        before = first.get(gpu, {})
+        spent = {
+            reason: round(max(0.0, seconds - before[reason]), 6)
+            for reason, seconds in reasons.items()
+            if reason in before
+        }
+        if spent:
+            result[gpu] = spent
+    return result
+
+
+# --- nvidia-smi --query-gpu=timestamp,... --format=csv -l N ----------------------------------
+
+_CSV_TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
+# Columns that name the GPU of a row, best first (without any, each row is one tick of one GPU).
+_CSV_GPU_COLUMNS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
+
+
+@dataclass
+class _CsvRow:
+    number: int  # line number in the capture
+    line: str
+    gpu: str  # the row's GPU, as its identity column says
+    stamp: float  # seconds (POSIX time of the timestamp, read as UTC)
+
+
+def detect_csv_series(text: str) -> bool:
+    """A `--query-gpu` CSV with a timestamp column whose GPUs answer more than once."""
+    try:
+        _, rows = _csv_series_rows(text)
+    except ParseError:
+        return False
+    return len(_csv_ticks(rows)) >= 2
+
+
+def parse_csv_series(text: str) -> Timeline:
+    """The timeline of `nvidia-smi --query-gpu=timestamp,... --format=csv -l N` output.
+
+    Each row is read by the single-capture parser (smi.parse_query_csv) under the header,
+    so the columns mean the same in both; the timestamp column places it in time.
+    """
+    header, rows = _csv_series_rows(text)
+    if not rows:
+        raise ParseError("nvidia-smi --query-gpu: no data row under the header")
+    ticks = _csv_ticks(rows)
+    starts = [tick[0].stamp for tick in ticks]
+    steps = [b - a for a, b in itertools.pairwise(starts) if b > a]
+    timeline = Timeline(interval_s=round(statistics.median(steps), 3) if steps else 1.0, gpus=0)
+    numbers: dict[str, int] = {}  # GPU identity -> index (first seen order without `index`)
+    names = [cell.split(" [")[0] for cell in _cells(header)]
+    utilization = names.index("utilization.gpu") if "utilization.gpu" in names else None
+    for tick, start in zip(ticks, starts, strict=True):
+        for row in tick:
+            try:
+                (gpu,) = parse_query_csv(header + "\n" + row.line).gpus
+            except ParseError as exc:
+                raise ParseError(f"line {row.number}: {exc}") from None
+            index = gpu.index if row.gpu.isdigit() else numbers.setdefault(row.gpu, len(numbers))
+            key = str(index)
+            if gpu.power_default_limit_w:
+                timeline.power_default_limit_w[key] = gpu.power_default_limit_w
+            if gpu.memory_max_temperature_c:
+                timeline.memory_max_temperature_c[key] = gpu.memory_max_temperature_c
+            timeline.samples.append(
+                Sample(
+                    t_s=round(start - starts[0], 3),
+                    gpu=index,
+                    sm_clock_hz=gpu.sm_clock_hz,
+                    memory_clock_hz=gpu.memory_clock_hz,
+                    temperature_c=gpu.temperature_c,
+                    memory_temperature_c=gpu.memory_temperature_c,
+                    power_w=gpu.power_draw_w,
+                    power_limit_w=gpu.power_limit_w,
+                    utilization_pct=_csv_utilization(row.line, utilization),
+                    clock_event_reasons=list(gpu.clock_event_reasons or []),
+                )
+            )
+    timeline.gpus = len({s.gpu for s in timeline.samples})
+    return timeline
+
+
+def _csv_series_rows(text: str) -> tuple[str, list[_CsvRow]]:
+    """The header line and the data rows (prompts, repeated headers and cut lines left out)."""
+    lines = [
+        (number, line)
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith(("$", "#")) and "nvidia-smi " not in line
+    ]
+    if not lines:
+        raise ParseError("nvidia-smi --query-gpu: empty output")
+    header = lines[0][1]
+    names = [cell.split(" [")[0] for cell in _cells(header)]
+    if "timestamp" not in names:
+        raise ParseError(
+            "nvidia-smi --query-gpu: no timestamp column (query timestamp first for a series)"
+        )
+    where = names.index("timestamp")
+    identity = next((names.index(c) for c in _CSV_GPU_COLUMNS if c in names), None)
+    rows = []
+    for number, line in lines[1:]:
+        cells = _cells(line)
+        if len(cells) != len(names) or line.strip() == header.strip():
+            continue  # dmon-style repeated header, or a line cut when the capture stopped
+        gpu = cells[identity] if identity is not None else "0"
+        rows.append(_CsvRow(number, line, gpu, _csv_stamp(cells[where], number)))
+    return header, rows
+
+
+def _cells(line: str) -> list[str]:
+    try:
+        return [c.strip() for c in next(csv.reader([line], skipinitialspace=True), [])]
+    except csv.Error as exc:
+        raise ParseError(f"nvidia-smi --query-gpu: unreadable CSV line: {exc}") from None
+
+
+def _csv_stamp(value: str, number: int) -> float:
+    for layout in _CSV_TIMESTAMP_FORMATS:
+        try:
+            moment = datetime.datetime.strptime(value, layout)
+        except ValueError:
+            continue
+        return moment.replace(tzinfo=datetime.UTC).timestamp()
+    raise ParseError(f"line {number}: timestamp {value[:30]!r} is not YYYY/MM/DD HH:MM:SS.mmm")
+
+
+def _csv_ticks(rows: list[_CsvRow]) -> list[list[_CsvRow]]:
+    """Rows grouped into ticks: a tick ends where a GPU answers again.
+
+    Not by equal timestamps: nvidia-smi stamps each GPU's row as it reads it, a few
+    milliseconds apart within one tick.
+    """
+    ticks: list[list[_CsvRow]] = []
+    seen: set[str] = set()
+    for row in rows:
+        if not ticks or row.gpu in seen:
+            ticks.append([])
+            seen = set()
+        ticks[-1].append(row)
+        seen.add(row.gpu)
+    return ticks
+
+
+def _csv_utilization(line: str, column: int | None) -> float | None:
+    """utilization.gpu ("97 %", or "97" with nounits); the Gpu facts have no place for it."""
+    if column is None:
+        return None
+    value = _cells(line)[column].removesuffix("%").strip()
+    try:
+        return float(value)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"

@@ -264,10 +264,11 @@ def _sustain(
     bt = torch.randn(nk, nk, device=dev, dtype=torch.bfloat16).t()
     flop = 2.0 * m * nk * nk
     done, busy = 0, 0.0
-    wall_start = time.monotonic()
-    # Batches of a few matmuls: the check of the wall clock must not starve the GPU.
+    # Until the device has been busy `seconds` (the wall clock runs a little longer, by the
+    # gaps between batches), so sustained_s is never short of what was asked.
+    # Batches of a few matmuls: the check between batches must not starve the GPU.
     batch = 1
-    while time.monotonic() - wall_start < seconds:
+    while busy < seconds:
         busy += timer.time(lambda: torch.mm(a, bt), batch)
         done += batch
         batch = min(batch * 2, 64)

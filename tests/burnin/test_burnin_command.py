@@ -31,7 +31,9 @@ def app() -> typer.Typer:
         (["--local", "--zero", "1"], "--zero 1: ZeRO stage must be 2 or 3"),
         (["--local", "--data", "/nonexistent.jsonl"], "--data /nonexistent.jsonl: not a file"),
         (["--local", "--profile", "h999"], "unknown profile 'h999'"),
-        (["--nodes", "hosts.ini"], "--nodes: the multi-node burn-in is not available yet"),
+        (["--local", "--joint"], "--joint needs --nodes hosts.ini"),
+        (["--nodes", "h.ini", "--resume", "x"], "--resume works with --local only"),
+        (["--nodes", "/nonexistent/hosts.ini"], "/nonexistent/hosts.ini"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(app: typer.Typer, args: list[str], message: str) -> None:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bringup.diagnosis import diagnose
+from bringup.diagnose import recorded_gemm
+from bringup.diagnosis import diagnose, fleet_stragglers
+from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.probes.dmon import parse_dmon, parse_q_series
 from bringup.probes.gemm import GemmFacts, GemmGpu
@@ -277,3 +279,66 @@ def test_profile_without_hbm_limit_skips_the_hbm_rule() -> None:
     profile = Profile.model_validate(data)
     hot = edit(healthy(), 7, 1, memory_temperature_c=99.0)
     assert problems(diagnose(hot, gemm(), profile)) == []
+
+
+# --- across nodes: the fleet straggler ------------------------------------------------------
+
+
+def node_gemm(scale: float, slow: dict[int, float] | None = None) -> GemmFacts:
+    """A node's gemm facts: the healthy H200 figure scaled (every GPU), GPUs edited apart."""
+    facts = gemm(slow)
+    for g in facts.gpus:
+        g.sustained_bf16_flops_per_s = (g.sustained_bf16_flops_per_s or 0.0) * scale
+    return facts
+
+
+def test_a_node_slow_on_every_gpu_stands_out_of_the_fleet() -> None:
+    # Edit: node03's 8 GPUs all deliver 15% less (a limit lowered on all of them): the
+    # per-node straggler rule cannot see it, the fleet comparison does.
+    fleet = {"node01": node_gemm(1.0), "node02": node_gemm(1.0), "node03": node_gemm(0.85)}
+    fleet["node04"] = node_gemm(1.0, {2: 0.8})  # one slow GPU: the node's median is unmoved
+    assert problems(diagnose(healthy(), fleet["node03"], H200)) == []
+    findings = fleet_stragglers(fleet)
+    assert [(f.node, f.check, f.status) for f in findings] == [
+        ("node01", "diagnose.fleet_straggler", Status.PASS),
+        ("node02", "diagnose.fleet_straggler", Status.PASS),
+        ("node03", "diagnose.fleet_straggler", Status.FAIL),
+        ("node04", "diagnose.fleet_straggler", Status.PASS),
+    ]
+    slow = findings[2]
+    assert slow.message == (
+        "15% below the fleet: median GPU 675 TFLOP/s, fleet median 794 TFLOP/s over 4 nodes: "
+        "read this node's diagnose.* findings for the cause (power cap, thermal); with none, "
+        "check its power limits, BIOS and cooling against a good node"
+    )
+    assert (slow.value, slow.expected, slow.unit) == (675.3, ">= 715", "TFLOP/s")
+    assert findings[0].message == "median GPU 794 TFLOP/s, fleet median 794 TFLOP/s over 4 nodes"
+
+
+def test_fleet_comparison_needs_three_gpu_nodes() -> None:
+    assert fleet_stragglers({"a": node_gemm(1.0), "b": node_gemm(0.5)}) == []
+    cpu = GemmFacts("cpu", "wall-clock", "2.13.0", [GemmGpu(0, "cpu", bf16_flops_per_s=3.3e11)])
+    # Nodes measured on a CPU (simulated nodes sharing one machine) are never compared.
+    assert fleet_stragglers({"a": node_gemm(1.0), "b": node_gemm(1.0), "c": cpu}) == []
+
+
+def test_fleet_gemm_is_read_from_the_recorded_facts() -> None:
+    def node(name: str, facts: GemmFacts | None) -> NodeFacts:
+        record = ProbeRecord(
+            probe="gemm",
+            ok=facts is not None,
+            error=None if facts else "torch not installed",
+            facts=dataclasses.asdict(facts) if facts else None,
+        )
+        return NodeFacts(
+            node=name, bringup_version="0", collected_at="now", probes={"gemm": record}
+        )
+
+    nodes = [node(f"n{i}", node_gemm(s)) for i, s in enumerate([1.0, 1.0, 0.7])]
+    recorded = recorded_gemm([*nodes, node("failed", None)])
+    assert sorted(recorded) == ["n0", "n1", "n2"]
+    assert [f.status for f in fleet_stragglers(recorded)] == [
+        Status.PASS,
+        Status.PASS,
+        Status.FAIL,
+    ]

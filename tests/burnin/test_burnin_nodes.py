@@ -1,0 +1,102 @@
+"""The multi-node burn-in's pure parts: node spread, the joint job's verdict, the requests."""
+
+from __future__ import annotations
+
+from bringup import recipe as recipes
+from bringup.baseline import NodeBaseline
+from bringup.burnin import nodes
+from bringup.burnin.command import Launch, build_request, node_requests
+from bringup.findings import Status
+from bringup.inventory import Host
+from bringup.multinode import Ssh
+from bringup.probes.burnin import BurninFacts, RankRecord
+
+
+def node_baseline(node: str, median: float | None) -> NodeBaseline:
+    fields: dict = {k: None for k in NodeBaseline.model_fields if k != "telemetry"}
+    fields.update(
+        node=node, recipe="tiny", device_kind="cpu", world_size=1, steps_measured=6,
+        step_time_median_s=median, loss_curve=[], peak_memory_bytes=[],
+    )  # fmt: skip
+    return NodeBaseline(**fields)
+
+
+def test_node_spread_warns_for_the_node_behind_the_median() -> None:
+    found = nodes.node_spread_findings(
+        [node_baseline("n1", 1.0), node_baseline("n2", 1.04), node_baseline("n3", 1.1)]
+    )
+    assert {f.node: f.status for f in found} == {
+        "n1": Status.PASS,
+        "n2": Status.PASS,
+        "n3": Status.WARN,
+    }
+    n3 = next(f for f in found if f.node == "n3")
+    assert n3.message == (
+        "median step time 1.1 s, +5.8% against the nodes' 1.04 s: this node trails the others"
+    )
+    assert n3.value == 0.0577
+
+
+def test_node_spread_needs_two_nodes_with_times() -> None:
+    assert nodes.node_spread_findings([node_baseline("n1", 1.0), node_baseline("n2", None)]) == []
+
+
+def facts(error: str | None = None, stopped_by: str | None = "steps", ranks=()) -> BurninFacts:
+    return BurninFacts(
+        recipe="tiny", world_size=2, nnodes=2, device_kind="cpu", device_name="cpu",
+        dtype="fp32", zero_stage=3, seq_len=128, micro_batch=2, grad_accum=2,
+        gradient_checkpointing=True, warmup_steps=2, error=error, stopped_by=stopped_by,
+        ranks=[RankRecord(rank=r) for r in ranks],
+    )  # fmt: skip
+
+
+def test_job_error_lets_the_joining_node_speak_first() -> None:
+    results = {
+        "n1": facts(error="trainer exited 1: timed out waiting for clients", stopped_by=None),
+        "n2": facts(
+            error="trainer exited 1: DistNetworkError: cannot connect to (10.0.0.1, 29518)"
+        ),
+    }
+    reason = nodes.job_error(["n1", "n2"], results)
+    assert reason == "n2: trainer exited 1: DistNetworkError: cannot connect to (10.0.0.1, 29518)"
+    assert nodes.job_error(["n1", "n2"], {"n1": facts(), "n2": "unreachable: refused"}) == (
+        "n2: unreachable: refused"
+    )
+    assert nodes.job_error(["n1", "n2"], {"n1": facts(), "n2": facts()}) is None
+    assert nodes.job_error(["n1", "n2"], {"n1": facts(stopped_by=None), "n2": facts()}) == (
+        "n1: the trainer did not report its end"
+    )
+
+
+def test_merge_job_takes_every_nodes_ranks() -> None:
+    merged = nodes.merge_job(["n1", "n2"], {"n1": facts(ranks=[0, 1]), "n2": facts(ranks=[3, 2])})
+    assert [r.rank for r in merged.ranks] == [0, 1, 2, 3] and merged.nnodes == 2
+
+
+def test_joint_config_keeps_checkpoints_on_each_node_and_leaves_the_original() -> None:
+    config = {"zero_optimization": {"stage": 3}}
+    joint = nodes.joint_deepspeed_config(config)
+    assert joint["checkpoint"] == {"use_node_local_storage": True}
+    assert "checkpoint" not in config
+
+
+def test_each_node_gets_its_work_dir_environment_and_place_in_the_job() -> None:
+    recipe = recipes.load("tiny")
+    hosts = [
+        Host("n1", "10.0.0.1", vars={"bringup_nccl_env": {"NCCL_SOCKET_IFNAME": "ib0"}}),
+        Host("n2", "10.0.0.2"),
+    ]
+    request = build_request(recipe, "", 1, True, with_gemm=True)
+    launch = Launch(hosts, request, "/scratch/", 29518, None, 30.0, Ssh(None, None))
+    config = request["probes"][-1]["params"]["deepspeed_config"]
+    each = node_requests(launch, "run1", False, config)
+    assert [r["probes"][0]["name"] for r in each] == ["gemm", "gemm"]
+    first = each[0]["probes"][1]["params"]
+    assert first["work_dir"] == "/scratch/run1/n1" and first["env"] == {"NCCL_SOCKET_IFNAME": "ib0"}
+    assert "nnodes" not in first
+    joint = node_requests(launch, "run1", True, nodes.joint_deepspeed_config(config))
+    second = joint[1]["probes"][1]["params"]
+    assert (second["nnodes"], second["node_rank"], second["master_addr"]) == (2, 1, "10.0.0.1")
+    assert (second["master_port"], second["rendezvous_timeout_s"]) == (29518, 30.0)
+    assert second["work_dir"] == "/scratch/run1/n2" and second["env"] == {}
+    assert second["deepspeed_config"]["checkpoint"] == {"use_node_local_storage": True}
