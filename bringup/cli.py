@@ -10,14 +10,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bringup import __version__, profile, suite
 from bringup.checks.catalog import judge_node
-from bringup.console import fleet_matrix, node_table, problems_by_action, summary_line
+from bringup.console import node_table, show_findings, summary_line
 from bringup.demo import fleet
 from bringup.facts import NodeFacts
-from bringup.findings import Finding, Status, exit_code
+from bringup.findings import Finding, exit_code
 from bringup.inspect import InspectError, inspect_text, is_facts_json, read_text
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts
 from bringup.transport import TransportError
@@ -162,28 +161,8 @@ def _show(
             }
         print(json.dumps(doc, indent=2))
         return
-    nodes = run.manifest.nodes
-    if len(nodes) == 1:
-        out.print(node_table(findings, f"{nodes[0]} — profile {run.manifest.profile}"))
-    else:
-        out.print(fleet_matrix(findings, nodes))
-        out.print(problems_by_action(findings))
-    unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
-    if unreachable:
-        out.print(_unreachable_table(unreachable))
-    out.print(summary_line(findings))
+    show_findings(out, findings, run.manifest.nodes, f"profile {run.manifest.profile}")
     out.print(f"run directory: {run.path}", highlight=False)
-
-
-def _unreachable_table(findings: list[Finding]) -> Table:
-    """The nodes that could not be reached, each with its reason and what to do."""
-    table = Table(title="unreachable", title_justify="left", expand=True)
-    table.add_column("node", no_wrap=True)
-    table.add_column("reason", ratio=2)
-    table.add_column("action", ratio=1)
-    for f in findings:
-        table.add_row(f.node, f.message, f.action or "")
-    return table
 
 
 # --- snapshot -------------------------------------------------------------------------

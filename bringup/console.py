@@ -114,6 +114,34 @@ def _where(group: list[Finding], shown: int = 2) -> str:
     return "\n".join(lines)
 
 
+def unreachable_table(findings: list[Finding]) -> Table:
+    """The nodes that could not be reached, each with its reason and what to do."""
+    table = Table(title="unreachable", title_justify="left", expand=True)
+    table.add_column("node", no_wrap=True)
+    table.add_column("reason", ratio=2)
+    table.add_column("action", ratio=1)
+    for f in findings:
+        table.add_row(f.node, f.message, f.action or "")
+    return table
+
+
+def show_findings(out: Console, findings: list[Finding], nodes: list[str], title: str) -> None:
+    """The verdict of a run as every command prints it: one node's table or the fleet's.
+
+    One node: a row per finding. Several: the node × subject matrix, what to do grouped by
+    action, and the unreachable nodes with their reasons. Then the status counts.
+    """
+    if len(nodes) == 1:
+        out.print(node_table(findings, f"{nodes[0]} — {title}"))
+    else:
+        out.print(fleet_matrix(findings, nodes))
+        out.print(problems_by_action(findings))
+        unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
+        if unreachable:
+            out.print(unreachable_table(unreachable))
+    out.print(summary_line(findings))
+
+
 def summary_line(findings: list[Finding]) -> Text:
     counts = {s: sum(1 for f in findings if f.status == s) for s in Status}
     text = Text()

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from bringup import profile as profiles
 from bringup.checks.catalog import judge_node
-from bringup.console import fleet_matrix, node_table, problems_by_action, summary_line
+from bringup.console import show_findings
 from bringup.diagnosis import fleet_stragglers
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, exit_code
@@ -209,11 +209,6 @@ def _show(findings: list[Finding], run: RunDir, as_json: bool) -> None:
         }
         print(json.dumps(doc, indent=2))
         return
-    nodes = run.manifest.nodes
-    if len(nodes) == 1:
-        out.print(node_table(findings, f"{nodes[0]} — diagnose, profile {run.manifest.profile}"))
-    else:
-        out.print(fleet_matrix(findings, nodes))
-        out.print(problems_by_action(findings))
-    out.print(summary_line(findings))
+    title = f"diagnose, profile {run.manifest.profile}"
+    show_findings(out, findings, run.manifest.nodes, title)
     out.print(f"run directory: {run.path}", highlight=False)

@@ -30,7 +30,7 @@ from rich.table import Table
 from bringup import profile as profiles
 from bringup.checks import nccl as nccl_checks
 from bringup.checks.catalog import judge_node
-from bringup.console import fleet_matrix, node_table, problems_by_action, summary_line
+from bringup.console import show_findings
 from bringup.facts import NodeFacts, decode
 from bringup.findings import Finding, Status, exit_code
 from bringup.multinode import Ssh, connect_settings, job_params, launch
@@ -512,13 +512,7 @@ def _show(findings: list[Finding], run: RunDir, as_json: bool, pairwise: bool) -
             main = decode(record)
             for measured in [main, *main.others]:
                 out.print(curve_table(node.node, measured))
-    nodes = run.manifest.nodes
-    if len(nodes) == 1:
-        out.print(node_table(findings, f"{nodes[0]} — profile {run.manifest.profile}"))
-    else:
-        out.print(fleet_matrix(findings, nodes))
-        out.print(problems_by_action(findings))
-    out.print(summary_line(findings))
+    show_findings(out, findings, run.manifest.nodes, f"profile {run.manifest.profile}")
     out.print(f"run directory: {run.path}", highlight=False)
 
 
