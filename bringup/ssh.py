@@ -67,8 +67,9 @@ class NodeCode:
         return f"{self.sha256[:32]}.zip"
 
 
-# The zip's entry point. Child processes of the node side (`python3 -m bringup.probes
-# --one`, one per probe) find the package through PYTHONPATH, set to the zip itself.
+# The zip's entry point. Programs the probes start in a new interpreter (the ranks of the
+# collective benchmark, the burn-in trainer) find the package through PYTHONPATH, set to
+# the zip itself.
 ZIP_MAIN = """\
 import os, sys
 zip_path = os.path.abspath(sys.argv[0])

@@ -16,14 +16,16 @@ import contextlib
 import dataclasses
 import json
 import os
+import select
 import signal
-import subprocess
 import sys
+import tempfile
 import time
+import traceback
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from bringup.probes.catalog import PROBES
 from bringup.probes.result import ProbeError
@@ -78,31 +80,76 @@ def run_all(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run one probe in a forked child, in a session of its own, and wait at most timeout_s.
+
+    A fork rather than a new interpreter: the probe modules are already imported here, so
+    each probe costs no Python start-up (a node runs several; a simulated cluster runs
+    hundreds on a few cores). The child's own session lets a timeout kill what it started.
+    """
     started = time.monotonic()
-    payload = json.dumps({"name": name, "params": values})
-    argv = [sys.executable, "-m", "bringup.probes", "--one"]
-    # start_new_session so a timeout kills the probe and the tools it started (fio, ...).
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(payload, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
-        proc.communicate()
-        elapsed = time.monotonic() - started
+    result_read, result_write = os.pipe()
+    with tempfile.TemporaryFile() as stderr:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(result_read)
+            _child(name, values, result_write, stderr.fileno())
+        os.close(result_write)
+        data, timed_out = _read_until(result_read, started + timeout_s)
+        if timed_out:
+            _kill_tree(pid)
+        _, status = os.waitpid(pid, 0)
+        stderr.seek(0)
+        last = (stderr.read().decode(errors="replace").strip().splitlines() or [""])[-1]
+    elapsed = time.monotonic() - started
+    if timed_out:
         return _failed(name, values, f"probe {name} timed out after {timeout_s:g} s", elapsed)
-    lines = stdout.strip().splitlines()
     try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        last = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        return _failed(name, values, f"probe {name} died: {last}", time.monotonic() - started)
+        return json.loads(data)
+    except json.JSONDecodeError:
+        why = last or _exit_reason(status)
+        return _failed(name, values, f"probe {name} died: {why}", elapsed)
+
+
+def _child(name: str, values: dict[str, Any], result_fd: int, stderr_fd: int) -> NoReturn:
+    """In the forked child: run the probe, write its record, exit without cleanup handlers."""
+    code = 0
+    try:
+        os.setsid()
+        # The node's stdout carries the JSON lines: a probe that prints must not break them.
+        os.dup2(stderr_fd, 1)
+        os.dup2(stderr_fd, 2)
+        record = json.dumps(run_one(name, values)).encode()
+        with os.fdopen(result_fd, "wb") as out:
+            out.write(record)
+    except BaseException:  # even SystemExit: the parent must get an answer or a reason
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
+    """All bytes from fd until EOF, or (what came, True) when the deadline passes first."""
+    chunks: list[bytes] = []
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"".join(chunks), True
+            ready, _, _ = select.select([pipe], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                return b"".join(chunks), False
+            chunks.append(chunk)
+
+
+def _exit_reason(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
 def _kill_tree(pid: int) -> None:
@@ -157,9 +204,6 @@ def _now() -> str:
 
 def main(argv: list[str]) -> int:
     request = json.loads(sys.stdin.read() or "{}")
-    if argv[:1] == ["--one"]:
-        print(json.dumps(run_one(request["name"], request.get("params") or {})), flush=True)
-        return 0
     for record in run_all(request):
         print(json.dumps(record), flush=True)
     return 0

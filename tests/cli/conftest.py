@@ -22,13 +22,19 @@ class Result:
         return json.loads(self.stdout)
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None, timeout: float = 300) -> Result:
+def run_cli(
+    *args: str | Path,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+) -> Result:
     proc = subprocess.run(
         [sys.executable, "-m", "bringup.cli", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=timeout,
+        env=env,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

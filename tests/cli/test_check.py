@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,17 +113,28 @@ def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
 
 
 def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path: Path, cli) -> None:
+    # An nvidia-smi that never answers, first on PATH: the topology probe hangs in it.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    marker = f"hung-{tmp_path.name}"
+    smi = tools / "nvidia-smi"
+    smi.write_text(f"#!/bin/bash\nexec -a {marker} sleep 300\n")
+    smi.chmod(0o755)
     suite = yaml.safe_load((REPO / "checks/suites/quick.yaml").read_text())
     for step in suite["probes"]:
-        if step["name"] == "topology":
-            step["timeout_s"] = 0.01  # shorter than starting a Python child: always expires
+        if step["name"] in ("gpu", "topology"):  # both call nvidia-smi
+            step["timeout_s"] = 2
     tiny = tmp_path / "tiny.yaml"
     tiny.write_text(yaml.safe_dump(suite))
-    result = cli("check", "--local", "--suite", tiny, "--out", tmp_path / "run", "--json")
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    result = cli("check", "--local", "--suite", tiny, "--out", tmp_path / "run", "--json", env=env)
     findings = result.json()["findings"]
-    topo = [f for f in findings if f["check"].startswith("topology.")]
-    assert topo and all("timed out after 0.01 s" in f["message"] for f in topo)
+    hung = [f for f in findings if f["check"].startswith(("gpu.", "topology."))]
+    assert hung and all("timed out after 2 s" in f["message"] for f in hung)
     assert any(f["check"].startswith("host.") and f["status"] != "ERROR" for f in findings)
+    # The tool the probe started went with it, though it ran in a session of its own.
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == ""
 
 
 def test_replay_of_a_directory_without_facts_is_bad_input(tmp_path: Path, cli) -> None:
