@@ -67,15 +67,27 @@ class NodeCode:
         return f"{self.sha256[:32]}.zip"
 
 
-# The zip's entry point. Programs the probes start in a new interpreter (the ranks of the
-# collective benchmark, the burn-in trainer) find the package through PYTHONPATH, set to
-# the zip itself.
+# The zip's entry point. It runs the node side from an unpacked copy beside the zip, where
+# Python can cache bytecode (__pycache__), which it cannot do inside a zip: later runs skip
+# compiling the probe code, about half the node side's start-up. Programs the probes start
+# in a new interpreter (collective ranks, the burn-in trainer) find the package through
+# PYTHONPATH.
 ZIP_MAIN = """\
-import os, sys
+import os, shutil, sys, zipfile
 zip_path = os.path.abspath(sys.argv[0])
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (zip_path, os.environ.get("PYTHONPATH")) if p
-)
+root = zip_path[: -len(".zip")]
+if not os.path.isdir(root):
+    tmp = "%s.%d" % (root, os.getpid())
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            archive.extractall(tmp)
+        os.rename(tmp, root)
+    except OSError:  # another run unpacked it first, or no room: the zip itself still works
+        shutil.rmtree(tmp, ignore_errors=True)
+if not os.path.isdir(root):
+    root = zip_path
+sys.path[0] = root
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
 from bringup.probes.node import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -125,9 +137,11 @@ def upload_command(code: NodeCode) -> str:
         'mkdir -p "$d" && [ ! -L "$d" ] && [ -O "$d" ] && chmod 700 "$d" || '
         '{ echo "$d is not a private directory of this user" >&2; exit 1; }; '
         'cat > "$f.$$" && mv -f "$f.$$" "$f" || exit 1; '
-        # Best effort: other versions' zips, a day old (a busy node may run two versions).
-        f"find \"$d\" -maxdepth 1 -name '*.zip' ! -name {shlex.quote(code.file_name)} "
-        "-mmin +1440 -delete 2>/dev/null; exit 0"
+        # Best effort: other versions' zips and their unpacked copies, a day old (a busy
+        # node may run two versions).
+        f'find "$d" -mindepth 1 -maxdepth 1 ! -name {shlex.quote(code.file_name)} '
+        f"! -name {shlex.quote(code.file_name[: -len('.zip')])} -mmin +1440 "
+        "-exec rm -rf {} + 2>/dev/null; exit 0"
     )
 
 

@@ -231,6 +231,10 @@ def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     record = __import__("json").loads(proc.stdout.splitlines()[0])
     assert record["probe"] == "xid" and record["params"] == {"window_s": 60}
+    # It ran from an unpacked copy beside the zip, where Python cached the bytecode.
+    unpacked = tmp_path / code.file_name.removesuffix(".zip")
+    assert (unpacked / "bringup" / "probes" / "node.py").is_file()
+    assert any((unpacked / "bringup" / "probes" / "__pycache__").glob("node.*.pyc"))
 
 
 # --- over a real sshd -------------------------------------------------------------------
