@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from bringup.data import data_dir
-from bringup.schema import Strict, describe, read_yaml
+from bringup.schema import Strict, locate, read_yaml, shipped, validate
 
 
 class GpuSpec(Strict):
@@ -129,23 +129,14 @@ def profiles_dir() -> Path:
 
 def available() -> list[str]:
     """Names of the profiles shipped with bringup."""
-    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+    return shipped(profiles_dir())
 
 
 def load(name_or_path: str) -> Profile:
     """A shipped profile by name (`b300`) or a user's profile file by path."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = profiles_dir() / f"{name_or_path}.yaml"
-        if not path.exists():
-            raise ProfileError(
-                f"unknown profile {name_or_path!r}; available: {', '.join(available())}"
-            )
+    path = locate(name_or_path, profiles_dir(), "profile", ProfileError)
     return parse(read_yaml(path, ProfileError), str(path))
 
 
 def parse(data: object, origin: str) -> Profile:
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:
-        raise ProfileError(f"{origin}: {describe(exc)}") from None
+    return validate(Profile, data, origin, ProfileError)

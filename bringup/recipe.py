@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from bringup.data import data_dir
-from bringup.schema import Strict, describe, read_yaml
+from bringup.schema import Strict, locate, read_yaml, shipped, validate
 
 # The projections of a Llama/Qwen2 decoder layer that LoRA may adapt (transformers names).
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -115,26 +115,17 @@ def recipes_dir() -> Path:
 
 def available() -> list[str]:
     """Names of the recipes shipped with bringup."""
-    return sorted(p.stem for p in recipes_dir().glob("*.yaml"))
+    return shipped(recipes_dir())
 
 
 def load(name_or_path: str) -> Recipe:
     """A shipped recipe by name (`tiny`) or a user's recipe file by path."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = recipes_dir() / f"{name_or_path}.yaml"
-        if not path.exists():
-            raise RecipeError(
-                f"unknown recipe {name_or_path!r}; available: {', '.join(available())}"
-            )
+    path = locate(name_or_path, recipes_dir(), "recipe", RecipeError)
     return parse(read_yaml(path, RecipeError), str(path))
 
 
 def parse(data: object, origin: str) -> Recipe:
-    try:
-        return Recipe.model_validate(data)
-    except ValidationError as exc:
-        raise RecipeError(f"{origin}: {describe(exc)}") from None
+    return validate(Recipe, data, origin, RecipeError)
 
 
 def with_overrides(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class Strict(BaseModel):
@@ -35,3 +38,28 @@ def describe(exc: ValidationError) -> str:
     kind = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {kind}{more}"
+
+
+def shipped(folder: Path) -> list[str]:
+    """Names of the YAML files shipped in a data folder (profiles, suites, recipes)."""
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def locate(name_or_path: str, folder: Path, kind: str, error: type[Exception]) -> Path:
+    """A shipped file by name (`b300`) or a user's file by path (anything with a suffix)."""
+    path = Path(name_or_path)
+    if path.suffix:
+        return path
+    path = folder / f"{name_or_path}.yaml"
+    if not path.exists():
+        names = ", ".join(shipped(folder))
+        raise error(f"unknown {kind} {name_or_path!r}; available: {names}")
+    return path
+
+
+def validate(model: type[Model], data: object, origin: str, error: type[Exception]) -> Model:
+    """The model from parsed YAML, or `error` with one line naming the offending key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise error(f"{origin}: {describe(exc)}") from None

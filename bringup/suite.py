@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from bringup.data import data_dir
-from bringup.schema import Strict, describe, read_yaml
+from bringup.schema import Strict, locate, read_yaml, shipped, validate
 
 
 class ProbeStep(Strict):
@@ -32,20 +32,14 @@ def suites_dir() -> Path:
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in suites_dir().glob("*.yaml"))
+    """Names of the suites shipped with bringup."""
+    return shipped(suites_dir())
 
 
 def load(name_or_path: str) -> Suite:
     """A shipped suite by name (`quick`) or a suite file by path; probe params are checked."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = suites_dir() / f"{name_or_path}.yaml"
-        if not path.exists():
-            raise SuiteError(f"unknown suite {name_or_path!r}; available: {', '.join(available())}")
-    try:
-        suite = Suite.model_validate(read_yaml(path, SuiteError))
-    except ValidationError as exc:
-        raise SuiteError(f"{path}: {describe(exc)}") from None
+    path = locate(name_or_path, suites_dir(), "suite", SuiteError)
+    suite = validate(Suite, read_yaml(path, SuiteError), str(path), SuiteError)
     _validate_params(suite, path)
     return suite
 
