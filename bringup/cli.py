@@ -18,6 +18,18 @@ from bringup.demo import fleet
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, exit_code
 from bringup.inspect import InspectError, inspect_text, is_facts_json, read_text
+from bringup.options import (
+    AcceptOpt,
+    ConnectTimeoutOpt,
+    DataDirOpt,
+    ForksOpt,
+    JsonOpt,
+    LimitOpt,
+    NodesOpt,
+    OutOpt,
+    ProfileOpt,
+    SuiteOpt,
+)
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts
 from bringup.transport import TransportError
 
@@ -32,20 +44,6 @@ app.add_typer(profiles_app, name="profiles")
 
 out = Console()
 err = Console(stderr=True)
-
-
-ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="Profile name (b300, h100, ...) or YAML path.")
-]
-SuiteOpt = Annotated[str, typer.Option("--suite", "-s", help="Suite name or YAML path.")]
-DataDirOpt = Annotated[
-    list[Path] | None,
-    typer.Option("--data-dir", help="Directory for the NVMe and free-space checks (repeatable)."),
-]
-OutOpt = Annotated[
-    Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-<cmd>).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
 
 
 def fail(message: str) -> NoReturn:
@@ -71,23 +69,6 @@ def main(
 
 
 # --- check ----------------------------------------------------------------------------
-
-
-NodesOpt = Annotated[
-    Path | None,
-    typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini, YAML): probe over SSH."),
-]
-LimitOpt = Annotated[
-    str | None, typer.Option("--limit", "-l", help="Select hosts as ansible --limit does.")
-]
-ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
-AcceptOpt = Annotated[
-    bool,
-    typer.Option("--accept-new-hostkeys", help="Trust (and record) host keys seen the first time."),
-]
-ConnectTimeoutOpt = Annotated[
-    float, typer.Option("--connect-timeout", min=0.1, help="Seconds for TCP, banner and auth.")
-]
 
 
 @app.command()

@@ -35,6 +35,7 @@ from bringup.facts import NodeFacts, decode
 from bringup.findings import Finding, Status, exit_code
 from bringup.multinode import Ssh, connect_settings, job_params, launch
 from bringup.multinode import host_env as host_env  # tests and callers use nccl_run.host_env
+from bringup.options import AcceptOpt, ConnectTimeoutOpt, JsonOpt, LimitOpt
 from bringup.probes import nccl
 from bringup.probes.result import ProbeError
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts
@@ -124,7 +125,7 @@ def nccl_command(
     pairwise: Annotated[
         bool, typer.Option("--pairwise", help="With --nodes: test in pairs, name slow nodes.")
     ] = False,
-    limit: Annotated[str | None, typer.Option("--limit", help="Ansible host pattern.")] = None,
+    limit: LimitOpt = None,
     profile_name: Annotated[
         str, typer.Option("--profile", "-p", help="Profile name (b300, h100, ...) or YAML path.")
     ] = "b300",
@@ -163,12 +164,12 @@ def nccl_command(
         float, typer.Option(help="--pairwise: slow below this share of the best pair.")
     ] = SLOW_FRACTION,
     forks: Annotated[int, typer.Option(help="--pairwise: pairs measured at once (max).")] = 64,
-    accept_new_hostkeys: Annotated[bool, typer.Option("--accept-new-hostkeys")] = False,
-    connect_timeout: Annotated[float, typer.Option("--connect-timeout")] = 10.0,
+    accept_new_hostkeys: AcceptOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
     out_dir: Annotated[
         Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-nccl).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """All-reduce bus bandwidth (and other collectives): one node, many, or pair by pair."""
     if (local, nodes is not None).count(True) != 1:

@@ -35,6 +35,7 @@ from bringup.checks import burnin as checks
 from bringup.checks.catalog import judge_probe
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status, exit_code
+from bringup.options import AcceptOpt, ConnectTimeoutOpt, JsonOpt, LimitOpt
 from bringup.probes.burnin import BurninFacts
 from bringup.rundir import RunDir, RunDirError, default_path, load_facts, now
 from bringup.transport import TransportError, run_local
@@ -66,7 +67,7 @@ def burnin(
     joint: Annotated[
         bool, typer.Option("--joint", help="With --nodes: all nodes as one training job.")
     ] = False,
-    limit: Annotated[str | None, typer.Option("--limit", help="Ansible host pattern.")] = None,
+    limit: LimitOpt = None,
     recipe_name: Annotated[
         str, typer.Option("--recipe", "-r", help="Recipe name (tiny, llama-8b-lora, ...) or YAML.")
     ] = "tiny",
@@ -121,12 +122,12 @@ def burnin(
         float,
         typer.Option("--rendezvous-timeout", min=1.0, help="--joint: seconds to wait for nodes."),
     ] = 300.0,
-    accept_new_hostkeys: Annotated[bool, typer.Option("--accept-new-hostkeys")] = False,
-    connect_timeout: Annotated[float, typer.Option("--connect-timeout")] = 10.0,
+    accept_new_hostkeys: AcceptOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
     out_dir: Annotated[
         Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-burnin).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document only.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run a reference LoRA fine-tune (DeepSpeed ZeRO-3) and record the node's MFU baseline."""
     if local == (nodes is not None):
