@@ -49,6 +49,9 @@ class SoftwareSpec(Strict):
 
 class NcclSpec(Strict):
     allreduce_busbw_min_gb_s: float  # large-message busbw floor, GB/s (1e9 B/s)
+    # The floor for a job over 2 nodes (the network, not NVLink, bounds it). None: no
+    # published figure for this system; multi-node runs are then reported, not judged.
+    allreduce_busbw_multinode_min_gb_s: float | None = None
 
 
 class NvmeSpec(Strict):

@@ -129,7 +129,21 @@ def _bandwidth(facts: NcclFacts, profile: Profile) -> Finding:
             f"no floor for {what} in the profile; peak busbw "
             f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s",
         )
-    floor_gb_s = profile.nccl.allreduce_busbw_min_gb_s
+    multinode = (facts.nodes or 1) > 1
+    floor = (
+        profile.nccl.allreduce_busbw_multinode_min_gb_s
+        if multinode
+        else profile.nccl.allreduce_busbw_min_gb_s
+    )
+    if floor is None:
+        return finding(
+            CHECK,
+            Status.SKIP,
+            f"{facts.nodes}-node job: the profile has no multi-node floor "
+            f"(nccl.allreduce_busbw_multinode_min_gb_s), and the one-node NVLink floor does "
+            f"not apply; peak busbw {_gb(facts.peak_busbw_bytes_per_s)} GB/s",
+        )
+    floor_gb_s = floor
     expected = f">= {floor_gb_s:g} GB/s"
     largest = max(facts.rows, key=lambda r: r.size_bytes)
     large = [r for r in facts.rows if r.size_bytes >= LARGE_BYTES]
@@ -154,7 +168,8 @@ def _bandwidth(facts: NcclFacts, profile: Profile) -> Finding:
     message = (
         f"all_reduce busbw {busbw_gb_s:.2f} GB/s at {size_text(best.size_bytes)} "
         f"(best of messages >= 1 GiB; {_gb(_busbw(largest))} GB/s at the largest, "
-        f"{size_text(largest.size_bytes)}), floor {floor_gb_s:g} GB/s"
+        f"{size_text(largest.size_bytes)}), "
+        f"{f'{facts.nodes}-node floor' if multinode else 'floor'} {floor_gb_s:g} GB/s"
         f"{f' over {facts.nranks} ranks' if facts.nranks else ''}; {avg}, not judged"
     )
     ok = busbw_gb_s >= floor_gb_s

@@ -393,6 +393,7 @@ def facts_from_outcome(plan: Plan, job: Job, outcome: Outcome, timeout_s: float)
             engine="torch",
             backend=plan.backend,
             launched_ranks=job.world_size,
+            nodes=job.nnodes,
             in_place_measured=in_place_exists(collective),
         )
         facts.complete = len(rows) == len(expected) and not errors

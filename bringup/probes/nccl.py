@@ -85,6 +85,7 @@ class NcclFacts:
     engine: str | None = None  # "nccl-tests" or "torch"
     backend: str | None = None  # the torch engine's: "nccl" on GPUs, "gloo" on CPU
     launched_ranks: int | None = None  # ranks the probe started, every node together
+    nodes: int | None = None  # hosts the ranks ran on; None when the output does not say
     others: list[NcclFacts] = field(default_factory=list)  # more collectives of the same run
     # False where in-place does not exist (torch's alltoall): its columns are then 0, not data.
     in_place_measured: bool = True
@@ -169,6 +170,7 @@ def _read_other_line(line: str, facts: NcclFacts, ranks_reported: list[int]) -> 
             f"{match['host']} device {match['device']} [{match['bus']}] {match['name'].strip()}"
         )
         facts.nranks = len(facts.devices)
+        facts.nodes = len({device.split(" ", 1)[0] for device in facts.devices})
     elif match := _AVG.match(line):
         facts.avg_busbw_bytes_per_s = _scaled(match["value"], GB)
         facts.complete = True

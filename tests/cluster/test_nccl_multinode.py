@@ -74,9 +74,11 @@ def test_all_reduce_across_nodes(make_cluster: Callable[..., SimCluster], nodes:
     job = run.findings("nccl.job")["node01"]
     assert job["status"] == "PASS", job
     assert job["message"].startswith(f"all_reduce over {nodes} nodes, {nodes} ranks: busbw ")
-    # 128 KiB is far below the plateau: judged WARN on every node, never a silent PASS.
+    # The B300 profile has no multi-node floor: reported on every node, never a silent PASS
+    # and never held to the one-node NVLink floor.
     busbw = run.findings("nccl.allreduce_busbw")
-    assert sorted(busbw) == cluster.names and {f["status"] for f in busbw.values()} == {"WARN"}
+    assert sorted(busbw) == cluster.names and {f["status"] for f in busbw.values()} == {"SKIP"}
+    assert all(f["message"].startswith(f"{nodes}-node job: ") for f in busbw.values())
     assert run.code == 0, run.stderr
     facts = run.doc["facts"]["node01"]
     assert (facts["nranks"], facts["launched_ranks"], facts["complete"]) == (nodes, nodes, True)

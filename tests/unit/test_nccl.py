@@ -312,11 +312,31 @@ def test_below_the_floor_fails() -> None:
     assert found.action and "nvlink" in found.action
 
 
+# 2x8 H100 over 8x400G IB: ~470-477 GB/s (REFERENCE.md, nccl-tests #309).
+H100_TWO_NODES = H100.model_copy(
+    update={"nccl": H100.nccl.model_copy(update={"allreduce_busbw_multinode_min_gb_s": 470})}
+)
+
+
+def test_the_nodes_a_run_spanned_are_read_from_its_rank_lines() -> None:
+    assert parse(SINGLE).nodes == 1
+    assert parse(SRUN).nodes == 2
+    assert parse("mpirun-g8-h100x16-2node-2proc-allreduce.txt").nodes == 2
+    assert parse(NOMPI).nodes is None  # the excerpt has no rank lines
+
+
 def test_two_node_srun_judged_on_large_messages_not_the_peak() -> None:
-    (found,) = judge(parse(SRUN))
+    (found,) = judge(parse(SRUN), H100_TWO_NODES)
     # The 167.87 peak is at 256 MiB; messages >= 1 GiB reach at most 155.57.
     assert (found.status, found.value) == (Status.FAIL, 155.57)
     assert "155.57 GB/s at 8 GiB" in found.message
+    assert "2-node floor 470 GB/s" in found.message
+
+
+def test_a_multi_node_run_is_not_held_to_the_nvlink_floor() -> None:
+    (found,) = judge(parse(SRUN))  # the profile has no multi-node floor
+    assert found.status == Status.SKIP
+    assert found.message.startswith("2-node job: the profile has no multi-node floor")
 
 
 def test_a100_allreduce_inferred_from_the_bus_factor() -> None:
