@@ -18,12 +18,12 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from bringup import __version__
-from bringup.probes.burnin import BurninFacts
-from bringup.probes.telemetry import Timeline
+from bringup.node.probes.burnin import BurninFacts
+from bringup.node.probes.telemetry import Timeline
 from bringup.schema import Strict, describe
 
 SCHEMA_VERSION = 1
-KIND = "bringup.burnin.baseline"
+KIND = "bringup.node.burnin.baseline"
 LOAD_UTILIZATION_PCT = 50.0  # telemetry samples above this GPU utilization count as "load"
 
 
@@ -81,7 +81,7 @@ class NodeBaseline(Strict):
 
 class Baseline(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
-    kind: Literal["bringup.burnin.baseline"] = KIND
+    kind: Literal["bringup.node.burnin.baseline"] = KIND
     bringup_version: str = __version__
     created_at: str
     recipe: str

@@ -1,6 +1,6 @@
 """Facts as the controller holds them: one record per probe per node, as JSON on disk.
 
-The probe dataclasses (bringup/probes/*) are the schema; here pydantic validates the
+The probe dataclasses (bringup/node/probes/*) are the schema; here pydantic validates the
 JSON a node sent (or a file someone recorded) back into those dataclasses.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from bringup.probes.catalog import PROBES
+from bringup.node.catalog import PROBES
 
 
 class ProbeRecord(BaseModel):

@@ -143,3 +143,17 @@ def load(name_or_path: str) -> Profile:
 
 def parse(data: object, origin: str) -> Profile:
     return validate(Profile, data, origin, ProfileError)
+
+
+def for_gpu(model: str | None) -> Profile | None:
+    """The shipped profile whose GPU model is exactly `model` (as NVML names it), if any."""
+    if not model:
+        return None
+    for name in available():
+        try:
+            candidate = load(name)
+        except ProfileError:
+            continue
+        if candidate.gpu.model == model:
+            return candidate
+    return None

@@ -46,8 +46,8 @@ def load(name_or_path: str) -> Suite:
 
 def _validate_params(suite: Suite, path: Path) -> None:
     # Imported here: the probe catalog pulls in every probe module.
-    from bringup.probes.catalog import PROBES
-    from bringup.probes.node import build_params
+    from bringup.node.catalog import PROBES
+    from bringup.node.protocol import build_params
 
     for step in suite.probes:
         if step.name not in PROBES:

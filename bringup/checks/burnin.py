@@ -12,7 +12,7 @@ import statistics
 from bringup.baseline import Baseline, GpuTelemetry, gpu_telemetry, measured, summarize
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.probes.burnin import BurninFacts
+from bringup.node.probes.burnin import BurninFacts
 from bringup.profile import Profile
 
 MIN_STEPS_FOR_LOSS = 4  # fewer steps say nothing about a trend

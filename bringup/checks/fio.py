@@ -10,7 +10,7 @@ from __future__ import annotations
 from bringup.checks import Check, finding
 from bringup.checks.nvme import SLOW_DISK_ACTION
 from bringup.findings import Finding, Status
-from bringup.probes.fio import FioJob, FioResult
+from bringup.node.parsers.fio import FioJob, FioResult
 from bringup.profile import Profile
 
 STREAMING_BLOCK = 128 * 1024  # below this a "sequential" job measures IOPS, not bandwidth

@@ -2,7 +2,7 @@
 
 `gemm.tflops` compares each GPU's BF16 throughput with the profile's achievable ceiling
 and peak. `gemm.diagnosis` and `telemetry.diagnosis` run the throttling diagnosis
-(bringup/diagnosis.py) on the timeline recorded under load, or while watching a job.
+(bringup/checks/throttle.py) on the timeline recorded under load, or while watching a job.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import statistics
 
 from bringup.checks import Check, finding
-from bringup.diagnosis import diagnose, gemm_flops
+from bringup.checks.throttle import diagnose, gemm_flops
 from bringup.findings import Finding, Status
-from bringup.probes.gemm import GemmFacts
-from bringup.probes.telemetry import Timeline
+from bringup.node.probes.gemm import GemmFacts
+from bringup.node.probes.telemetry import Timeline
 from bringup.profile import Profile
 
 # bringup policy: WARN below 90% of the achievable ceiling (ml-engineering's best torch.mm

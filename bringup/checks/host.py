@@ -12,7 +12,7 @@ from collections import Counter
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.probes.host import HostFacts, IbPort
+from bringup.node.probes.host import HostFacts, IbPort
 from bringup.profile import Profile
 
 # IOMMU default-domain types (Linux `iommu_group_show_type`) under which the IOMMU

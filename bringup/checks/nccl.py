@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.probes.nccl import NcclFacts, NcclRow
+from bringup.node.probes.nccl import NcclFacts, NcclRow
 from bringup.profile import Profile
 
 CHECK = "nccl.allreduce_busbw"
@@ -363,3 +363,57 @@ CHECKS: list[Check] = [
         "busbw >= floor",
     ),
 ]
+
+
+# --- a job across nodes ---------------------------------------------------------------------
+
+JOB = "nccl.job"
+
+
+def job_error(nodes: list[str], results: dict[str, NcclFacts | str]) -> str | None:
+    """Why the job failed, in the words of the rank that says most; None when it ran.
+
+    `results` holds each node's facts, or why it has none. The first node hosts the
+    rendezvous and can only say "timed out waiting for clients"; a node that could not
+    reach it names the address and the error, so it speaks first.
+    """
+    for node in [*nodes[1:], *nodes[:1]]:
+        result = results[node]
+        if isinstance(result, str):
+            return f"{node}: {result}"
+        if not result.complete and result.errors:
+            return f"{node}: {first_error(result.errors)}"
+        if not result.complete or not result.rows:
+            return f"{node}: the measurement did not finish"
+    return None
+
+
+def judge_job(nodes: list[str], results: dict[str, NcclFacts | str]) -> list[Finding]:
+    """nccl.job: did every node's ranks meet and finish; the job's busbw at the largest size."""
+    reason = job_error(nodes, results)
+    if reason is not None:
+        return [
+            Finding(
+                node=nodes[0],
+                check=JOB,
+                status=Status.ERROR,
+                message=f"the {len(nodes)}-node job did not complete: {reason}",
+                action="check that every node reaches the first node on the rendezvous port "
+                "(firewall) and the interface (bringup_nccl_env: NCCL_SOCKET_IFNAME, "
+                "GLOO_SOCKET_IFNAME), then rerun",
+            )
+        ]
+    first = results[nodes[0]]
+    assert isinstance(first, NcclFacts)
+    busbw = first.largest_size_busbw_bytes_per_s or 0.0
+    return [
+        Finding(
+            node=nodes[0],
+            check=JOB,
+            status=Status.PASS,
+            message=f"{first.collective} over {len(nodes)} nodes, {first.nranks} ranks: "
+            f"busbw {busbw / GB:.2f} GB/s at the largest size",
+            value=round(busbw / GB, 3),
+            unit="GB/s",
+        )
+    ]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.probes.nvme import MEMORY_FILESYSTEMS, NvmeFacts, NvmePath
+from bringup.node.probes.nvme import MEMORY_FILESYSTEMS, NvmeFacts, NvmePath
 from bringup.profile import Profile
 
 PROBE = "nvme"

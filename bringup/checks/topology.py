@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.probes.topology import TopologyFacts, TopoPair
+from bringup.node.probes.topology import TopologyFacts, TopoPair
 from bringup.profile import Profile
 
 # PCIe paths from the closest to the farthest (the Legend of `nvidia-smi topo -m`).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.probes.xid import XidEvent, XidFacts
+from bringup.node.probes.xid import XidEvent, XidFacts
 from bringup.profile import Profile
 
 SEVERITY_STATUS: dict[str, Status] = {

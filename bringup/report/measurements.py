@@ -15,10 +15,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bringup.facts import NodeFacts
-from bringup.probes.gpu import GpuFacts
-from bringup.probes.nccl import NcclFacts
-from bringup.probes.nvme import NvmeFacts
-from bringup.probes.xid import XidFacts
+from bringup.node.probes.gpu import GpuFacts
+from bringup.node.probes.nccl import NcclFacts
+from bringup.node.probes.nvme import NvmeFacts
+from bringup.node.probes.xid import XidFacts
 from bringup.report.rundata import decode_record
 
 LARGE_MESSAGE_BYTES = 1 << 30  # busbw is judged on messages >= 1 GiB, as checks/nccl.py does

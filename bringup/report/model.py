@@ -18,10 +18,10 @@ from bringup.checks import finding
 from bringup.checks.catalog import CHECKS
 from bringup.findings import Finding, Status, worst
 from bringup.profile import DEFAULT_TOLERANCES, MetricTolerance, Profile
-from bringup.report import baseline as baseline_mod
-from bringup.report.fleet import MetricStats, check_medians, statistics_of, straggler_findings
+from bringup.report import compare as baseline_mod
 from bringup.report.measurements import NodeMeasurements, measure
 from bringup.report.rundata import RunData
+from bringup.report.statistics import MetricStats, check_medians, statistics_of, straggler_findings
 
 _CHECK_ORDER = {c.name: i for i, c in enumerate(CHECKS)}
 

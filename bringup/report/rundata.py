@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from bringup.facts import FactsError, NodeFacts, ProbeRecord, decode
 from bringup.findings import Finding
-from bringup.probes.catalog import PROBES
+from bringup.node.catalog import PROBES
 from bringup.rundir import Manifest
 
 
@@ -157,7 +157,7 @@ def expected_probes(run: RunData) -> list[str]:
 # --- decoding probe records -------------------------------------------------------------
 
 # Probes whose facts class exists but that a catalog may not list yet; decoded directly.
-_EXTRA_FACTS: dict[str, str] = {"nccl": "bringup.probes.nccl"}
+_EXTRA_FACTS: dict[str, str] = {"nccl": "bringup.node.probes.nccl"}
 
 
 def decode_record(record: ProbeRecord) -> tuple[Any | None, str | None]:

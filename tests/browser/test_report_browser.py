@@ -96,7 +96,7 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     code = (
         "import sys, typer\n"
-        "from bringup.report.command import register\n"
+        "from bringup.commands.report import register\n"
         "app = typer.Typer()\n"
         "app.callback()(lambda: None)\n"
         "register(app)\n"

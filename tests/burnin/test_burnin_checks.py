@@ -19,9 +19,9 @@ from bringup import baseline as baselines
 from bringup.checks import burnin as checks
 from bringup.facts import ProbeRecord, decode
 from bringup.findings import Status
-from bringup.probes.burnin import BurninFacts
-from bringup.probes.dmon import parse_q_series
-from bringup.probes.telemetry import Timeline
+from bringup.node.probes.burnin import BurninFacts
+from bringup.node.parsers.dmon import parse_q_series
+from bringup.node.probes.telemetry import Timeline
 from bringup.profile import load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bringup.burnin.command import register
+from bringup.commands.burnin import register
 
 
 @pytest.fixture(scope="module")

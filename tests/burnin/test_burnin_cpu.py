@@ -17,14 +17,14 @@ import pytest
 
 from bringup import baseline as baselines
 from bringup.facts import ProbeRecord, decode
-from bringup.probes.burnin import BurninFacts
+from bringup.node.probes.burnin import BurninFacts
 
 pytestmark = pytest.mark.burnin
 
 # The command as the CLI will have it once the lead wires `register` into bringup.cli.
 CLI = """
 import sys, typer
-from bringup.burnin.command import register
+from bringup.commands.burnin import register
 app = typer.Typer(pretty_exceptions_enable=False)
 @app.callback()
 def main() -> None: ...
@@ -116,7 +116,7 @@ def test_checkpoint_restores_bit_identically(run: dict) -> None:
 
 def test_baseline_file_validates(run: dict) -> None:
     base = baselines.load(run["out"] / "baseline.json")
-    assert base.schema_version == 1 and base.kind == "bringup.burnin.baseline"
+    assert base.schema_version == 1 and base.kind == "bringup.node.burnin.baseline"
     assert base.recipe == "tiny" and len(base.nodes) == 1
     node = base.nodes[0]
     assert node.steps_measured == 10  # 12 steps less 2 warm-up
@@ -168,7 +168,7 @@ def test_saving_without_gathering_is_caught(tmp_path: Path) -> None:
     code = f"""
 import json, dataclasses
 from bringup import recipe
-from bringup.probes import burnin
+from bringup.node.probes import burnin
 r = recipe.with_overrides(recipe.load("tiny"), steps=3, checkpoint_interval=2)
 out = burnin.collect(burnin.Params(recipe=r.model_dump(mode="json"), nproc=1,
                      work_dir={str(tmp_path / "work")!r}, gather_adapters=False))

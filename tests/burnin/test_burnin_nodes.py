@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from bringup import recipe as recipes
 from bringup.baseline import NodeBaseline
-from bringup.burnin import nodes
-from bringup.burnin.command import Launch, build_request, node_requests
+from bringup.checks import burnin_run as nodes
+from bringup.commands.burnin import Launch, build_request, node_requests
 from bringup.findings import Status
-from bringup.inventory import Host
-from bringup.multinode import Ssh
-from bringup.probes.burnin import BurninFacts, RankRecord
+from bringup.fleet.inventory import Host
+from bringup.fleet.job import Ssh
+from bringup.node.probes.burnin import BurninFacts, RankRecord
 
 
 def node_baseline(node: str, median: float | None) -> NodeBaseline:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bringup import flops
+from bringup.node.burnin import flops
 from bringup import recipe as recipes
-from bringup.burnin.node_recipe import NodeRecipeError, from_json
-from bringup.ssh import build_node_code
+from bringup.node.burnin.recipe import NodeRecipeError, from_json
+from bringup.fleet.ssh import build_node_code
 
 CHILD = """
 import json, sys
@@ -43,9 +43,9 @@ class ControllerOnly:
 
 sys.meta_path.insert(0, ControllerOnly())
 sys.path.insert(0, ZIP)
-import bringup.probes.burnin, bringup.burnin.trainer as trainer
-from bringup import flops
-assert bringup.burnin.trainer.__file__.startswith(ZIP), bringup.burnin.trainer.__file__
+import bringup.node.probes.burnin, bringup.node.burnin.trainer as trainer
+from bringup.node.burnin import flops
+assert bringup.node.burnin.trainer.__file__.startswith(ZIP), bringup.node.burnin.trainer.__file__
 recipe = trainer.from_json(RECIPE)
 per_token = flops.per_token(recipe.model, recipe.train.seq_len, recipe.lora, True)
 print(json.dumps({

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bringup.simcluster import SimCluster
+from bringup.sim.cluster import SimCluster
 
 REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()

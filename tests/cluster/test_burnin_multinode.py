@@ -1,7 +1,7 @@
 """`bringup burnin --nodes` on 2 simulated nodes: the tiny recipe trained for real over SSH.
 
 Each node is a network namespace with its own sshd; the probe code goes over as the zip
-(bringup/ssh.py), and the trainer runs from it under this interpreter (torch, DeepSpeed,
+(bringup/fleet/ssh.py), and the trainer runs from it under this interpreter (torch, DeepSpeed,
 transformers, peft installed here; the nodes share this machine's filesystem). Per-node
 mode runs two independent jobs; --joint one 2-rank job whose ranks meet across the
 bridge; a firewall on the first node shows the joint job's one clear failure.
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bringup import baseline as baselines
-from bringup.simcluster import SimCluster
+from bringup.sim.cluster import SimCluster
 
 REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()
@@ -35,7 +35,7 @@ pytestmark = [
 
 APP = (
     "import typer\n"
-    "from bringup.burnin.command import register\n"
+    "from bringup.commands.burnin import register\n"
     "app = typer.Typer(pretty_exceptions_enable=False)\n"
     "@app.callback()\n"
     "def main() -> None: pass\n"

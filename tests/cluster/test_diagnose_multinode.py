@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from bringup.simcluster import SimCluster
-from bringup.ssh import build_node_code
+from bringup.sim.cluster import SimCluster
+from bringup.fleet.ssh import build_node_code
 
 REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()
@@ -123,20 +123,20 @@ def test_diagnose_over_ssh_with_one_node_down(make_cluster: Callable[..., SimClu
 
 
 def test_the_shipped_node_side_runs_gemm_with_the_standard_library_alone(tmp_path: Path) -> None:
-    """The zip sent over SSH holds bringup/probes/**: gemm and telemetry must import from it
+    """The zip sent over SSH holds bringup/node/probes/**: gemm and telemetry must import from it
     alone (torch only inside collect), in an interpreter that sees nothing of this checkout."""
     code = build_node_code()
     archive = tmp_path / "node.zip"
     archive.write_bytes(code.data)
     names = zipfile.ZipFile(archive).namelist()
-    assert "bringup/probes/gemm.py" in names and "bringup/probes/telemetry.py" in names
+    assert "bringup/node/probes/gemm.py" in names and "bringup/node/probes/telemetry.py" in names
     script = (
         "import sys\n"
         f"sys.path.insert(0, {str(archive)!r})\n"
-        "import bringup.probes.gemm, bringup.probes.telemetry, bringup.probes.dmon\n"
+        "import bringup.node.probes.gemm, bringup.node.probes.telemetry, bringup.node.parsers.dmon\n"
         "third = sorted(m.split('.')[0] for m in sys.modules\n"
         "    if m.split('.')[0] not in (*sys.stdlib_module_names, 'bringup', '__main__'))\n"
-        "print(' '.join(third) or 'none', bringup.probes.gemm.__file__)\n"
+        "print(' '.join(third) or 'none', bringup.node.probes.gemm.__file__)\n"
     )
     # -I: no PYTHONPATH, no current directory; -S: no site-packages (so no torch, no pynvml).
     proc = subprocess.run(

@@ -17,14 +17,14 @@ import pytest
 import yaml
 
 from bringup.checks.catalog import checks_for
-from bringup.simcluster import SimCluster, SimClusterError
+from bringup.sim.cluster import SimCluster, SimClusterError
 from tests.cluster.conftest import REPO, CheckRun, needs_cluster, run_check
 
 pytestmark = [pytest.mark.cluster]
 
 QUICK = ("gpu", "topology", "host", "xid")
 # What each planted fault must show (check -> worst status) under the b300 profile, and
-# nothing else: the recordings of bringup.demo judged by the real checks.
+# nothing else: the recordings of bringup.sim.demo judged by the real checks.
 PLANTED: dict[str, dict[str, str]] = {
     "healthy": {},
     "missing_gpu": {"gpu.count": "FAIL", "topology.gpu_count": "FAIL"},

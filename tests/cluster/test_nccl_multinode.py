@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bringup.simcluster import SimCluster, SimClusterError
+from bringup.sim.cluster import SimCluster, SimClusterError
 
 REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()

@@ -14,7 +14,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from bringup.simcluster import NETNS_DIR, STATE_DIR, SimCluster, SimClusterError
+from bringup.sim.cluster import NETNS_DIR, STATE_DIR, SimCluster, SimClusterError
 from tests.cluster.conftest import needs_cluster
 
 pytestmark = [pytest.mark.cluster, needs_cluster]
@@ -208,7 +208,7 @@ def test_a_failing_build_cleans_up(tmp_path: Path) -> None:
 CRASHING_OWNER = """
 import os, sys
 from pathlib import Path
-from bringup.simcluster import SimCluster
+from bringup.sim.cluster import SimCluster
 cluster = SimCluster(2, Path(sys.argv[1])).start()
 print(cluster.run, flush=True)
 os.kill(os.getpid(), 9)  # a test run killed hard: no stop(), no atexit
@@ -244,14 +244,14 @@ def _gone(pid: int) -> bool:
 
 
 def _netns_pids(netns: str) -> list[int]:
-    from bringup.simcluster import netns_pids
+    from bringup.sim.cluster import netns_pids
 
     return netns_pids(netns)
 
 
 def test_available_says_why_not_without_root() -> None:
     script = (
-        "import os; from bringup.simcluster import SimCluster; "
+        "import os; from bringup.sim.cluster import SimCluster; "
         "os.setuid(65534); print(SimCluster.available())"
     )
     done = subprocess.run(

@@ -50,7 +50,7 @@ class Provision:
 def run_provision(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> Provision:
     """`bringup provision` through a Typer app with register() (as cli.py will wire it)."""
     code = (
-        "import typer; from bringup.provision import register; "
+        "import typer; from bringup.commands.provision import register; "
         "app = typer.Typer(); register(app); app.callback()(lambda: None); app()"
     )
     proc = subprocess.run(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.simcluster import SimCluster
+from bringup.sim.cluster import SimCluster
 from tests.provision.conftest import REPO, needs_ansible, run_provision
 
 WHY_NOT = SimCluster.available()

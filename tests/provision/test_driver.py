@@ -7,14 +7,7 @@ from pathlib import Path
 import pytest
 
 from bringup.findings import Status
-from bringup.provision import (
-    Progress,
-    ProvisionError,
-    findings,
-    parse_extra_vars,
-    parse_tags,
-    result_message,
-)
+from bringup.commands.provision import Progress, ProvisionError, findings, parse_extra_vars, parse_tags, result_message
 from tests.provision.conftest import needs_ansible, run_provision
 
 pytestmark = pytest.mark.provision

@@ -22,9 +22,9 @@ from typing import Any
 from bringup import profile
 from bringup.checks.catalog import judge_node
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.probes.dmon import parse_dmon
-from bringup.probes.nccl import parse_nccl_tests
-from bringup.probes.xid import parse_kernel_log
+from bringup.node.parsers.dmon import parse_dmon
+from bringup.node.probes.nccl import parse_nccl_tests
+from bringup.node.probes.xid import parse_kernel_log
 from bringup.rundir import RunDir, load_facts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -11,11 +11,11 @@ from bringup.checks import nccl as checks
 from bringup.checks.catalog import judge_probe
 from bringup.facts import ProbeRecord, decode
 from bringup.findings import Status
-from bringup.probes import collective
-from bringup.probes.collective import Layout, bus_factor, layout, make_row, sweep
-from bringup.probes.nccl import NcclFacts, Params, parse_nccl_tests
-from bringup.probes.node import run_all
-from bringup.probes.result import ProbeError
+from bringup.node import collective
+from bringup.node.collective import Layout, bus_factor, layout, make_row, sweep
+from bringup.node.probes.nccl import NcclFacts, Params, parse_nccl_tests
+from bringup.node.protocol import run_all
+from bringup.node.result import ProbeError
 from bringup.profile import load as load_profile
 
 torch = pytest.importorskip("torch", reason="torch engine tests need torch (pip install torch)")

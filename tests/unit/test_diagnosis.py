@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from bringup.diagnose import recorded_gemm
-from bringup.diagnosis import diagnose, fleet_stragglers
+from bringup.commands.diagnose import recorded_gemm
+from bringup.checks.throttle import diagnose, fleet_stragglers
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
-from bringup.probes.dmon import parse_dmon, parse_q_series
-from bringup.probes.gemm import GemmFacts, GemmGpu
-from bringup.probes.telemetry import Sample, Timeline
+from bringup.node.parsers.dmon import parse_dmon, parse_q_series
+from bringup.node.probes.gemm import GemmFacts, GemmGpu
+from bringup.node.probes.telemetry import Sample, Timeline
 from bringup.profile import Profile, load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

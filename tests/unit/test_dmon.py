@@ -6,16 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.probes.dmon import (
-    detect,
-    detect_csv_series,
-    detect_q_series,
-    parse_csv_series,
-    parse_dmon,
-    parse_q_series,
-    q_throttle_counters_s,
-)
-from bringup.probes.result import ParseError
+from bringup.node.parsers.dmon import detect, detect_csv_series, detect_q_series, parse_csv_series, parse_dmon, parse_q_series, q_throttle_counters_s
+from bringup.node.result import ParseError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DEEPSPEECH = (FIXTURES / "dmon" / "deepspeech-178-4gpu-pucvmet-load.txt").read_text()

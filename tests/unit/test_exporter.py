@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from report_runs import demo_run, with_measurements, write_run
 
-from bringup.exporter import ExporterError, latest_run, registry_for, serve
+from bringup.report.prometheus import ExporterError, latest_run, registry_for, serve
 
 NODES = [f"b300-node0{i}" for i in range(1, 7)]
 
@@ -108,7 +108,7 @@ def test_server_on_localhost(rich: Path) -> None:
 def _exporter_cli(*args: str | Path) -> list[str]:
     code = (
         "import sys, typer\n"
-        "from bringup.exporter import register\n"
+        "from bringup.commands.exporter import register\n"
         "app = typer.Typer()\n"
         "app.callback()(lambda: None)\n"
         "register(app)\n"

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from bringup.probes.fio import FioJob, FioResult, detect, parse_fio_json
-from bringup.probes.result import ParseError
+from bringup.node.parsers.fio import FioJob, FioResult, detect, parse_fio_json
+from bringup.node.result import ParseError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "fio"
 SUPERBENCH = "superbench-nvme-randrw-4jobs-group.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bringup.checks.fio import judge_jobs
 from bringup.findings import Status
-from bringup.probes.fio import parse_fio_json
+from bringup.node.parsers.fio import parse_fio_json
 from bringup.profile import load
 
 FIO = Path(__file__).resolve().parents[1] / "fixtures" / "fio"

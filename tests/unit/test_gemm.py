@@ -15,9 +15,9 @@ import typer
 from typer.testing import CliRunner
 
 from bringup.checks.gemm import judge_tflops
-from bringup.diagnose import register
+from bringup.commands.diagnose import register
 from bringup.findings import Status
-from bringup.probes.gemm import GemmFacts, GemmGpu, Params, collect
+from bringup.node.probes.gemm import GemmFacts, GemmGpu, Params, collect
 from bringup.profile import load
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
@@ -56,7 +56,7 @@ def test_sampling_without_a_driver_keeps_the_gemm_figures() -> None:
 
 
 def test_a_bad_device_is_a_probe_error() -> None:
-    from bringup.probes.result import ProbeError
+    from bringup.node.result import ProbeError
 
     with pytest.raises(ProbeError, match="device must be auto, cuda or cpu"):
         collect(Params(device="tpu"))

@@ -24,8 +24,8 @@ from pydantic import TypeAdapter
 
 from bringup.checks import host as checks
 from bringup.findings import Finding, Status
-from bringup.probes import host
-from bringup.probes.result import ParseError
+from bringup.node.probes import host
+from bringup.node.result import ParseError
 from bringup.profile import HostSpec, Profile, load
 
 # --- public samples --------------------------------------------------------------------------

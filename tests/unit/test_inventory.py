@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.inventory import Host, InventoryError, load, ssh_options
+from bringup.fleet.inventory import Host, InventoryError, load, ssh_options
 
 INI = """\
 # a small GPU fleet

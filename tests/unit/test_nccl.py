@@ -13,9 +13,9 @@ from pydantic import TypeAdapter
 
 from bringup.checks import nccl as checks
 from bringup.findings import Finding, Status
-from bringup.probes import nccl
-from bringup.probes.nccl import NcclFacts, NcclRow, parse_nccl_tests
-from bringup.probes.result import ParseError
+from bringup.node.probes import nccl
+from bringup.node.probes.nccl import NcclFacts, NcclRow, parse_nccl_tests
+from bringup.node.result import ParseError
 from bringup.profile import Profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bringup import nccl_run
+from bringup.commands import nccl as nccl_run
 from bringup.checks import nccl as checks
 from bringup.checks.nccl import PairResult, judge_pairwise, split_pairs
 from bringup.findings import Status
-from bringup.inspect import inspect_text
-from bringup.inventory import Host
-from bringup.probes.nccl import NcclFacts, parse_nccl_tests
+from bringup.recognize import inspect_text
+from bringup.fleet.inventory import Host
+from bringup.node.probes.nccl import NcclFacts, parse_nccl_tests
 from bringup.profile import load as load_profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"

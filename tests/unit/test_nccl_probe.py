@@ -14,9 +14,9 @@ import pytest
 
 from bringup.checks import nccl as checks
 from bringup.findings import Status
-from bringup.probes import nccl
-from bringup.probes.nccl import NcclFacts, Params, parse_nccl_tests
-from bringup.probes.result import ProbeError
+from bringup.node.probes import nccl
+from bringup.node.probes.nccl import NcclFacts, Params, parse_nccl_tests
+from bringup.node.result import ProbeError
 from bringup.profile import load as load_profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"

@@ -14,10 +14,11 @@ from pydantic import TypeAdapter
 
 from bringup.checks import nvme as checks
 from bringup.findings import Finding, Status
-from bringup.probes import command, nvme
-from bringup.probes.fio import parse_fio_json
-from bringup.probes.nvme import NvmeFacts, NvmePath, Params
-from bringup.probes.result import ProbeError
+from bringup.node import tool as command
+from bringup.node.probes import nvme
+from bringup.node.parsers.fio import parse_fio_json
+from bringup.node.probes.nvme import NvmeFacts, NvmePath, Params
+from bringup.node.result import ProbeError
 from bringup.profile import NvmeSpec, Profile, load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "fio"

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from bringup import profile
 from bringup.findings import Status
 from bringup.report import render
-from bringup.report.command import register
+from bringup.commands.report import register
 from bringup.report.measurements import NodeMeasurements, _burnin
 from bringup.report.model import Report, build
 from bringup.report.rundata import load
@@ -66,7 +66,7 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """The report command registered on a Typer app, run in a child process."""
     code = (
         "import sys, typer\n"
-        "from bringup.report.command import register\n"
+        "from bringup.commands.report import register\n"
         "app = typer.Typer()\n"
         "app.callback()(lambda: None)\n"
         "register(app)\n"
@@ -405,7 +405,7 @@ def test_gemm_tflops_from_a_real_cpu_gemm_run() -> None:
     from report_runs import record
 
     from bringup.facts import NodeFacts
-    from bringup.probes import gemm
+    from bringup.node.probes import gemm
     from bringup.report.measurements import measure
 
     facts = gemm.collect(gemm.Params(device="cpu", m_sizes=[256], nk=256, iterations=3)).facts

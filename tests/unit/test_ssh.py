@@ -20,16 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bringup.inventory import Host
-from bringup.ssh import (
-    UNKNOWN_HOST_KEY,
-    Connector,
-    SshSettings,
-    build_node_code,
-    node_files,
-    run_ssh,
-)
-from bringup.transport import Interrupted, TransportError, Unreachable
+from bringup.fleet.inventory import Host
+from bringup.fleet.ssh import UNKNOWN_HOST_KEY, Connector, SshSettings, build_node_code, node_files, run_ssh
+from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 
 SSHD = "/usr/sbin/sshd"
 
@@ -182,13 +175,13 @@ def test_node_code_is_deterministic_and_holds_only_the_node_side() -> None:
     assert first.sha256 == second.sha256 and first.data == second.data
     names = zipfile.ZipFile(__import__("io").BytesIO(first.data)).namelist()
     assert names[0] == "__main__.py"
-    assert "bringup/__init__.py" in names and "bringup/probes/node.py" in names
-    assert "bringup/burnin/trainer.py" in names and "bringup/flops.py" in names
-    assert "bringup/burnin/command.py" not in names  # the controller's
-    assert "bringup/burnin/nodes.py" not in names
+    assert "bringup/__init__.py" in names and "bringup/node/protocol.py" in names
+    assert "bringup/node/burnin/trainer.py" in names and "bringup/node/burnin/flops.py" in names
+    assert "bringup/commands/burnin.py" not in names  # the controller's
+    assert "bringup/checks/burnin_run.py" not in names
     assert all(
-        n in ("__main__.py", "bringup/__init__.py", "bringup/flops.py")
-        or n.startswith(("bringup/probes/", "bringup/burnin/"))
+        n in ("__main__.py", "bringup/__init__.py", "bringup/node/burnin/flops.py")
+        or n.startswith(("bringup/node/probes/", "bringup/node/burnin/"))
         for n in names
     )
     assert not any("__pycache__" in n for n in names)
@@ -203,7 +196,7 @@ def test_every_module_of_the_zip_imports_with_the_standard_library_alone(tmp_pat
     modules = [m.removesuffix(".__init__") for m in modules if not m.endswith("__main__")]
     # The burn-in trainer and its corpus need torch & co. by design: tests/burnin checks
     # that they import from the zip without the controller's packages.
-    modules = [m for m in modules if m not in ("bringup.burnin.trainer", "bringup.burnin.corpus")]
+    modules = [m for m in modules if m not in ("bringup.node.burnin.trainer", "bringup.node.burnin.corpus")]
     script = (
         f"import sys; sys.path.insert(0, {str(zip_path)!r})\n"
         f"import importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
@@ -396,7 +389,7 @@ def test_a_node_side_that_is_killed_is_a_transport_error_not_unreachable(
 def test_resolve_takes_inventory_then_ssh_args_then_ssh_config(tmp_path: Path) -> None:
     import paramiko
 
-    from bringup.ssh import resolve
+    from bringup.fleet.ssh import resolve
 
     config = paramiko.SSHConfig.from_text(
         "Host 10.0.0.*\n  HostName gpu-a.internal\n  User cfguser\n  Port 2200\n"

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from test_ssh import LocalSshd, free_port, sshd_unavailable
 
-from bringup import fleet, ssh
-from bringup.demo import fleet as demo_fleet
-from bringup.inventory import Host
+from bringup.fleet import run as fleet, ssh
+from bringup.sim.demo import fleet as demo_fleet
+from bringup.fleet.inventory import Host
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
 from bringup.suite import load as load_suite

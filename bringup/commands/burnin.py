@@ -1,0 +1,461 @@
+"""`bringup burnin`: run the reference fine-tune, judge it, and write the node's baseline.
+
+    bringup burnin --local --recipe tiny --steps 12
+    bringup burnin --local --recipe llama-8b-lora --minutes 20 --profile h200 --with-gemm
+    bringup burnin --nodes hosts.ini --recipe llama-8b-lora --minutes 20          each node
+    bringup burnin --nodes hosts.ini --joint --recipe llama-70b-lora --minutes 30  one job
+
+The command is the usual pipeline with one probe: the `burnin` probe runs on every node
+(fleet.plan -> fleet.run, the same path as `bringup check`), its facts land in the run
+directory as they arrive, bringup/checks/burnin_run.py judges them with the peak chosen
+here, and baseline.json is written beside them. `--baseline FILE` judges this run against
+an earlier baseline. With `--nodes` every node trains on its own at once, or, with
+`--joint`, all nodes as one job (their place in it from fleet/job.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from bringup.commands.common import (
+    AcceptOpt,
+    ConnectTimeoutOpt,
+    ForksOpt,
+    JsonOpt,
+    LimitOpt,
+    LocalOpt,
+    NodesOpt,
+    OutOpt,
+    create_run,
+    fail,
+    finish_run,
+    load_profile,
+    open_nodes,
+    out,
+    print_json,
+    run_json,
+    target,
+)
+
+if TYPE_CHECKING:
+    from bringup import baseline as baselines
+    from bringup import profile as profiles
+    from bringup import recipe as recipes
+    from bringup.findings import Finding
+    from bringup.fleet.run import NodeOutcome
+    from bringup.fleet.target import Nodes
+    from bringup.rundir import RunDir
+    from bringup.suite import Suite
+
+DEFAULT_PORT = 29518  # --joint: the rendezvous port on the first node (nccl uses 29517)
+NODE_WORK_DIR = "/tmp/bringup-burnin"  # --nodes: <this>/<run>/<node> on each node's disk
+STARTUP_S = 900.0  # model build, checkpoint verification and teardown beyond the training
+STEPS_DEADLINE_S = 3600.0  # a --steps run whose duration cannot be known in advance
+GEMM_TIMEOUT_S = 900.0
+
+
+def burnin(
+    local: LocalOpt = False,
+    nodes_file: NodesOpt = None,
+    joint: Annotated[
+        bool, typer.Option("--joint", help="With --nodes: all nodes as one training job.")
+    ] = False,
+    limit: LimitOpt = None,
+    forks: ForksOpt = 64,
+    recipe_name: Annotated[
+        str, typer.Option("--recipe", "-r", help="Recipe name (tiny, llama-8b-lora, ...) or YAML.")
+    ] = "tiny",
+    steps: Annotated[
+        int | None, typer.Option("--steps", min=1, help="Train this many steps.")
+    ] = None,
+    minutes: Annotated[
+        float | None, typer.Option("--minutes", min=0.01, help="Train this long.")
+    ] = None,
+    nproc: Annotated[
+        int, typer.Option("--nproc", min=0, help="Ranks on the node (0: one per GPU, 1 on CPU).")
+    ] = 0,
+    zero: Annotated[int | None, typer.Option("--zero", help="ZeRO stage: 3 or 2.")] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Local JSONL of prompt/response pairs.")
+    ] = None,
+    checkpoint_interval: Annotated[
+        int | None, typer.Option("--checkpoint-interval", min=1, help="Steps between checkpoints.")
+    ] = None,
+    profile_name: Annotated[
+        str | None,
+        typer.Option("--profile", "-p", help="Profile for the peak (default: by GPU name)."),
+    ] = None,
+    peak_tflops: Annotated[
+        float | None,
+        typer.Option("--peak-tflops", min=0.0, help="Peak to compute MFU against (TFLOP/s)."),
+    ] = None,
+    with_gemm: Annotated[
+        bool, typer.Option("--with-gemm", help="Measure the matmul ceiling first (gemm probe).")
+    ] = False,
+    baseline_file: Annotated[
+        Path | None, typer.Option("--baseline", help="Judge against this baseline (or run dir).")
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="Continue from a checkpoint (work/checkpoints/step<N>)."),
+    ] = None,
+    keep_checkpoints: Annotated[
+        bool, typer.Option(help="Keep the checkpoints in the run directory.")
+    ] = True,
+    node_work_dir: Annotated[
+        str, typer.Option("--node-work-dir", help="--nodes: work directory on each node.")
+    ] = NODE_WORK_DIR,
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, help="--joint: rendezvous port.")
+    ] = DEFAULT_PORT,
+    master_addr: Annotated[
+        str | None,
+        typer.Option("--master-addr", help="--joint: rendezvous address (default: first node)."),
+    ] = None,
+    rendezvous_timeout: Annotated[
+        float,
+        typer.Option("--rendezvous-timeout", min=1.0, help="--joint: seconds to wait for nodes."),
+    ] = 300.0,
+    accept_new_hostkeys: AcceptOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    out_dir: OutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a reference LoRA fine-tune (DeepSpeed ZeRO-3) and record the node's MFU baseline."""
+    from bringup import recipe as recipes
+
+    chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
+    if joint and nodes_file is None:
+        fail("--joint needs --nodes hosts.ini")
+    if resume is not None and nodes_file is not None:
+        fail("--resume works with --local only (a checkpoint lives on one node)")
+    if steps is not None and minutes is not None:
+        fail("give --steps or --minutes, not both")
+    if zero not in (None, 2, 3):
+        fail(f"--zero {zero}: ZeRO stage must be 2 or 3")
+    if data is not None and not data.is_file():
+        fail(f"--data {data}: not a file")
+    if resume is not None and not (resume / "adapter").is_dir():
+        fail(f"--resume {resume}: not a burn-in checkpoint (…/work/checkpoints/step<N>)")
+    previous = _load_baseline(baseline_file) if baseline_file else None
+    try:
+        recipe = recipes.with_overrides(
+            recipes.load(recipe_name),
+            steps=steps,
+            minutes=minutes,
+            zero_stage=zero,
+            data_path=str(data.resolve()) if data else None,
+            checkpoint_interval=checkpoint_interval,
+        )
+        recipes.deepspeed_config(recipe)  # a broken DeepSpeed file is bad input, said now
+    except recipes.RecipeError as exc:
+        fail(str(exc))
+    prof = load_profile(profile_name) if profile_name else None
+    job = Job(recipe, nproc, keep_checkpoints, with_gemm, node_work_dir, port, master_addr)
+    job.rendezvous_timeout_s = rendezvous_timeout
+    job.resume = str(resume.resolve()) if resume is not None else None
+    with open_nodes(chosen) as nodes:
+        run = create_run(out_dir, "burnin", profile_name, None)
+        outcomes = _launch(nodes, run, job, joint)
+    if joint:
+        findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
+    else:
+        findings, node_bases = _judge_each(run, nodes.names, outcomes, recipe, prof, peak_tflops)
+    _finish(run, findings, node_bases, recipe.name, previous, as_json)
+
+
+# --- what each node runs ------------------------------------------------------------------
+
+
+class Job:
+    """What the burn-in asks of the nodes: the recipe, how to run it, where it works."""
+
+    def __init__(
+        self,
+        recipe: recipes.Recipe,
+        nproc: int = 0,
+        keep_checkpoints: bool = True,
+        with_gemm: bool = False,
+        node_work_dir: str = NODE_WORK_DIR,
+        port: int = DEFAULT_PORT,
+        master_addr: str | None = None,
+    ) -> None:
+        self.recipe = recipe
+        self.nproc = nproc
+        self.keep_checkpoints = keep_checkpoints
+        self.with_gemm = with_gemm
+        self.node_work_dir = node_work_dir
+        self.port = port
+        self.master_addr = master_addr
+        self.rendezvous_timeout_s = 300.0
+        self.resume: str | None = None
+
+
+def burnin_suite(job: Job) -> Suite:
+    """The suite every node runs: optionally the gemm probe, then the burnin probe."""
+    from bringup import recipe as recipes
+    from bringup.suite import ProbeStep, Suite
+
+    train = job.recipe.train
+    deadline = train.minutes * 60 + STARTUP_S if train.minutes else STEPS_DEADLINE_S
+    params = {
+        "recipe": job.recipe.model_dump(mode="json"),
+        "deepspeed_config": recipes.deepspeed_config(job.recipe),
+        "nproc": job.nproc,
+        "deadline_s": deadline,
+        "keep_checkpoints": job.keep_checkpoints,
+    }
+    steps = [ProbeStep(name="burnin", params=params, timeout_s=deadline + 120)]
+    if job.with_gemm:
+        steps.insert(0, ProbeStep(name="gemm", params={}, timeout_s=GEMM_TIMEOUT_S))
+    budget = sum(step.timeout_s for step in steps)
+    return Suite(name="burnin", description="reference fine-tune", budget_s=budget, probes=steps)
+
+
+def node_params(job: Job, nodes: Nodes, run: RunDir, joint: bool) -> list[dict[str, Any]]:
+    """Each node's burnin parameters: its work directory and environment, and its place in
+    a joint job. On this machine the work directory is inside the run directory."""
+    from bringup import recipe as recipes
+    from bringup.fleet.job import host_env, job_params
+
+    if not nodes.remote:
+        params = {"work_dir": str((run.path / "work").resolve())}
+        if job.resume is not None:
+            params["resume"] = job.resume
+        return [params]
+    base: dict[str, Any] = {}
+    if joint:
+        base["deepspeed_config"] = joint_deepspeed_config(recipes.deepspeed_config(job.recipe))
+        base["rendezvous_timeout_s"] = job.rendezvous_timeout_s
+        per_node = job_params(base, nodes.hosts, job.port, job.master_addr)
+    else:
+        per_node = [{**base, "env": host_env(h)} for h in nodes.hosts]
+    for host, params in zip(nodes.hosts, per_node, strict=True):
+        params["work_dir"] = node_work_dir(job.node_work_dir, run.path.name, host.name)
+    return per_node
+
+
+def node_work_dir(base: str, run_name: str, node: str) -> str:
+    """Where a node keeps its ranks' outputs and checkpoints: its own disk, one per node."""
+    return f"{base.rstrip('/')}/{run_name}/{node}"
+
+
+def joint_deepspeed_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The config for a job across nodes: checkpoints written to each node's own disk.
+
+    Without `use_node_local_storage` only global rank 0 writes the model states file, and
+    the ranks of the other nodes could not load the checkpoint back without a shared disk.
+    """
+    joint = copy.deepcopy(config)
+    checkpoint = joint.setdefault("checkpoint", {})
+    if isinstance(checkpoint, dict):
+        checkpoint["use_node_local_storage"] = True
+    return joint
+
+
+def _launch(nodes: Nodes, run: RunDir, job: Job, joint: bool) -> dict[str, NodeOutcome]:
+    """The burn-in on every node at once, each record kept as it arrives."""
+    from bringup.fleet.plan import FleetError, plan_node
+    from bringup.fleet.run import run as run_fleet
+
+    suite = burnin_suite(job)
+    per_node = node_params(job, nodes, run, joint)
+    try:
+        plans = [
+            # No profile: the burn-in is judged here, with the peak this command chose.
+            plan_node(
+                host,
+                nodes.runner(host),
+                suite,
+                None,
+                params={"burnin": params},
+                remote=nodes.remote,
+            )
+            for host, params in zip(nodes.hosts, per_node, strict=True)
+        ]
+    except FleetError as exc:
+        fail(str(exc))
+    return {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
+
+
+# --- judging ------------------------------------------------------------------------------
+
+
+def outcome_finding(outcome: NodeOutcome) -> Finding | None:
+    """What happened to a node that did not answer: unreachable, or died mid-run."""
+    from bringup.findings import Finding, Status
+
+    if outcome.state == "unreachable":
+        return Finding(
+            node=outcome.node,
+            check="node.reachable",
+            status=Status.UNREACHABLE,
+            message=outcome.reason or "unreachable",
+            action="check that the node is up, sshd runs and the address and port are right",
+        )
+    if outcome.state in ("error", "interrupted"):
+        what = "run interrupted" if outcome.state == "interrupted" else outcome.reason
+        return Finding(
+            node=outcome.node,
+            check="node.run",
+            status=Status.ERROR,
+            message=f"{what or 'node side failed'}; what was recorded is kept",
+        )
+    return None
+
+
+def _judge_each(
+    run: RunDir,
+    names: list[str],
+    outcomes: dict[str, NodeOutcome],
+    recipe: recipes.Recipe,
+    prof: profiles.Profile | None,
+    peak_tflops: float | None,
+) -> tuple[list[Finding], list[baselines.NodeBaseline]]:
+    """Every node trained on its own: each judged, then the nodes' step times compared."""
+    from bringup import baseline as baselines
+    from bringup.checks.burnin_run import judge_burnin, node_spread_findings
+    from bringup.findings import Status
+
+    findings: list[Finding] = []
+    node_bases = []
+    for node in names:
+        problem = outcome_finding(outcomes[node])
+        findings += [problem] if problem else []
+        if problem and problem.status == Status.UNREACHABLE:
+            continue
+        judged, result = judge_burnin(run.facts_of(node), recipe, prof, peak_tflops)
+        findings += [f.model_copy(update={"node": f.node or node}) for f in judged]
+        if result is not None:
+            facts, peak, ceiling, chosen = result
+            run.manifest.profile = run.manifest.profile or (chosen.name if chosen else None)
+            node_bases.append(baselines.summarize(node, facts, peak, ceiling))
+    findings += node_spread_findings(node_bases)
+    return findings, node_bases
+
+
+def _judge_joint(
+    run: RunDir,
+    names: list[str],
+    outcomes: dict[str, NodeOutcome],
+    recipe: recipes.Recipe,
+    prof: profiles.Profile | None,
+    peak_tflops: float | None,
+) -> tuple[list[Finding], list[baselines.NodeBaseline]]:
+    """All nodes as one job: one verdict on the job, then its facts judged as one."""
+    import dataclasses
+
+    from bringup import baseline as baselines
+    from bringup.checks.burnin import judge_throttle
+    from bringup.checks.burnin_run import (
+        job_error,
+        job_finding,
+        job_name,
+        judge_burnin,
+        merge_job,
+    )
+    from bringup.facts import decode
+    from bringup.node.probes.burnin import BurninFacts
+
+    findings = [f for o in outcomes.values() if (f := outcome_finding(o)) is not None]
+    results: dict[str, BurninFacts | str] = {}
+    for node in names:
+        record = run.facts_of(node).probes.get("burnin")
+        if record is None:
+            reason = outcomes[node].reason or "no result from this node"
+            results[node] = f"{outcomes[node].state}: {reason}"
+        elif not record.ok:
+            results[node] = record.error or "the burnin probe failed"
+        else:
+            results[node] = decode(record)
+    reason = job_error(names, results)
+    if reason is not None:
+        return [*findings, job_finding(names, reason, None)], []
+    complete = {n: r for n, r in results.items() if isinstance(r, BurninFacts)}
+    merged = merge_job(names, complete)
+    first = run.facts_of(names[0])
+    first.probes["burnin"] = first.probes["burnin"].model_copy(
+        update={"facts": dataclasses.asdict(merged)}
+    )
+    judged, result = judge_burnin(first, recipe, prof, peak_tflops)
+    findings.append(job_finding(names, None, merged))
+    findings += [f.model_copy(update={"node": f.node or names[0]}) for f in judged]
+    for node in names[1:]:  # the other nodes' GPUs: their own telemetry
+        findings += [
+            f.model_copy(update={"node": node}) for f in judge_throttle(complete[node], prof)
+        ]
+    if result is None:
+        return findings, []
+    facts, peak, ceiling, chosen = result
+    run.manifest.profile = run.manifest.profile or (chosen.name if chosen else None)
+    return findings, [baselines.summarize(job_name(names), facts, peak, ceiling)]
+
+
+def _finish(
+    run: RunDir,
+    findings: list[Finding],
+    node_bases: list[baselines.NodeBaseline],
+    recipe: str,
+    previous: baselines.Baseline | None,
+    as_json: bool,
+) -> None:
+    """Write the baseline (when any node reported), the findings, the manifest; show; exit."""
+    from bringup import baseline as baselines
+    from bringup.checks.burnin import compare
+    from bringup.rundir import now
+
+    if node_bases:
+        base = baselines.build(node_bases, recipe, run.manifest.profile, now())
+        baselines.write(run.path / "baseline.json", base)
+        if previous is not None:
+            findings += compare(base, previous)
+    run.add_findings(findings)
+    code = finish_run(run, findings)
+    _show(run, findings, as_json)
+    raise typer.Exit(code)
+
+
+def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
+    from bringup import baseline as baselines
+    from bringup.commands.show import node_table, summary_line
+
+    base_path = run.path / "baseline.json"
+    base = baselines.load(base_path) if base_path.exists() else None
+    if as_json:
+        print_json(run_json(run, findings, baseline=base.model_dump(mode="json") if base else None))
+        return
+    out.print(node_table(findings, f"burn-in — {', '.join(run.manifest.nodes)}"))
+    for n in base.nodes if base else []:
+        out.print(_figures(n), highlight=False)
+    out.print(summary_line(findings))
+    if base is not None:
+        out.print(f"baseline: {base_path}", highlight=False)
+    out.print(f"run directory: {run.path}", highlight=False)
+
+
+def _figures(n: baselines.NodeBaseline) -> str:
+    parts = [f"{n.node}: {n.recipe} on {n.world_size} × {n.device_name or n.device_kind}"]
+    if n.tokens_per_s_per_gpu is not None:
+        parts.append(f"{n.tokens_per_s_per_gpu:.5g} tokens/s per GPU")
+    if n.step_time_median_s is not None and n.step_time_p99_s is not None:
+        parts.append(f"step {n.step_time_median_s:.4g} s (p99 {n.step_time_p99_s:.4g} s)")
+    if n.model_flops_per_s_per_gpu is not None:
+        parts.append(f"{n.model_flops_per_s_per_gpu / 1e12:.4g} TFLOP/s model")
+    if n.mfu is not None:
+        parts.append(f"MFU {n.mfu:.1%}")
+    if n.loss_first is not None and n.loss_last is not None:
+        parts.append(f"loss {n.loss_first:.3f} → {n.loss_last:.3f}")
+    return ", ".join(parts)
+
+
+def _load_baseline(path: Path) -> baselines.Baseline:
+    from bringup import baseline as baselines
+
+    try:
+        return baselines.load(path)
+    except baselines.BaselineError as exc:
+        fail(str(exc))

@@ -1,0 +1,78 @@
+"""`bringup exporter`: serve a run's findings and measurements as Prometheus metrics.
+
+    bringup exporter --runs-dir runs                     the newest run, on 127.0.0.1:9400
+    bringup exporter --run runs/<run> --textfile x.prom  once, for node_exporter's textfile
+
+The metrics themselves are built by bringup/report/prometheus.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bringup.commands.common import fail
+
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_PORT = 9400
+
+
+def exporter(
+    run: Annotated[Path | None, typer.Option("--run", help="Export this run directory.")] = None,
+    runs_dir: Annotated[
+        Path | None,
+        typer.Option("--runs-dir", help="Export the newest run under this directory."),
+    ] = None,
+    address: Annotated[
+        str, typer.Option("--address", help="Address to listen on (localhost by default).")
+    ] = DEFAULT_ADDRESS,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = DEFAULT_PORT,
+    textfile: Annotated[
+        Path | None,
+        typer.Option("--textfile", help="Write PATH.prom once (node_exporter) and exit."),
+    ] = None,
+) -> None:
+    """Serve the latest run's findings and measurements as Prometheus metrics."""
+    import threading
+
+    from prometheus_client import write_to_textfile
+
+    from bringup.report.prometheus import ExporterError, latest_run, registry_for, serve
+    from bringup.report.rundata import RunDataError, load
+
+    if (run is None) == (runs_dir is None):
+        fail("say which run: --run RUN_DIR or --runs-dir DIR (its newest run)")
+    if not 0 <= port <= 65535:
+        fail(f"--port {port}: not a port number")
+
+    def source() -> Path:
+        return run if run is not None else latest_run(runs_dir)  # type: ignore[arg-type]
+
+    try:
+        first = source()
+        load(first)
+    except (ExporterError, RunDataError) as exc:
+        fail(str(exc))
+    registry = registry_for(source)
+    if textfile is not None:
+        if not textfile.name.endswith(".prom"):
+            fail(f"--textfile {textfile}: node_exporter reads only files ending in .prom")
+        try:
+            write_to_textfile(str(textfile), registry)
+        except OSError as exc:
+            fail(f"cannot write {textfile}: {exc.strerror}")
+        print(f"wrote {textfile} from {first}")
+        return
+    try:
+        server, _ = serve(registry, address, port)
+    except OSError as exc:
+        fail(f"cannot listen on {address}:{port}: {exc.strerror}")
+    bound = server.server_address[1]  # type: ignore[attr-defined]
+    # One line a script (or a test) can wait for; flushed because stdout may be a pipe.
+    print(f"serving http://{address}:{bound}/metrics from {first}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()  # type: ignore[attr-defined]

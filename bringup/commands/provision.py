@@ -1,0 +1,112 @@
+"""`bringup provision`: run the Ansible roles (playbooks/site.yml) on the inventory's nodes.
+
+The playbook runs through ansible-runner (bringup/fleet/provision.py), with live per-host
+progress; each node's outcome is recorded in a run directory like every other command's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bringup.commands.common import fail, print_json
+
+
+def provision(
+    nodes: Annotated[
+        Path, typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini), as for check.")
+    ],
+    limit: Annotated[
+        str | None, typer.Option("--limit", "-l", help="Ansible host pattern: which nodes.")
+    ] = None,
+    tags: Annotated[
+        str | None,
+        typer.Option(
+            "--tags", "-t", help="Only these roles, comma-separated (docs/provisioning.md)."
+        ),
+    ] = None,
+    skip_tags: Annotated[
+        str | None, typer.Option("--skip-tags", help="Leave these parts out.")
+    ] = None,
+    check_mode: Annotated[
+        bool, typer.Option("--check", help="Change nothing: show what would change.")
+    ] = False,
+    forks: Annotated[int, typer.Option("--forks", help="Nodes worked on at once.")] = 16,
+    extra_vars: Annotated[
+        list[str] | None,
+        typer.Option("--extra-vars", "-e", help="NAME=VALUE for a role variable (repeatable)."),
+    ] = None,
+    playbook: Annotated[
+        Path | None,
+        typer.Option("--playbook", help="Another playbook than the shipped site.yml."),
+    ] = None,
+    connect_timeout: Annotated[
+        int, typer.Option("--connect-timeout", help="SSH connect timeout, seconds.")
+    ] = 30,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Run directory (default runs/<time>-provision)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document, nothing else.")
+    ] = False,
+) -> None:
+    """Provision the nodes: driver, Fabric Manager, CUDA, containers, DCGM, tools."""
+    from rich.console import Console, Group
+
+    from bringup.findings import exit_code
+    from bringup.fleet.provision import ProvisionError, make_request, summary_table
+    from bringup.fleet.provision import provision as run_playbooks
+    from bringup.rundir import RunDir, RunDirError, default_path
+
+    try:
+        request = make_request(
+            nodes,
+            limit,
+            tags,
+            skip_tags,
+            check_mode,
+            forks,
+            extra_vars or [],
+            playbook,
+            connect_timeout,
+        )
+    except ProvisionError as exc:
+        fail(str(exc))
+    try:
+        run = RunDir.create(out_dir or default_path("provision"), "provision", None, None)
+    except RunDirError as exc:
+        fail(str(exc))
+    err = Console(stderr=True)
+    progress, result = run_playbooks(request, run, err)
+    code = exit_code(result)
+    state = run.manifest.status
+    run.finish("complete" if state == "running" else state, code)
+    if as_json:
+        doc = {
+            "run_dir": str(run.path),
+            "exit_code": code,
+            "check_mode": request.check_mode,
+            "nodes": {
+                n.node: {
+                    "status": n.status,
+                    "ok": n.ok,
+                    "changed": n.changed,
+                    "failed": n.failed,
+                    "skipped": n.skipped,
+                    "unreachable": n.unreachable,
+                    "failed_task": n.failed_task,
+                    "message": n.message,
+                }
+                for n in progress.nodes.values()
+            },
+            "findings": [f.model_dump(mode="json") for f in result],
+        }
+        print_json(doc)
+    else:
+        out = Console()
+        out.print(Group(summary_table(progress, request.check_mode)))
+        out.print(f"run directory: {run.path}", highlight=False)
+    raise typer.Exit(code)

@@ -1,0 +1,153 @@
+"""`bringup report RUN_DIR [--baseline OLD_RUN] [--format ...] [--out DIR]`.
+
+Reads a run directory only (never probes) and writes HTML, Markdown, JUnit or JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bringup.commands.common import fail
+
+if TYPE_CHECKING:
+    from bringup import profile as profile_mod
+    from bringup.report.model import Report
+    from bringup.report.rundata import RunData
+
+FORMATS = ("html", "md", "junit", "json")
+DEFAULT_FORMATS = ("html", "md")
+FILE_NAMES = {
+    "html": "report.html",
+    "md": "report.md",
+    "junit": "report.junit.xml",
+    "json": "report.json",
+}
+
+
+def parse_formats(values: list[str] | None) -> list[str]:
+    """`--format html --format md`, `--format html,md` or `--format all`, in FORMATS order."""
+    chosen: set[str] = set()
+    for value in values or list(DEFAULT_FORMATS):
+        for part in value.split(","):
+            name = part.strip().lower()
+            if name == "all":
+                chosen.update(FORMATS)
+            elif name in FORMATS:
+                chosen.add(name)
+            elif name:
+                fail(f"--format {name!r}: choose from {', '.join(FORMATS)} or all")
+    return [f for f in FORMATS if f in chosen]
+
+
+def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | None:
+    """--profile when given (bad: exit 2), else the run's own profile when it still loads."""
+    from bringup import profile as profile_mod
+
+    if name is not None:
+        try:
+            return profile_mod.load(name)
+        except profile_mod.ProfileError as exc:
+            fail(str(exc))
+    recorded = run.manifest.profile if run.manifest else None
+    if recorded is None:
+        run.problems.append("no profile recorded in manifest.json: default tolerances used")
+        return None
+    try:
+        return profile_mod.load(recorded)
+    except profile_mod.ProfileError as exc:
+        run.problems.append(f"the run's profile cannot be loaded ({exc}): default tolerances used")
+        return None
+
+
+def make_report(
+    run_dir: Path, baseline_dir: Path | None, profile_name: str | None
+) -> tuple[Report, profile_mod.Profile | None]:
+    """Read the run (and baseline) directories and build the report; bad input exits 2."""
+    from bringup.report.model import build
+    from bringup.report.rundata import RunDataError, load
+
+    try:
+        run = load(run_dir)
+        baseline = load(baseline_dir) if baseline_dir is not None else None
+    except RunDataError as exc:
+        fail(str(exc))
+    prof = resolve_profile(profile_name, run)
+    return build(run, prof, baseline), prof
+
+
+def write(
+    report: Report, prof: profile_mod.Profile | None, formats: list[str], out: Path
+) -> list[Path]:
+    """Write each format's file into `out` (atomically: temp file, then rename)."""
+    # matplotlib and the templates load here, not at start-up: `bringup --help` stays fast.
+    from bringup.report import junit, render
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create {out}: {exc.strerror}")
+    texts = {
+        "html": lambda: render.html(report, render.make_plots(report, prof)),
+        "md": lambda: render.markdown(report),
+        "junit": lambda: junit.to_junit(report),
+        "json": lambda: render.summary_json(report),
+    }
+    written = []
+    for name in formats:
+        target = out / FILE_NAMES[name]
+        tmp = target.with_name(f".{target.name}.tmp")
+        try:
+            tmp.write_text(texts[name](), encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError as exc:
+            fail(f"cannot write {target}: {exc.strerror}")
+        written.append(target)
+    return written
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="The run directory to report on.")],
+    baseline: Annotated[
+        Path | None,
+        typer.Option("--baseline", help="An earlier run (the handover) to compare with."),
+    ] = None,
+    formats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="html, md, junit, json or all (repeatable or comma-separated; "
+            "default html and md).",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write (default RUN_DIR).")
+    ] = None,
+    profile_name: Annotated[
+        str | None,
+        typer.Option("--profile", "-p", help="Profile for tolerances (default: the run's)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the JSON summary, nothing else.")
+    ] = False,
+) -> None:
+    """Write report.html / report.md / JUnit / JSON from a run directory (never probes)."""
+    from bringup.findings import exit_code
+    from bringup.report import render
+
+    chosen = parse_formats(formats)
+    built, prof = make_report(run_dir, baseline, profile_name)
+    written = write(built, prof, chosen, out or run_dir)
+    if as_json:
+        print(render.summary_json(built), end="")
+    else:
+        verdict = "ACCEPTED" if built.verdict.accepted else "NOT ACCEPTED"
+        counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
+        print(f"{verdict}: {counts}")
+        for path in written:
+            print(f"wrote {path}")
+    raise typer.Exit(exit_code(built.findings))

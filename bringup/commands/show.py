@@ -1,0 +1,151 @@
+"""Findings on a terminal (rich): one node's table, a fleet's matrix, what to do, the counts."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from bringup.findings import Finding, Status, worst
+
+STYLES = {
+    Status.PASS: "green",
+    Status.SKIP: "dim",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.ERROR: "magenta",
+    Status.UNREACHABLE: "bold magenta",
+}
+
+
+def status_text(status: Status) -> Text:
+    return Text(status.value, style=STYLES[status])
+
+
+def _value(f: Finding) -> str:
+    if f.value is None:
+        return ""
+    value = f"{f.value:.4g}" if isinstance(f.value, float) else str(f.value)
+    return f"{value} {f.unit}" if f.unit else value
+
+
+def _measured(f: Finding) -> Text:
+    """'85.6 GB' over a dim '≥ 100': the figure and what it was held to, in one column."""
+    text = Text(_value(f))
+    if f.expected:
+        text.append(f"\n{f.expected}" if text else f.expected, style="dim")
+    return text
+
+
+def node_table(findings: list[Finding], title: str) -> Table:
+    """One row per finding: check, status, measured over expected, and message + action."""
+    # The message and action carry the meaning: they get the width, the figures stay short.
+    table = Table(title=title, title_justify="left", expand=True, box=box.SIMPLE_HEAD)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("value\nexpected", justify="right", max_width=16, overflow="fold")
+    table.add_column("message / action", ratio=1)
+    for f in findings:
+        text = Text(f.message)
+        if f.action and f.status not in (Status.PASS, Status.SKIP):
+            text.append(f"\n→ {f.action}", style="cyan")
+        table.add_row(f.check, status_text(f.status), _measured(f), text)
+    return table
+
+
+def fleet_matrix(findings: list[Finding], nodes: list[str]) -> Table:
+    """Node × subject matrix: the worst status of each cell and the checks that caused it.
+
+    Subjects (gpu, topology, host, ...) rather than every check as columns, so that a
+    fleet table stays readable in a terminal; the checks behind a bad cell are named in it.
+    """
+    subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings))
+    cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for f in findings:
+        cells[(f.node, f.check.split(".")[0])].append(f)
+    table = Table(title="node × check", title_justify="left")
+    table.add_column("node", no_wrap=True)
+    for subject in subjects:
+        table.add_column(subject)
+    for node in nodes:
+        table.add_row(node, *[_cell(cells[(node, subject)]) for subject in subjects])
+    return table
+
+
+def _cell(findings: list[Finding]) -> Text:
+    if not findings:
+        return Text("–", style="dim")
+    status = worst(findings)
+    text = status_text(status)
+    if status not in (Status.PASS, Status.SKIP):
+        names = dict.fromkeys(f.check.split(".", 1)[-1] for f in findings if f.status == status)
+        text.append(" " + ", ".join(names))
+    return text
+
+
+def problems_by_action(findings: list[Finding]) -> Table:
+    """The failing findings grouped by the action that fixes them, worst first."""
+    bad = [f for f in findings if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in bad:
+        groups[f.action or "investigate"].append(f)
+    table = Table(title="what to do", title_justify="left", expand=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("action", ratio=1)
+    table.add_column("where", ratio=2)
+    ordered = sorted(groups.items(), key=lambda kv: -worst(kv[1]).rank)
+    for action, group in ordered:
+        table.add_row(status_text(worst(group)), action, _where(group))
+    return table
+
+
+def _where(group: list[Finding], shown: int = 2) -> str:
+    """Each node's messages, at most `shown` per node so eight alike GPUs stay one line."""
+    by_node: dict[str, list[str]] = defaultdict(list)
+    for f in group:
+        by_node[f.node].append(f.message)
+    lines = []
+    for node, messages in by_node.items():
+        more = f" (+{len(messages) - shown} more)" if len(messages) > shown else ""
+        lines.append(f"{node}: {'; '.join(messages[:shown])}{more}")
+    return "\n".join(lines)
+
+
+def unreachable_table(findings: list[Finding]) -> Table:
+    """The nodes that could not be reached, each with its reason and what to do."""
+    table = Table(title="unreachable", title_justify="left", expand=True)
+    table.add_column("node", no_wrap=True)
+    table.add_column("reason", ratio=2)
+    table.add_column("action", ratio=1)
+    for f in findings:
+        table.add_row(f.node, f.message, f.action or "")
+    return table
+
+
+def show_findings(out: Console, findings: list[Finding], nodes: list[str], title: str) -> None:
+    """The verdict of a run as every command prints it: one node's table or the fleet's.
+
+    One node: a row per finding. Several: the node × subject matrix, what to do grouped by
+    action, and the unreachable nodes with their reasons. Then the status counts.
+    """
+    if len(nodes) == 1:
+        out.print(node_table(findings, f"{nodes[0]} — {title}"))
+    else:
+        out.print(fleet_matrix(findings, nodes))
+        out.print(problems_by_action(findings))
+        unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
+        if unreachable:
+            out.print(unreachable_table(unreachable))
+    out.print(summary_line(findings))
+
+
+def summary_line(findings: list[Finding]) -> Text:
+    counts = {s: sum(1 for f in findings if f.status == s) for s in Status}
+    text = Text()
+    for status, n in counts.items():
+        if n:
+            text.append(f"{n} {status.value}  ", style=STYLES[status])
+    return text

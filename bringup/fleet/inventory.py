@@ -1,0 +1,273 @@
+"""The inventory: which nodes a run reaches and how, read by Ansible's own parser.
+
+`load("hosts.ini")` accepts whatever `ansible-inventory -i` accepts (INI, YAML, a
+directory of them, group_vars/ and host_vars/ beside it), selects hosts with Ansible's
+`--limit` patterns, and returns one `Host` per node with its connection settings:
+
+    ansible_host, ansible_port, ansible_user, ansible_ssh_private_key_file,
+    ansible_ssh_common_args / ansible_ssh_extra_args (ProxyJump, UserKnownHostsFile, ...),
+    ansible_password (kept out of repr and logs), ansible_python_interpreter
+
+and every other variable in `Host.vars` (the `bringup_*` ones override profile values and
+probe parameters per node: see bringup/fleet/run.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class InventoryError(Exception):
+    """The inventory could not be read or selected nothing; one line, naming file and line."""
+
+
+@dataclass
+class Host:
+    """One node of the inventory and how to reach it over SSH."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    key_file: str | None = None
+    proxy_jump: str | None = None
+    ssh_args: list[str] = field(default_factory=list)
+    vars: dict[str, object] = field(default_factory=dict)
+    # ansible_password: for password authentication; never printed (repr=False).
+    password: str | None = field(default=None, repr=False)
+    python: str = "python3"  # ansible_python_interpreter when set to a path
+
+    def ssh_option(self, name: str) -> str | None:
+        """The value of `-o Name=value` (or `-o Name value`) in the host's ssh args."""
+        return ssh_options(self.ssh_args).get(name.lower())
+
+
+# Variables whose values are secrets: never copied into Host.vars (which may be logged).
+SECRET_VARS = frozenset(
+    {"ansible_password", "ansible_ssh_pass", "ansible_become_password", "ansible_become_pass"}
+)
+
+
+def load(path: Path, limit: str | None = None) -> list[Host]:
+    """Every host of the inventory at `path` (selected by an Ansible `limit` pattern)."""
+    if not path.exists():
+        raise InventoryError(f"{path}: no such inventory file or directory")
+    # Imported here: Ansible takes a third of a second to import, and only fleet runs need it.
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    with _collect_failures() as failures:
+        try:
+            inventory = InventoryManager(loader=loader, sources=[str(path)])
+        except AnsibleError as exc:
+            raise InventoryError(f"{path}: {_one_line(exc.message)}") from None
+        if failures:
+            raise InventoryError(_describe_failure(path, failures))
+        try:
+            if limit:
+                inventory.subset(limit)
+            selected = inventory.get_hosts("all")
+        except AnsibleError as exc:
+            raise InventoryError(f"--limit {limit!r}: {_one_line(exc.message)}") from None
+    if not selected:
+        where = f"--limit {limit!r} matched no host of {path}" if limit else f"{path}: no hosts"
+        raise InventoryError(where)
+    variables = VariableManager(loader=loader, inventory=inventory)
+    hosts = []
+    for entry in selected:
+        values = variables.get_vars(host=entry, include_hostvars=False)
+        values = {k: v for k, v in values.items() if k not in MAGIC_VARS}
+        hosts.append(_host(entry.name, _plain(_templated(loader, values, entry.name))))
+    return hosts
+
+
+# Ansible's magic variables that say nothing about the node (`groups` alone would make
+# every Host carry the whole inventory).
+MAGIC_VARS = frozenset(
+    {
+        "groups",
+        "ansible_facts",
+        "playbook_dir",
+        "ansible_playbook_python",
+        "ansible_config_file",
+        "ansible_version",
+        "omit",
+    }
+)
+
+
+def _host(name: str, values: dict[str, Any]) -> Host:
+    args = shlex.split(str(values.get("ansible_ssh_common_args") or ""))
+    args += shlex.split(str(values.get("ansible_ssh_extra_args") or ""))
+    options = ssh_options(args)
+    port = values.get("ansible_port") or values.get("ansible_ssh_port")
+    if port is None and "port" in options:
+        port = options["port"]
+    try:
+        port_number = int(port) if port is not None else 22
+    except ValueError:
+        raise InventoryError(f"host {name}: ansible_port {port!r} is not a number") from None
+    python = str(values.get("ansible_python_interpreter") or "python3")
+    password = values.get("ansible_password") or values.get("ansible_ssh_pass")
+    return Host(
+        name=name,
+        address=str(values.get("ansible_host") or values.get("ansible_ssh_host") or name),
+        port=port_number,
+        user=_str_or_none(values.get("ansible_user") or values.get("ansible_ssh_user")),
+        key_file=_str_or_none(values.get("ansible_ssh_private_key_file")),
+        proxy_jump=options.get("proxyjump") or _jump_flag(args),
+        ssh_args=args,
+        vars={k: v for k, v in values.items() if k not in SECRET_VARS},
+        password=_str_or_none(password),
+        # Ansible's "auto" discovery is not ours: a bare node is asked for python3.
+        python="python3" if python.startswith("auto") else python,
+    )
+
+
+def ssh_options(args: list[str]) -> dict[str, str]:
+    """`-o Key=Value` and `-o Key Value` options of an ssh command line, keys lowercased."""
+    options: dict[str, str] = {}
+    items = iter(args)
+    for arg in items:
+        if arg == "-o":
+            text = next(items, "")
+        elif arg.startswith("-o"):
+            text = arg[2:]
+        else:
+            continue
+        key, _, value = text.replace("=", " ", 1).partition(" ")
+        options.setdefault(key.strip().lower(), value.strip())  # ssh: first value wins
+    return options
+
+
+def _jump_flag(args: list[str]) -> str | None:
+    """The destination of ssh's `-J host` flag, if any."""
+    for i, arg in enumerate(args):
+        if arg == "-J" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("-J") and len(arg) > 2:
+            return arg[2:]
+    return None
+
+
+def _str_or_none(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _plain(value: Any) -> Any:
+    """Plain Python values from Ansible's tagged ones (str/int/dict subclasses)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+# The variables that decide how to connect: Jinja in them is rendered as Ansible would.
+CONNECTION_VARS = (
+    "ansible_host",
+    "ansible_port",
+    "ansible_user",
+    "ansible_ssh_private_key_file",
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+)
+
+
+def _templated(loader: Any, values: dict[str, Any], name: str) -> dict[str, Any]:
+    """Render `{{ ... }}` in the connection variables with Ansible's own templar."""
+    if not any("{{" in str(values.get(key, "")) for key in CONNECTION_VARS):
+        return values
+    from ansible.errors import AnsibleError
+    from ansible.template import Templar
+
+    templar = Templar(loader=loader, variables=values)
+    rendered = dict(values)
+    for key in CONNECTION_VARS:
+        if "{{" in str(values.get(key, "")):
+            try:
+                rendered[key] = templar.template(values[key])
+            except AnsibleError as exc:
+                raise InventoryError(f"host {name}: {key}: {_one_line(exc.message)}") from None
+    return rendered
+
+
+@contextmanager
+def _collect_failures() -> Iterator[list[tuple[str, Exception]]]:
+    """Capture Ansible's per-plugin parse failures instead of letting it print warnings.
+
+    Ansible only warns when no plugin could parse a source and then goes on with an
+    empty inventory; a run must instead stop with the reason. The INI plugin also drops
+    the line number of its error before raising (ansible-core 2.19), so `_parse` is
+    wrapped to note the line it was on.
+    """
+    from ansible.inventory import manager
+    from ansible.plugins.inventory import ini
+
+    failures: list[tuple[str, Exception]] = []
+    display = manager.display
+    saved = (display.error_as_warning, display.warning, ini.InventoryModule._parse)
+    original_parse = ini.InventoryModule._parse
+
+    def note_line(self: Any, lines: list[str]) -> Any:
+        try:
+            return original_parse(self, lines)
+        except Exception as exc:
+            origin = getattr(self, "_origin", None)
+            exc.bringup_line = getattr(origin, "line_num", None)  # type: ignore[attr-defined]
+            raise
+
+    def error_as_warning(msg: str, exception: BaseException, **_: Any) -> None:
+        failures.append((msg, exception))  # type: ignore[arg-type]
+
+    display.error_as_warning = error_as_warning  # type: ignore[method-assign]
+    display.warning = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    ini.InventoryModule._parse = note_line  # type: ignore[method-assign]
+    try:
+        yield failures
+    finally:
+        display.error_as_warning, display.warning, ini.InventoryModule._parse = saved
+
+
+def _describe_failure(path: Path, failures: list[tuple[str, Exception]]) -> str:
+    """One line from the failure of the plugin meant for this file, with its line number."""
+    wanted = ("yaml", "auto") if path.suffix in (".yml", ".yaml", ".json") else ("ini",)
+    located = [(_line(exc), msg, exc) for msg, exc in failures]
+
+    def rank(item: tuple[int | None, str, Exception]) -> tuple[bool, bool]:
+        line, msg, _ = item
+        return (not any(f"'{w}'" in msg for w in wanted), line is None)
+
+    line, _, exc = sorted(located, key=rank)[0]
+    message = _one_line(getattr(exc, "message", str(exc)))
+    message = message.removeprefix("Failed to parse inventory: ")
+    where = f"{_origin_path(exc) or path}" + (f" line {line}" if line else "")
+    return f"{where}: {message}"
+
+
+def _line(exc: Exception) -> int | None:
+    cause = exc.__cause__
+    line = getattr(cause, "bringup_line", None)
+    if line:
+        return int(line)
+    origin = getattr(exc, "obj", None)
+    return getattr(origin, "line_num", None)
+
+
+def _origin_path(exc: Exception) -> str | None:
+    return getattr(getattr(exc, "obj", None), "path", None)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())

@@ -1,0 +1,180 @@
+"""Planning a run: what each node is asked to do, from the suite, the profile and its
+inventory variables. Pure functions: nothing here connects or runs anything.
+
+Per-node host variables (inventory): `bringup_profile_overrides` (a mapping merged onto
+the profile, validated by its schema), `bringup_data_dirs` (where host and nvme measure),
+`bringup_probe_params` ({probe: {param: value}}) and `bringup_replay` (a facts file whose
+recorded probes answer for the node: how GPU facts reach GPU-less simulated nodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bringup import profile as profiles
+from bringup.facts import NodeFacts
+from bringup.fleet.inventory import Host
+from bringup.fleet.transport import Runner
+from bringup.rundir import RunDirError, load_facts
+from bringup.suite import Suite
+
+# Probes whose `paths` parameter --data-dir (or bringup_data_dirs) replaces.
+PATH_PROBES = ("host", "nvme")
+# Seconds a node may take beyond the sum of its probes' timeouts (connect, upload, start).
+NODE_SLACK_S = 60.0
+
+
+class FleetError(Exception):
+    """A node's inventory variables are invalid; one line naming the node."""
+
+
+# --- planning: pure functions of inventory, suite and profile -----------------------------
+
+
+def build_request(
+    suite: Suite,
+    data_dirs: list[str] | None = None,
+    *param_layers: dict[str, dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """The node-side request: the suite's probes, with --data-dir, then each layer of
+    per-node parameters ({probe: {param: value}}) laid over in order."""
+    steps = []
+    for step in suite.probes:
+        params = dict(step.params)
+        if data_dirs and step.name in PATH_PROBES:
+            params["paths"] = list(data_dirs)
+        for layer in param_layers:
+            params.update((layer or {}).get(step.name, {}))
+        steps.append({"name": step.name, "params": params, "timeout_s": step.timeout_s})
+    return {"probes": steps}
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides` laid over `base`, mappings merged key by key."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def node_profile(base: profiles.Profile, overrides: object, node: str) -> profiles.Profile:
+    """The profile for one node: `bringup_profile_overrides` merged on, schema-checked."""
+    if overrides is None:
+        return base
+    if not isinstance(overrides, dict):
+        raise FleetError(f"host {node}: bringup_profile_overrides must be a mapping")
+    data = merge(base.model_dump(mode="json"), overrides)
+    try:
+        return profiles.parse(data, f"host {node}: bringup_profile_overrides")
+    except profiles.ProfileError as exc:
+        raise FleetError(str(exc)) from None
+
+
+def _data_dirs(value: object, node: str) -> list[str] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise FleetError(f"host {node}: bringup_data_dirs must be a path or a list of paths")
+    return items
+
+
+def _probe_params(value: object, node: str) -> dict[str, dict[str, Any]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise FleetError(f"host {node}: bringup_probe_params must map probe -> {{param: value}}")
+    from bringup.node.catalog import PROBES
+    from bringup.node.protocol import build_params
+
+    for probe, params in value.items():
+        if probe not in PROBES:
+            raise FleetError(f"host {node}: bringup_probe_params: unknown probe {probe!r}")
+        try:
+            build_params(probe, params)
+        except (TypeError, ValueError) as exc:
+            raise FleetError(f"host {node}: bringup_probe_params: {exc}") from None
+    return value
+
+
+def load_replay(path: object, node: str) -> NodeFacts:
+    """The recording named by `bringup_replay`: one node's facts file."""
+    try:
+        recorded = load_facts(Path(str(path)))
+    except RunDirError as exc:
+        raise FleetError(f"host {node}: bringup_replay: {exc}") from None
+    if len(recorded) != 1:
+        raise FleetError(f"host {node}: bringup_replay must name one facts/<node>.json file")
+    return recorded[0]
+
+
+@dataclass
+class NodePlan:
+    """What to do on one node."""
+
+    node: str
+    runner: Runner
+    request: dict[str, Any]  # the probes to run on the node itself
+    replayed: list[dict[str, Any]] = field(default_factory=list)  # answered from a recording
+    profile: profiles.Profile | None = None
+    remote: bool = True  # an SSH node: its reachability is a finding
+    deadline_s: float = 0.0
+    skip: bool = False  # resume: every probe already answered, judge what is recorded
+
+    @property
+    def probes(self) -> list[str]:
+        """Every probe this plan records, replayed or run."""
+        return [r["probe"] for r in self.replayed] + [s["name"] for s in self.request["probes"]]
+
+
+def plan_node(
+    host: Host,
+    runner: Runner,
+    suite: Suite,
+    profile: profiles.Profile | None,
+    *,
+    data_dirs: list[str] | None = None,
+    params: dict[str, dict[str, Any]] | None = None,
+    done: NodeFacts | None = None,
+    remote: bool = True,
+) -> NodePlan:
+    """A node's plan from the suite and its inventory variables.
+
+    `params` ({probe: {param: value}}) is the command's own per-node setting, laid over
+    the host's `bringup_probe_params` (a node's place in a multi-node job, say); `done`
+    (resume) drops the probes that already answered. A plan without a profile records its
+    probes and is not judged by the suite's checks (snapshot; the burn-in judges itself).
+    """
+    node, host_vars = host.name, host.vars
+    dirs = _data_dirs(host_vars.get("bringup_data_dirs"), node) or data_dirs
+    own = _probe_params(host_vars.get("bringup_probe_params"), node)
+    request = build_request(suite, dirs, own, params)
+    finished = {p for p, r in (done.probes.items() if done else []) if r.ok}
+    steps = [s for s in request["probes"] if s["name"] not in finished]
+    replayed: list[dict[str, Any]] = []
+    if host_vars.get("bringup_replay") is not None:
+        recording = load_replay(host_vars["bringup_replay"], node)
+        for step in list(steps):
+            record = recording.probes.get(step["name"])
+            if record is not None:
+                copy = record.model_dump(mode="json")
+                copy["params"] = {**copy.get("params", {}), "replayed": True}
+                replayed.append(copy)
+                steps.remove(step)
+    overrides = host_vars.get("bringup_profile_overrides")
+    judged_by = node_profile(profile, overrides, node) if profile is not None else None
+    return NodePlan(
+        node=node,
+        runner=runner,
+        request={"probes": steps},
+        replayed=replayed,
+        profile=judged_by,
+        remote=remote,
+        deadline_s=sum(float(s["timeout_s"]) for s in steps) + NODE_SLACK_S,
+        skip=done is not None and not steps and not replayed,
+    )

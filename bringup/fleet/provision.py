@@ -1,0 +1,560 @@
+"""Provisioning: run playbooks/site.yml on the nodes through ansible-runner.
+
+The playbooks do the work (drivers, CUDA, containers, DCGM, tools: see docs/provisioning.md);
+this module drives them and keeps the record:
+
+    inventory (shared with `bringup check --nodes`) ──► ansible-runner ──► events
+        events ──► live per-node progress on stderr (task, ok / changed / failed)
+               ──► per-node results: facts/<node>.json (probe record "provision"),
+                   raw/<node>/provision/tasks.jsonl, findings.jsonl ("provision.site")
+    ansible-runner's own artifacts (job events, stdout) stay in <run>/ansible/.
+
+A failure on one node does not stop the others (Ansible drops the failed host from the
+play and goes on); the summary says which node failed at which task, and why.
+
+Secrets: the NGC API key reaches Ansible only through the environment (NGC_API_KEY) or
+Vault, and every task touching it has `no_log: true`. ansible-runner writes the whole
+environment into artifacts/<ident>/command; `_EnvScrubber` takes that file as it is
+written (through a FIFO) and stores it without the environment, so no key touches disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from bringup.data import data_dir
+from bringup.findings import Finding, Status
+from bringup.rundir import RunDir, now
+
+# The roles of site.yml, which are also its tags (`--tags nvidia_driver,cuda`).
+ROLES = ("node_tools", "nvidia_driver", "fabric_manager", "cuda", "dcgm", "containers")
+IDENT = "provision"  # ansible-runner's name for the job: artifacts/provision/
+CHECK = "provision.site"  # the finding per node
+# Extra variables that look like secrets: refused on the command line, where they would
+# be recorded (ansible-runner's command file, shell history): use the environment or Vault.
+SECRET_NAME = re.compile(r"(api_?key|password|passwd|secret|token)", re.IGNORECASE)
+MESSAGE_CHARS = 300
+
+
+class ProvisionError(Exception):
+    """Bad input for a provisioning run; the message is one line."""
+
+
+# --- results (pure) -------------------------------------------------------------------
+
+
+@dataclass
+class TaskResult:
+    """One task's outcome on one node, as tasks.jsonl keeps it."""
+
+    task: str
+    role: str | None
+    status: str  # ok, changed, failed, ignored, skipped, unreachable
+    message: str = ""
+
+
+@dataclass
+class NodeResult:
+    """What the play did on one node."""
+
+    node: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    ignored: int = 0
+    unreachable: bool = False
+    current_task: str = ""
+    failed_task: str | None = None
+    message: str | None = None
+    finished: bool = False  # the play's final stats included this node
+    changed_tasks: list[str] = field(default_factory=list)
+    tasks: list[TaskResult] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.unreachable:
+            return "unreachable"
+        if self.failed_task is not None:
+            return "failed"
+        if not self.finished:
+            return "running"
+        return "changed" if self.changed else "ok"
+
+
+def task_label(event_data: dict[str, Any]) -> str:
+    """'role : task' as Ansible prints it."""
+    task = str(event_data.get("task") or "?").strip()
+    role = event_data.get("role")
+    return f"{role} : {task}" if role else task
+
+
+def result_message(res: dict[str, Any] | None) -> str:
+    """One line saying why a task failed: the module's message, and the last line of its
+    stderr when that says more (apt's "E: ..." comes after a message quoting the command)."""
+    if not res:
+        return ""
+    if "censored" in res:
+        return "output hidden (no_log: true)"
+    parts = []
+    for key in ("msg", "reason", "module_stderr"):
+        if res.get(key):
+            parts.append(_one_line(res[key]))
+            break
+    stderr = [line for line in str(res.get("stderr") or "").splitlines() if line.strip()]
+    if stderr and _one_line(stderr[-1]) not in " ".join(parts):
+        parts.append(_one_line(stderr[-1]))
+    if not parts and res.get("rc") not in (None, 0):
+        parts.append(f"exit status {res['rc']}")
+    text = " — ".join(parts)
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def _one_line(value: object) -> str:
+    return " ".join((value if isinstance(value, str) else json.dumps(value)).split())
+
+
+class Progress:
+    """Per-node state built from ansible-runner events (no I/O: the display reads it)."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        self.nodes: dict[str, NodeResult] = {n: NodeResult(n) for n in nodes}
+        self.task = ""
+        self.stats_seen = False
+        self.last_error = ""  # ansible-playbook's own error output (syntax, options)
+
+    def node(self, name: str) -> NodeResult:
+        if name not in self.nodes:
+            self.nodes[name] = NodeResult(name)
+        return self.nodes[name]
+
+    def feed(self, event: dict[str, Any]) -> NodeResult | None:
+        """Take one event; returns the node whose task just failed (to announce it)."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind == "playbook_on_task_start":
+            self.task = task_label(data)
+            return None
+        if kind == "playbook_on_stats":
+            self._stats(data)
+            return None
+        if kind in ("error", "verbose") and event.get("stdout"):
+            # ansible-playbook's own messages (bad option, syntax error) arrive as text.
+            text = " ".join(str(event["stdout"]).split())
+            if "ERROR" in text:
+                self.last_error = text[:MESSAGE_CHARS]
+            return None
+        host = data.get("host")
+        if not host or not kind.startswith("runner_on_"):
+            return None
+        node = self.node(str(host))
+        label = task_label(data)
+        res = data.get("res") or {}
+        if kind == "runner_on_start":
+            node.current_task = label
+        elif kind == "runner_on_ok":
+            changed = bool(res.get("changed"))
+            node.tasks.append(TaskResult(label, data.get("role"), "changed" if changed else "ok"))
+            if changed:
+                node.changed_tasks.append(label)
+        elif kind == "runner_on_skipped":
+            node.tasks.append(TaskResult(label, data.get("role"), "skipped"))
+        elif kind == "runner_on_failed":
+            message = result_message(res)
+            if data.get("ignore_errors"):
+                node.tasks.append(TaskResult(label, data.get("role"), "ignored", message))
+            else:
+                node.tasks.append(TaskResult(label, data.get("role"), "failed", message))
+                node.failed_task, node.message = label, message
+                return node
+        elif kind == "runner_on_unreachable":
+            message = result_message(res)
+            node.tasks.append(TaskResult(label, data.get("role"), "unreachable", message))
+            node.unreachable, node.failed_task, node.message = True, label, message
+            return node
+        return None
+
+    def _stats(self, data: dict[str, Any]) -> None:
+        """The play's recap: the authoritative counts per node."""
+        self.stats_seen = True
+        names = set()
+        for key in ("ok", "changed", "failures", "dark", "skipped", "ignored", "processed"):
+            names.update((data.get(key) or {}).keys())
+        for name in names:
+            node = self.node(str(name))
+            node.ok = int((data.get("ok") or {}).get(name, 0))
+            node.changed = int((data.get("changed") or {}).get(name, 0))
+            node.failed = int((data.get("failures") or {}).get(name, 0))
+            node.skipped = int((data.get("skipped") or {}).get(name, 0))
+            node.ignored = int((data.get("ignored") or {}).get(name, 0))
+            node.unreachable = node.unreachable or bool((data.get("dark") or {}).get(name))
+            node.finished = True
+
+
+def findings(progress: Progress, check_mode: bool, rc: int | None) -> list[Finding]:
+    """One finding per node: PASS provisioned, FAIL failed at a task, UNREACHABLE."""
+    result = []
+    for node in progress.nodes.values():
+        counts = f"{node.ok} ok, {node.changed} changed, {node.skipped} skipped"
+        if node.unreachable:
+            result.append(
+                Finding(
+                    node=node.node,
+                    check=CHECK,
+                    status=Status.UNREACHABLE,
+                    message=f"unreachable at [{node.failed_task}]: {node.message}",
+                    action="check SSH access to the node (address, key, known_hosts)",
+                )
+            )
+        elif node.failed_task is not None:
+            result.append(
+                Finding(
+                    node=node.node,
+                    check=CHECK,
+                    status=Status.FAIL,
+                    value=node.failed_task,
+                    message=f"failed at [{node.failed_task}]: {node.message or 'no reason given'}",
+                    action=f"see raw/{node.node}/provision/tasks.jsonl, fix, rerun provision",
+                )
+            )
+        elif not node.finished:
+            reason = progress.last_error or f"ansible-playbook exited {rc} before its recap"
+            result.append(
+                Finding(
+                    node=node.node,
+                    check=CHECK,
+                    status=Status.ERROR,
+                    message=f"provisioning did not finish: {reason}",
+                )
+            )
+        else:
+            what = "would change" if check_mode else "changed"
+            message = f"{'check mode: ' if check_mode else ''}{counts}"
+            if node.changed:
+                message += f" ({node.changed} task(s) {what})"
+            result.append(
+                Finding(
+                    node=node.node,
+                    check=CHECK,
+                    status=Status.PASS,
+                    value=node.changed,
+                    unit="changed",
+                    message=message,
+                )
+            )
+    return result
+
+
+# --- running --------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """What to run, where: everything the command line said, checked."""
+
+    inventory: Path
+    nodes: list[str]
+    playbook: Path
+    limit: str | None = None
+    tags: list[str] = field(default_factory=list)
+    skip_tags: list[str] = field(default_factory=list)
+    check_mode: bool = False
+    forks: int = 16
+    extra_vars: dict[str, str] = field(default_factory=dict)
+    connect_timeout_s: int = 30
+
+
+def parse_tags(text: str | None, option: str) -> list[str]:
+    """'cuda,dcgm' -> ['cuda', 'dcgm'], refusing names site.yml does not have."""
+    if not text:
+        return []
+    tags = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in tags if t not in (*ROLES, "always")]
+    if unknown:
+        raise ProvisionError(
+            f"{option} {','.join(unknown)}: unknown tag (known: {', '.join(ROLES)})"
+        )
+    return tags
+
+
+def parse_extra_vars(items: list[str]) -> dict[str, str]:
+    """KEY=VALUE pairs; secret-looking names are refused (they would be recorded)."""
+    result = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ProvisionError(f"-e {item!r}: expected NAME=VALUE")
+        if SECRET_NAME.search(key):
+            raise ProvisionError(
+                f"-e {key}: secrets on the command line end up in logs; "
+                "set NGC_API_KEY in the environment or put the variable in Ansible Vault"
+            )
+        result[key] = value
+    return result
+
+
+def _search_path() -> str:
+    """PATH with this Python's bin folder first: its ansible-playbook, even from a venv
+    that is not activated."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+class _EnvScrubber:
+    """Keeps ansible-runner from storing the environment (and so any key in it) on disk.
+
+    ansible-runner writes artifacts/<ident>/command as JSON with the command, its working
+    directory and the *whole environment*. A FIFO stands where that file will be: a thread
+    reads what ansible-runner writes into it and stores the command without the
+    environment as a regular file. ansible-runner has no option to skip that file
+    (suppress_env_files covers only env/), hence this.
+    """
+
+    def __init__(self, artifact_dir: Path) -> None:
+        self.path = artifact_dir / "command"
+        artifact_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.mkfifo(self.path, 0o600)
+        self._thread = threading.Thread(target=self._take, daemon=True)
+        self._thread.start()
+
+    def _take(self) -> None:
+        with open(self.path) as fifo:  # blocks until ansible-runner opens it to write
+            text = fifo.read()
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = {}
+        kept = {k: v for k, v in doc.items() if k != "env"}
+        tmp = self.path.with_name(".command.tmp")
+        tmp.write_text(json.dumps(kept) + "\n")
+        os.replace(tmp, self.path)
+
+    def close(self) -> None:
+        """Unblock the reader if ansible-runner never wrote (it failed before), then tidy."""
+        if self._thread.is_alive():
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+                os.close(fd)
+            except OSError:
+                pass
+            self._thread.join(timeout=5)
+        if self.path.exists() and stat.S_ISFIFO(self.path.stat().st_mode):
+            self.path.unlink()
+
+
+def run_playbook(
+    request: Request,
+    private_dir: Path,
+    on_event: Callable[[dict[str, Any]], None],
+) -> tuple[str, int | None]:
+    """Run the playbook with ansible-runner; events go to on_event. Returns (status, rc)."""
+    import ansible_runner  # imported here: a second to import, only provisioning needs it
+
+    cmdline = ["--check"] if request.check_mode else []
+    # The shipped settings and roles, also for a playbook of the user's (--playbook).
+    shipped = data_dir("playbooks")
+    envvars = {
+        "ANSIBLE_CONFIG": str(shipped / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(shipped / "roles"),
+        "ANSIBLE_TIMEOUT": str(request.connect_timeout_s),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": _search_path(),
+    }
+    scrubber = _EnvScrubber(private_dir / "artifacts" / IDENT)
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private_dir),
+            playbook=str(request.playbook),
+            inventory=str(request.inventory.resolve()),
+            limit=request.limit,
+            tags=",".join(request.tags) or None,
+            skip_tags=",".join(request.skip_tags) or None,
+            extravars=request.extra_vars or None,
+            cmdline=" ".join(cmdline) or None,
+            forks=request.forks,
+            envvars=envvars,
+            ident=IDENT,
+            quiet=True,
+            suppress_env_files=True,
+            event_handler=lambda event: on_event(event) or True,
+        )
+    finally:
+        scrubber.close()
+    return str(runner.status), runner.rc
+
+
+# --- display --------------------------------------------------------------------------
+
+_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "magenta"}
+
+
+def progress_table(progress: Progress, check_mode: bool) -> Table:
+    """The live view: one row per node with its counts and the task it is on."""
+    mode = " (check mode)" if check_mode else ""
+    table = Table(title=f"provision{mode}: {progress.task}", title_justify="left")
+    for column in ("node", "state", "ok", "changed", "failed", "task"):
+        table.add_column(column, no_wrap=column != "task")
+    for node in progress.nodes.values():
+        counts = {"ok": 0, "changed": 0, "failed": 0}
+        for task in node.tasks:
+            if task.status in counts:
+                counts[task.status] += 1
+        counts["ok"] += counts["changed"]  # Ansible counts a changed task as ok too
+        state = node.status
+        table.add_row(
+            node.node,
+            Text(state, style=_STYLE.get(state, "cyan")),
+            str(counts["ok"]),
+            str(counts["changed"]),
+            str(counts["failed"]),
+            node.failed_task or node.current_task,
+        )
+    return table
+
+
+def summary_table(progress: Progress, check_mode: bool) -> Table:
+    """The final recap: per node counts, and the failed task with its reason."""
+    changed = "would change" if check_mode else "changed"
+    table = Table(title="provision summary", title_justify="left", expand=True)
+    for column in ("node", "result", "ok", changed, "skipped", "failed at / why"):
+        table.add_column(column, no_wrap=column not in ("failed at / why",))
+    for node in progress.nodes.values():
+        why = f"[{node.failed_task}] {node.message or ''}" if node.failed_task else ""
+        state = node.status if node.finished or node.failed_task else "did not finish"
+        table.add_row(
+            node.node,
+            Text(state, style=_STYLE.get(state, "magenta")),
+            str(node.ok),
+            str(node.changed),
+            str(node.skipped),
+            why,
+        )
+    return table
+
+
+# --- the record -----------------------------------------------------------------------
+
+
+def record_node(
+    run: RunDir, node: NodeResult, request: Request, started: str, took_s: float
+) -> None:
+    """facts/<node>.json gets a "provision" record; raw/ every task's outcome."""
+    facts = {
+        "status": node.status,
+        "check_mode": request.check_mode,
+        "playbook": request.playbook.name,
+        "tags": request.tags,
+        "skip_tags": request.skip_tags,
+        "ok": node.ok,
+        "changed": node.changed,
+        "failed": node.failed,
+        "skipped": node.skipped,
+        "ignored": node.ignored,
+        "unreachable": node.unreachable,
+        "failed_task": node.failed_task,
+        "changed_tasks": node.changed_tasks,
+    }
+    tasks = "".join(json.dumps(asdict(t)) + "\n" for t in node.tasks)
+    ok = node.finished and node.failed_task is None
+    error = None if ok else (node.message or "provisioning did not finish")
+    run.add_record(
+        node.node,
+        {
+            "probe": "provision",
+            "ok": ok,
+            "error": error,
+            "facts": facts,
+            "params": {"tags": request.tags, "check_mode": request.check_mode},
+            "started_at": started,
+            "duration_s": round(took_s, 1),
+            "raw": {"tasks.jsonl": tasks},
+        },
+    )
+
+
+def provision(request: Request, run: RunDir, err: Console) -> tuple[Progress, list[Finding]]:
+    """Run the playbook on the request's nodes, showing progress, recording the results."""
+    progress = Progress(request.nodes)
+    for name in request.nodes:
+        run.add_node(name)
+    started, t0 = now(), time.monotonic()
+    rc: int | None = None
+    status = "failed"
+    with Live(progress_table(progress, request.check_mode), console=err, transient=True) as live:
+
+        def on_event(event: dict[str, Any]) -> None:
+            failed = progress.feed(event)
+            if failed is not None:
+                kind = "UNREACHABLE" if failed.unreachable else "FAILED"
+                line = Text(f"{failed.node} {kind}", style="bold red")
+                line.append(f" at [{failed.failed_task}]: {failed.message}")
+                live.console.print(line, soft_wrap=True)
+            live.update(progress_table(progress, request.check_mode))
+
+        try:
+            status, rc = run_playbook(request, run.path / "ansible", on_event)
+        except KeyboardInterrupt:
+            run.manifest.status = "interrupted"
+            err.print("[yellow]interrupted: keeping what was recorded[/]")
+    took = time.monotonic() - t0
+    for node in progress.nodes.values():
+        record_node(run, node, request, started, took)
+    result = findings(progress, request.check_mode, rc)
+    if status in ("canceled", "timeout"):
+        run.manifest.status = "interrupted"
+    run.add_findings(result)
+    return progress, result
+
+
+# --- command line ---------------------------------------------------------------------
+
+
+def make_request(
+    nodes: Path,
+    limit: str | None,
+    tags: str | None,
+    skip_tags: str | None,
+    check_mode: bool,
+    forks: int,
+    extra_vars: list[str],
+    playbook: Path | None,
+    connect_timeout_s: int,
+) -> Request:
+    """Check the command line and the inventory before anything runs."""
+    from bringup.fleet.inventory import InventoryError, load
+
+    if forks < 1:
+        raise ProvisionError(f"--forks {forks}: must be at least 1")
+    book = playbook or data_dir("playbooks") / "site.yml"
+    if not book.is_file():
+        raise ProvisionError(f"{book}: no such playbook")
+    try:
+        hosts = load(nodes, limit)
+    except InventoryError as exc:
+        raise ProvisionError(str(exc)) from None
+    return Request(
+        inventory=nodes,
+        nodes=[h.name for h in hosts],
+        playbook=book.resolve(),
+        limit=limit,
+        tags=parse_tags(tags, "--tags"),
+        skip_tags=parse_tags(skip_tags, "--skip-tags"),
+        check_mode=check_mode,
+        forks=forks,
+        extra_vars=parse_extra_vars(extra_vars),
+        connect_timeout_s=connect_timeout_s,
+    )

@@ -1,0 +1,217 @@
+"""A run on many nodes at once: plan each node's request, run them with bounded concurrency,
+record every probe as it arrives, judge each node as it finishes.
+
+    plans = [plan_node(host, ...) for host in inventory.load(path)]
+    outcomes = run(plans, rundir, forks=64)
+
+Each node is one task on a pool of `forks` threads (a thread holds a node only while
+it runs, so a thousand nodes need no thousand threads). A node's records go into the run
+directory the moment they arrive; when the node ends its facts are judged and its
+findings appended. What can happen to a node, and the finding that says so:
+
+- reached, every probe answered: its checks' findings, plus `node.reachable` PASS;
+- not reached (refused, timeout, DNS, host key, auth): `node.reachable` UNREACHABLE
+  with the reason, nothing else;
+- reached but died or hung mid-run: `node.run` ERROR with the reason, the findings of
+  every probe that answered, and ERROR for the checks of the probes that did not;
+- Ctrl-C: `node.run` ERROR "run interrupted" for the nodes not finished; all kept.
+
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rich.console import Console
+
+from bringup.checks.catalog import judge_node, judge_probe
+from bringup.facts import NodeFacts
+from bringup.findings import Finding, Status
+from bringup.fleet.plan import NodePlan
+from bringup.fleet.progress import FleetProgress
+from bringup.fleet.transport import Interrupted, TransportError, Unreachable
+from bringup.rundir import RunDir
+
+DEFAULT_FORKS = 64
+State = Literal["complete", "unreachable", "error", "interrupted"]
+
+
+# --- judging a node's outcome: pure -------------------------------------------------------
+
+
+@dataclass
+class NodeOutcome:
+    node: str
+    state: State
+    reason: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def outcome_findings(
+    plan: NodePlan, facts: NodeFacts, state: State, reason: str | None
+) -> list[Finding]:
+    """The node's findings: its checks' verdicts plus what happened to the node itself."""
+    profile = plan.profile
+    assert profile is not None
+    findings = judge_node(facts, profile)
+    node = plan.node
+    if state == "unreachable":
+        message = reason or "unreachable"
+        return [
+            Finding(
+                node=node,
+                check="node.reachable",
+                status=Status.UNREACHABLE,
+                message=message,
+                action=_unreachable_action(message),
+            ),
+            *findings,
+        ]
+    extra: list[Finding] = []
+    if plan.remote:
+        extra.append(
+            Finding(node=node, check="node.reachable", status=Status.PASS, message="reached")
+        )
+    if state != "complete":
+        what = "run interrupted" if state == "interrupted" else (reason or "node side failed")
+        missing = [p for p in plan.probes if p not in facts.probes]
+        kept = f"; {len(facts.probes)} probe(s) recorded are kept" if facts.probes else ""
+        extra.append(
+            Finding(
+                node=node,
+                check="node.run",
+                status=Status.ERROR,
+                message=f"{what}{kept}",
+                action=None if state == "interrupted" else "check the node (console, dmesg)",
+            )
+        )
+        for probe in missing:
+            for f in judge_probe(probe, None, f"not measured: {what}", profile):
+                extra.append(f.model_copy(update={"node": node}))
+    return [*extra, *findings]
+
+
+def _unreachable_action(reason: str) -> str:
+    if reason.startswith("host key mismatch"):
+        return "verify the node's identity; if it was reinstalled, remove its old known_hosts line"
+    if reason.startswith("host key unknown"):
+        return "add the node's key to known_hosts, or rerun with --accept-new-hostkeys"
+    if reason.startswith("authentication failed"):
+        return "check ansible_user and ansible_ssh_private_key_file (or the agent) for this node"
+    return "check that the node is up, sshd runs and the address and port are right"
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def run(
+    plans: list[NodePlan],
+    rundir: RunDir,
+    forks: int = DEFAULT_FORKS,
+    console: Console | None = None,
+) -> list[NodeOutcome]:
+    """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
+
+    Plans without a profile (snapshot) are recorded, not judged: no findings are written.
+    """
+    rundir.add_nodes([p.node for p in plans])
+    stop = threading.Event()
+    progress = FleetProgress(len(plans), console or Console(stderr=True))
+    outcomes: dict[str, NodeOutcome] = {}
+    with progress, ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
+        futures: dict[Future[NodeOutcome], NodePlan] = {
+            pool.submit(_run_node, plan, rundir, stop, progress): plan for plan in plans
+        }
+        pending = set(futures)
+        try:
+            while pending:
+                # A timeout keeps the main thread able to take Ctrl-C while nodes run.
+                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    outcome = future.result()
+                    outcomes[outcome.node] = outcome
+        except KeyboardInterrupt:
+            stop.set()
+            for future in pending:
+                future.cancel()
+            for future in pending:
+                if not future.cancelled():
+                    outcome = future.result()
+                    outcomes[outcome.node] = outcome
+    for plan in plans:
+        if plan.node not in outcomes:  # never started: Ctrl-C came first
+            outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0)
+    ordered = [outcomes[p.node] for p in plans]
+    progress.console.print(progress.summary(ordered), highlight=False)
+    if stop.is_set():
+        rundir.manifest.status = "interrupted"
+    return ordered
+
+
+def _run_node(
+    plan: NodePlan, rundir: RunDir, stop: threading.Event, progress: FleetProgress
+) -> NodeOutcome:
+    """One node from connect to findings. Never raises: every failure is an outcome."""
+    started = time.monotonic()
+    if stop.is_set():
+        return _finish(plan, rundir, "interrupted", None, 0.0)
+    if plan.skip:
+        return _finish(plan, rundir, "complete", None, 0.0, progress)
+    names = [s["name"] for s in plan.request["probes"]]
+    answered = 0
+    state: State = "complete"
+    reason: str | None = None
+    replay_written = False
+
+    def on_stage(what: str) -> None:
+        nonlocal replay_written
+        if what == "running" and not replay_written:
+            # Recorded answers count only for a node that is there: written once connected.
+            for record in plan.replayed:
+                rundir.add_record(plan.node, dict(record))
+            replay_written = True
+        running = what == "running" and answered < len(names)
+        doing = f"running {names[answered]}" if running else what
+        progress.doing(plan.node, doing)
+
+    progress.doing(plan.node, "starting")
+    try:
+        for record in plan.runner(plan.request, plan.deadline_s, stop, on_stage):
+            rundir.add_record(plan.node, record)
+            answered += 1
+            if answered < len(names):
+                progress.doing(plan.node, f"running {names[answered]}")
+        if not replay_written:
+            on_stage("running")
+    except Unreachable as exc:
+        state, reason = "unreachable", str(exc)
+    except Interrupted:
+        state = "interrupted"
+    except TransportError as exc:
+        state, reason = "error", str(exc)
+    except Exception as exc:  # a controller bug on one node must not lose the others
+        state, reason = "error", f"controller error: {type(exc).__name__}: {exc}"
+    return _finish(plan, rundir, state, reason, time.monotonic() - started, progress)
+
+
+def _finish(
+    plan: NodePlan,
+    rundir: RunDir,
+    state: State,
+    reason: str | None,
+    seconds: float,
+    progress: FleetProgress | None = None,
+) -> NodeOutcome:
+    findings: list[Finding] = []
+    if plan.profile is not None:
+        findings = outcome_findings(plan, rundir.facts_of(plan.node), state, reason)
+        rundir.add_findings(findings)
+    outcome = NodeOutcome(plan.node, state, reason, findings, round(seconds, 3))
+    if progress is not None:
+        progress.finished(outcome)
+    return outcome

@@ -1,0 +1,601 @@
+"""The SSH transport (paramiko): reach a node, ship the probe code, stream its records back.
+
+One node, one connection:
+
+1. connect: TCP (directly, or as a `direct-tcpip` channel of one shared connection to
+   the ProxyJump bastion), SSH banner, host key verified against known_hosts, then
+   authentication (identity files, agent, default keys, password);
+2. run `python3 /tmp/bringup-<uid>/<sha256>.zip` with the request on stdin; when the
+   zip is not cached on the node yet, upload it once and run again;
+3. yield one record per probe as its JSON line arrives, reading stderr alongside so a
+   chatty node side cannot fill a pipe and stall, and enforce the deadlines: each probe
+   must answer within its own `timeout_s` (+ grace), the node within `deadline_s`.
+
+Every failure before the node side starts is `Unreachable` with a one-line reason; a
+failure after it is a `TransportError` (the records already yielded are kept by the caller).
+
+Why not `SSHClient`: it re-reads known_hosts for every connection (a thousand nodes
+against a thousand-line file), and its host key policy cannot tell "unknown" from the
+other `SSHException`s reliably; `Transport` with our own checks is as short and clearer.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import hashlib
+import io
+import json
+import select
+import shlex
+import socket
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from bringup.fleet.inventory import Host, ssh_options
+from bringup.fleet.transport import (
+    Interrupted,
+    Runner,
+    Stage,
+    TransportError,
+    Unreachable,
+    decode_line,
+)
+
+UNKNOWN_HOST_KEY = "host key unknown, run with --accept-new-hostkeys to trust on first use"
+# Seconds a probe may overrun its own timeout before the controller gives up on the node:
+# the node side kills a stuck probe at timeout_s and reports it, this covers the rest.
+PROBE_GRACE_S = 20.0
+NEED_CODE_EXIT = 97  # the remote command's exit status when the zip is not cached
+STDERR_KEPT = 16 * 1024  # bytes of the node side's stderr kept for error messages
+PACKAGE = Path(__file__).resolve().parents[1]  # bringup/
+
+
+# --- the node-side code ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeCode:
+    """The probe code as one zip (built once per run) and its content hash."""
+
+    data: bytes
+    sha256: str
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.sha256[:32]}.zip"
+
+
+# The zip's entry point. It runs the node side from an unpacked copy beside the zip, where
+# Python can cache bytecode (__pycache__), which it cannot do inside a zip: later runs skip
+# compiling the probe code, about half the node side's start-up. Programs the probes start
+# in a new interpreter (collective ranks, the burn-in trainer) find the package through
+# PYTHONPATH.
+ZIP_MAIN = """\
+import os, shutil, sys, zipfile
+zip_path = os.path.abspath(sys.argv[0])
+root = zip_path[: -len(".zip")]
+if not os.path.isdir(root):
+    tmp = "%s.%d" % (root, os.getpid())
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            archive.extractall(tmp)
+        os.rename(tmp, root)
+    except OSError:  # another run unpacked it first, or no room: the zip itself still works
+        shutil.rmtree(tmp, ignore_errors=True)
+if not os.path.isdir(root):
+    root = zip_path
+sys.path[0] = root
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+from bringup.node.protocol import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def node_files() -> list[tuple[str, Path]]:
+    """(name in the zip, file) for everything the node side needs: the `bringup.node`
+    package, whole. Nothing else of bringup runs on a node (an import-linter contract
+    keeps the package free of controller imports), so no list of files is kept by hand."""
+    files = [("bringup/__init__.py", PACKAGE / "__init__.py")]
+    for path in sorted((PACKAGE / "node").rglob("*.py")):
+        files.append((path.relative_to(PACKAGE.parent).as_posix(), path))
+    return files
+
+
+def build_node_code() -> NodeCode:
+    """A deterministic zip (fixed timestamps, sorted names) so its hash names its content."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        entries = [("__main__.py", ZIP_MAIN.encode())]
+        entries += [(name, path.read_bytes()) for name, path in node_files()]
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
+    data = buffer.getvalue()
+    return NodeCode(data=data, sha256=hashlib.sha256(data).hexdigest())
+
+
+def remote_command(code: NodeCode, python: str) -> str:
+    """Run the cached zip if it is there (in a directory only this user owns), else exit 97."""
+    return (
+        f'd="/tmp/bringup-$(id -u)"; f="$d/{code.file_name}"; '
+        'if [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -f "$f" ]; then '
+        f'exec {shlex.quote(python)} "$f"; fi; exit {NEED_CODE_EXIT}'
+    )
+
+
+def upload_command(code: NodeCode) -> str:
+    """Store the zip from stdin under its hash: private directory, temp file, rename."""
+    return (
+        f'umask 077; d="/tmp/bringup-$(id -u)"; f="$d/{code.file_name}"; '
+        'mkdir -p "$d" && [ ! -L "$d" ] && [ -O "$d" ] && chmod 700 "$d" || '
+        '{ echo "$d is not a private directory of this user" >&2; exit 1; }; '
+        'cat > "$f.$$" && mv -f "$f.$$" "$f" || exit 1; '
+        # Best effort: other versions' zips and their unpacked copies, a day old (a busy
+        # node may run two versions).
+        f'find "$d" -mindepth 1 -maxdepth 1 ! -name {shlex.quote(code.file_name)} '
+        f"! -name {shlex.quote(code.file_name[: -len('.zip')])} -mmin +1440 "
+        "-exec rm -rf {} + 2>/dev/null; exit 0"
+    )
+
+
+# --- connection settings -------------------------------------------------------------------
+
+
+@dataclass
+class SshSettings:
+    """Run-wide SSH options (the CLI flags)."""
+
+    connect_timeout_s: float = 10.0
+    accept_new_hostkeys: bool = False
+    ssh_config: Path | None = field(default_factory=lambda: Path("~/.ssh/config").expanduser())
+    known_hosts: Path = field(default_factory=lambda: Path("~/.ssh/known_hosts").expanduser())
+
+
+@dataclass
+class Endpoint:
+    """Where and as whom to connect, after inventory, ssh args and ~/.ssh/config are merged."""
+
+    hostname: str
+    port: int
+    user: str
+    key_files: list[str]
+    known_hosts: list[Path]
+    accept_new: bool
+    proxy_jump: str | None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name known_hosts lists the node under (OpenSSH: [host]:port off port 22)."""
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+
+def load_ssh_config(path: Path | None) -> paramiko.SSHConfig:
+    config = paramiko.SSHConfig()
+    if path is not None and path.is_file():
+        try:
+            config = paramiko.SSHConfig.from_path(str(path))
+        except (OSError, paramiko.ConfigParseError) as exc:
+            raise TransportError(f"{path}: cannot read ssh config: {exc}") from None
+    return config
+
+
+def resolve(host: Host, config: paramiko.SSHConfig, settings: SshSettings) -> Endpoint:
+    """Inventory first, then `-o` options in ansible_ssh_common_args, then ~/.ssh/config."""
+    options = ssh_options(host.ssh_args)
+    found = config.lookup(host.address)
+    explicit_port = "ansible_port" in host.vars or "ansible_ssh_port" in host.vars
+    port = host.port if explicit_port else int(options.get("port") or found.get("port") or 22)
+    keys = [k for k in [host.key_file, options.get("identityfile")] if k]
+    keys += list(found.get("identityfile") or [])
+    files = options.get("userknownhostsfile") or found.get("userknownhostsfile")
+    known = [Path(f).expanduser() for f in shlex.split(files)] if files else [settings.known_hosts]
+    strict = options.get("stricthostkeychecking") or found.get("stricthostkeychecking") or ""
+    jump = host.proxy_jump or found.get("proxyjump")
+    return Endpoint(
+        hostname=found.get("hostname", host.address),
+        port=port,
+        user=host.user or options.get("user") or found.get("user") or getpass.getuser(),
+        key_files=[str(Path(k).expanduser()) for k in keys],
+        known_hosts=known,
+        # OpenSSH's "accept-new" and "no" both trust a first key; a changed key never is.
+        accept_new=settings.accept_new_hostkeys or strict.lower() in ("accept-new", "no"),
+        proxy_jump=None if (jump or "").lower() == "none" else jump,
+        password=host.password,
+    )
+
+
+# --- host keys -----------------------------------------------------------------------------
+
+
+class KnownHosts:
+    """known_hosts files, each read once per run, and appended to on trust-on-first-use."""
+
+    SYSTEM = Path("/etc/ssh/ssh_known_hosts")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[Path, paramiko.HostKeys] = {}
+
+    def _keys(self, path: Path) -> paramiko.HostKeys:
+        with self._lock:
+            if path not in self._files:
+                keys = paramiko.HostKeys()
+                if path.is_file():
+                    try:
+                        keys.load(str(path))
+                    except (OSError, paramiko.SSHException) as exc:
+                        raise Unreachable(f"cannot read known hosts {path}: {exc}") from None
+                self._files[path] = keys
+            return self._files[path]
+
+    def verify(self, endpoint: Endpoint, key: paramiko.PKey) -> None:
+        """Pass when known_hosts has this key; Unreachable when it has another or none."""
+        name = endpoint.known_hosts_name
+        known: list[paramiko.PKey] = []
+        for path in [*endpoint.known_hosts, self.SYSTEM]:
+            entry = self._keys(path).lookup(name)
+            if entry:
+                known.extend(entry.values())
+        if any(k.get_name() == key.get_name() and k == key for k in known):
+            return
+        same_type = [k for k in known if k.get_name() == key.get_name()]
+        if same_type:
+            raise Unreachable(
+                f"host key mismatch: {name} presented {key.get_name()} "
+                f"{fingerprint(key)}, known_hosts has another; refused (was the node "
+                "reinstalled? otherwise suspect a man in the middle)"
+            )
+        if not endpoint.accept_new:
+            raise Unreachable(UNKNOWN_HOST_KEY)
+        self._append(endpoint.known_hosts[0], name, key)
+
+    def _append(self, path: Path, name: str, key: paramiko.PKey) -> None:
+        """Trust on first use: add one line (under a lock: many nodes accept at once)."""
+        with self._lock:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with path.open("a") as out:
+                out.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+            self._files.setdefault(path, paramiko.HostKeys()).add(name, key.get_name(), key)
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+# --- connecting ----------------------------------------------------------------------------
+
+
+class Connector:
+    """Opens authenticated connections to nodes; shares one connection per bastion."""
+
+    def __init__(self, settings: SshSettings) -> None:
+        self.settings = settings
+        self.config = load_ssh_config(settings.ssh_config)
+        self.known_hosts = KnownHosts()
+        self._bastions: dict[str, paramiko.Transport] = {}
+        self._bastion_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def connect(self, host: Host) -> paramiko.Transport:
+        endpoint = resolve(host, self.config, self.settings)
+        sock = self._socket(endpoint)
+        return self._handshake(endpoint, sock)
+
+    def close(self) -> None:
+        with self._lock:
+            for transport in self._bastions.values():
+                transport.close()
+            self._bastions.clear()
+
+    def _socket(self, endpoint: Endpoint) -> socket.socket | paramiko.Channel:
+        timeout = self.settings.connect_timeout_s
+        if endpoint.proxy_jump:
+            bastion = self._bastion(endpoint.proxy_jump)
+            try:
+                return bastion.open_channel(
+                    "direct-tcpip",
+                    (endpoint.hostname, endpoint.port),
+                    ("127.0.0.1", 0),
+                    timeout=timeout,
+                )
+            except (paramiko.SSHException, OSError) as exc:
+                raise Unreachable(
+                    f"bastion {endpoint.proxy_jump} cannot reach "
+                    f"{endpoint.hostname}:{endpoint.port}: {_reason(exc)}"
+                ) from None
+        where = f"{endpoint.hostname}:{endpoint.port}"
+        try:
+            return socket.create_connection((endpoint.hostname, endpoint.port), timeout=timeout)
+        except socket.gaierror as exc:
+            raise Unreachable(f"cannot resolve {endpoint.hostname}: {exc.strerror}") from None
+        except ConnectionRefusedError:
+            raise Unreachable(f"connection refused by {where} (is sshd running?)") from None
+        except TimeoutError:
+            raise Unreachable(f"no answer from {where} within {timeout:g} s") from None
+        except OSError as exc:
+            raise Unreachable(f"cannot connect to {where}: {exc.strerror or exc}") from None
+
+    def _bastion(self, spec: str) -> paramiko.Transport:
+        """The one shared connection to a ProxyJump host (`[user@]host[:port]`)."""
+        if "," in spec:
+            raise Unreachable(f"ProxyJump chains are not supported ({spec}): use one bastion")
+        first = spec
+        with self._lock:
+            lock = self._bastion_locks.setdefault(first, threading.Lock())
+        with lock:  # one connection per bastion even when 64 nodes ask at once
+            transport = self._bastions.get(first)
+            if transport is not None and transport.is_active():
+                return transport
+            user, _, rest = first.rpartition("@")
+            name, _, port = rest.partition(":")
+            jump_host = Host(name=name, address=name, user=user or None)
+            if port:
+                jump_host.port = int(port)
+                jump_host.vars["ansible_port"] = int(port)
+            endpoint = resolve(jump_host, self.config, self.settings)
+            endpoint.proxy_jump = None  # a bastion behind a bastion: not supported (docs)
+            try:
+                transport = self._handshake(endpoint, self._socket(endpoint))
+            except Unreachable as exc:
+                raise Unreachable(f"bastion {first}: {exc}") from None
+            self._bastions[first] = transport
+            return transport
+
+    def _handshake(
+        self, endpoint: Endpoint, sock: socket.socket | paramiko.Channel
+    ) -> paramiko.Transport:
+        timeout = self.settings.connect_timeout_s
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = timeout
+        transport.handshake_timeout = timeout
+        transport.auth_timeout = timeout
+        try:
+            try:
+                transport.start_client(timeout=timeout)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise Unreachable(f"SSH handshake failed: {_reason(exc)}") from None
+            # start_client returns quietly when its timeout passes mid-handshake.
+            if not transport.is_active() or not transport.initial_kex_done:
+                raise Unreachable(
+                    f"SSH handshake failed: no SSH banner and key exchange within {timeout:g} s"
+                )
+            key = transport.get_remote_server_key()
+            self.known_hosts.verify(endpoint, key)
+            _authenticate(transport, endpoint)
+        except BaseException:
+            transport.close()
+            raise
+        return transport
+
+
+def _authenticate(transport: paramiko.Transport, endpoint: Endpoint) -> None:
+    """Identity files, then agent keys, then default keys, then a password (as OpenSSH)."""
+    agent = paramiko.Agent()  # SSH_AUTH_SOCK; no agent gives no keys
+    try:
+        _try_credentials(transport, endpoint, agent)
+    finally:
+        agent.close()
+
+
+def _try_credentials(
+    transport: paramiko.Transport, endpoint: Endpoint, agent: paramiko.Agent
+) -> None:
+    tried: list[str] = []
+    keys: list[tuple[str, paramiko.PKey]] = []
+    for path in endpoint.key_files:
+        try:
+            keys.append((path, paramiko.PKey.from_path(path)))
+        except FileNotFoundError:
+            tried.append(f"{path} (missing)")
+        except paramiko.PasswordRequiredException:
+            tried.append(f"{path} (encrypted: load it into ssh-agent)")
+        except (OSError, paramiko.SSHException, ValueError) as exc:
+            tried.append(f"{path} (unreadable: {_reason(exc)})")
+    keys += [("agent", k) for k in agent.get_keys()]
+    if not endpoint.key_files:
+        for name in ("id_ed25519", "id_ecdsa", "id_rsa"):
+            path = Path("~/.ssh").expanduser() / name
+            if path.is_file():
+                try:
+                    keys.append((str(path), paramiko.PKey.from_path(path)))
+                except (OSError, paramiko.SSHException, ValueError):
+                    continue
+    for label, key in keys:
+        try:
+            transport.auth_publickey(endpoint.user, key)
+        except paramiko.BadAuthenticationType:
+            tried.append("publickey (not allowed by the node)")
+            break
+        except paramiko.AuthenticationException:
+            tried.append(label)
+            continue
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise Unreachable(f"authentication aborted: {_reason(exc)}") from None
+        if transport.is_authenticated():
+            return
+    if endpoint.password is not None:
+        try:
+            transport.auth_password(endpoint.user, endpoint.password)
+            if transport.is_authenticated():
+                return
+        except paramiko.AuthenticationException:
+            tried.append("password")
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise Unreachable(f"authentication aborted: {_reason(exc)}") from None
+    what = ", ".join(dict.fromkeys(tried)) or "no key: no identity file, agent or ~/.ssh/id_*"
+    raise Unreachable(f"authentication failed for user {endpoint.user} (tried: {what})")
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]
+
+
+# --- running the node side -----------------------------------------------------------------
+
+
+def run_ssh(
+    host: Host,
+    request: dict[str, Any],
+    deadline_s: float,
+    *,
+    connector: Connector,
+    code: NodeCode,
+    stop: threading.Event | None = None,
+    on_stage: Stage | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield each probe record of `request` as the node prints it (see the module doc)."""
+    stage = on_stage or (lambda _: None)
+    end = time.monotonic() + deadline_s
+    stage("connecting")
+    transport = connector.connect(host)
+    try:
+        for attempt in (1, 2):
+            stage("running")
+            session = _Session(transport, remote_command(code, host.python), request)
+            yield from session.records(end, deadline_s, stop)
+            if session.exit_status != NEED_CODE_EXIT or session.records_seen:
+                session.raise_for_status()
+                return
+            if attempt == 2:
+                raise TransportError("the node lost the probe code right after it was stored")
+            stage("uploading probe code")
+            _upload(transport, code, connector.settings.connect_timeout_s + 60)
+    finally:
+        transport.close()
+
+
+def _upload(transport: paramiko.Transport, code: NodeCode, timeout_s: float) -> None:
+    channel = _open(transport)
+    channel.exec_command(upload_command(code))
+    channel.sendall(code.data)
+    channel.shutdown_write()
+    if not channel.status_event.wait(timeout_s):
+        channel.close()
+        raise TransportError(f"storing the probe code on the node took over {timeout_s:g} s")
+    status = channel.recv_exit_status()
+    stderr = channel.recv_stderr(STDERR_KEPT).decode(errors="replace").strip()
+    channel.close()
+    if status != 0:
+        last = stderr.splitlines()[-1] if stderr else f"exit status {status}"
+        raise TransportError(f"cannot store the probe code in /tmp on the node: {last}")
+
+
+def _open(transport: paramiko.Transport) -> paramiko.Channel:
+    try:
+        return transport.open_session(timeout=30)
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        raise TransportError(f"the node refused a session: {_reason(exc)}") from None
+
+
+class _Session:
+    """One run of the node side: request in, records out, deadlines enforced."""
+
+    def __init__(self, transport: paramiko.Transport, command: str, request: dict[str, Any]):
+        self.transport = transport
+        self.channel = _open(transport)
+        self.steps = [(s["name"], float(s.get("timeout_s") or 120.0)) for s in request["probes"]]
+        self.records_seen = 0
+        self.exit_status: int | None = None
+        self.stderr = b""
+        try:
+            self.channel.exec_command(command)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self.channel.close()
+            raise TransportError(f"the node refused to run a command: {_reason(exc)}") from None
+        try:
+            self.channel.sendall(json.dumps(request).encode())
+            self.channel.shutdown_write()
+        except (paramiko.SSHException, OSError):
+            pass  # the command already ended (zip not cached): its exit status says so
+
+    def records(
+        self, end: float, deadline_s: float, stop: threading.Event | None
+    ) -> Iterator[dict[str, Any]]:
+        channel = self.channel
+        buffer = b""
+        probe_started = time.monotonic()
+        try:
+            while True:
+                now = time.monotonic()
+                if stop is not None and stop.is_set():
+                    raise Interrupted("interrupted")
+                if now >= end:
+                    raise TransportError(f"node did not finish within {deadline_s:g} s")
+                if self.records_seen < len(self.steps):
+                    name, timeout_s = self.steps[self.records_seen]
+                    if now - probe_started > timeout_s + PROBE_GRACE_S:
+                        raise TransportError(
+                            f"probe {name} gave no answer within {timeout_s + PROBE_GRACE_S:g} s"
+                            " (node hung or network down)"
+                        )
+                # paramiko's timeouts are per read; select with a short wait and recheck.
+                select.select([channel], [], [], 0.2)
+                while channel.recv_stderr_ready():
+                    self.stderr = (self.stderr + channel.recv_stderr(1 << 16))[-STDERR_KEPT:]
+                while channel.recv_ready():
+                    buffer += channel.recv(1 << 16)
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        record = decode_line(line)
+                        self.records_seen += 1
+                        probe_started = time.monotonic()
+                        yield record
+                if channel.eof_received and not channel.recv_ready():
+                    break
+                if channel.closed:
+                    break
+            # The node closed its output: its exit status follows, unless the link died
+            # (then paramiko closes the channel and leaves exit_status at -1).
+            channel.status_event.wait(5.0)
+            if channel.exit_status_ready():
+                self.exit_status = channel.exit_status
+            while channel.recv_stderr_ready():
+                self.stderr = (self.stderr + channel.recv_stderr(1 << 16))[-STDERR_KEPT:]
+        finally:
+            channel.close()
+
+    def raise_for_status(self) -> None:
+        last = self._last_stderr_line()
+        if self.exit_status is None or self.exit_status == -1:
+            # No exit status: the connection dropped, or (link still up) the node side was
+            # killed by a signal, which sshd reports as exit-signal and paramiko ignores.
+            what = "node side was killed" if self.transport.is_active() else "connection lost"
+            raise TransportError(f"{what}{': ' + last if last else ''}")
+        if self.exit_status == 127:
+            raise TransportError(f"python3 not found on the node: {last}")
+        if self.exit_status != 0:
+            raise TransportError(f"node side exited {self.exit_status}: {last}")
+        if self.records_seen < len(self.steps):
+            missing = self.steps[self.records_seen][0]
+            raise TransportError(f"node side ended before probe {missing} answered")
+
+    def _last_stderr_line(self) -> str:
+        lines = self.stderr.decode(errors="replace").strip().splitlines()
+        return lines[-1][:200] if lines else ""
+
+
+def ssh_runner(host: Host, connector: Connector, code: NodeCode) -> Runner:
+    """A node reached over SSH (bringup.fleet.ssh), sharing one connector and one code zip."""
+
+    def runner(
+        request: dict[str, Any], deadline_s: float, stop: threading.Event, on_stage: Stage
+    ) -> Iterator[dict[str, Any]]:
+        return run_ssh(
+            host, request, deadline_s, connector=connector, code=code, stop=stop, on_stage=on_stage
+        )
+
+    return runner

@@ -1,0 +1,25 @@
+"""The one list of probes: name -> module. Each module has `Params`, a facts class and `collect`.
+
+A probe module defines:
+  - `Params`: a dataclass of its parameters with defaults (suites set them by name);
+  - `FACTS`: the dataclass its `collect` returns as `ProbeOutput.facts`;
+  - `collect(params: Params) -> ProbeOutput`, raising `ProbeError` when it cannot measure.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from bringup.node.probes import burnin, gemm, gpu, host, nccl, nvme, telemetry, topology, xid
+
+PROBES: dict[str, ModuleType] = {
+    "gpu": gpu,
+    "topology": topology,
+    "host": host,
+    "nvme": nvme,
+    "xid": xid,
+    "nccl": nccl,
+    "gemm": gemm,
+    "telemetry": telemetry,
+    "burnin": burnin,
+}

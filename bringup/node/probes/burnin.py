@@ -1,0 +1,374 @@
+"""The `burnin` probe: run the reference fine-tune on this node and report what it measured.
+
+It launches bringup/node/burnin/trainer.py under `python -m torch.distributed.run` (one rank per
+GPU, or the ranks asked for), samples NVML telemetry on every GPU meanwhile (telemetry.py),
+and reads back the files each rank wrote as it went. Facts only: step times per rank, the
+loss curve, peak memory, checkpoint save and restore results, FLOPs per token. Judging is
+bringup/checks/burnin.py; the baseline is bringup/baseline.py.
+
+Node side: standard library here; torch, deepspeed, transformers and peft are needed by
+the trainer only, in the interpreter `Params.python` names. When the trainer dies or runs
+past the deadline, the steps it had already recorded are kept and `error` says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bringup.node.probes.telemetry import Sampler, Timeline
+from bringup.node.rendezvous import free_port, interface_towards
+from bringup.node.result import ProbeError, ProbeOutput
+from bringup.node.tool import run, which
+
+LOG_TAIL_BYTES = 200_000  # of the trainer's log kept in raw/: its end says why it died
+
+
+@dataclass
+class Params:
+    recipe: dict[str, Any] = field(default_factory=dict)  # a validated recipe (recipe.py)
+    # The DeepSpeed config resolved by the controller (recipe.deepspeed_config), so a node
+    # needs no copy of burnin/deepspeed/; {} = resolve it on the node.
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)
+    nproc: int = 0  # ranks on this node; 0 = one per GPU (1 where there is none)
+    nnodes: int = 1  # > 1: one job across nodes (`--joint`); this node is node_rank
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 0  # 0 = a free port on this node (single-node runs)
+    rendezvous_timeout_s: float = 300.0  # --joint: how long ranks wait for the other nodes
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_* for the ranks
+    deadline_s: float = 3600.0  # the trainer is stopped at this point; measured steps kept
+    work_dir: str = ""  # checkpoints and rank outputs; "" = a new temporary directory
+    resume: str | None = None  # a checkpoint directory (…/checkpoints/step<N>) to continue
+    gather_adapters: bool = True  # False reproduces the ZeRO-3 empty-adapter trap (tests)
+    telemetry_interval_s: float = 1.0
+    python: str = ""  # interpreter with torch & co.; "" = the one running this probe
+    keep_checkpoints: bool = True  # False: delete them once measured (disk space)
+
+
+@dataclass
+class StepRecord:
+    """One optimizer step: the loss over every rank, and rank 0's time split."""
+
+    step: int
+    loss: float | None
+    time_s: float
+    forward_s: float | None = None
+    backward_s: float | None = None
+    optimizer_s: float | None = None
+
+
+@dataclass
+class RankRecord:
+    rank: int
+    host: str | None = None
+    local_rank: int | None = None
+    device: str | None = None
+    device_name: str | None = None
+    step_times_s: list[float] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    memory_kind: str | None = None  # cuda_max_allocated, cpu_max_rss
+    error: str | None = None
+
+
+@dataclass
+class CheckpointRecord:
+    step: int
+    save_s: float
+    adapter_tensors: int | None = None
+    adapter_empty_tensors: int | None = None  # > 0: saved without gathering (ZeRO-3 trap)
+    adapter_bytes: int | None = None
+
+
+@dataclass
+class RestoreRecord:
+    step: int  # the checkpoint loaded back
+    restore_s: float
+    compared_tensors: int | None = None
+    bit_identical: bool | None = None
+    max_abs_diff: float | None = None
+    loss_recorded: float | None = None  # the loss of step+1 when training went through it
+    loss_replayed: float | None = None  # the same step recomputed after the restore
+    loss_continues: bool | None = None
+
+
+@dataclass
+class BurninFacts:
+    recipe: str
+    world_size: int
+    nnodes: int
+    device_kind: str  # cuda or cpu
+    device_name: str | None
+    dtype: str
+    zero_stage: int
+    seq_len: int
+    micro_batch: int
+    grad_accum: int
+    gradient_checkpointing: bool
+    warmup_steps: int  # steps left out of the timing statistics
+    tokens_per_step_per_gpu: int | None = None
+    model_flops_per_token: int | None = None
+    hardware_flops_per_token: int | None = None
+    params_base: int | None = None
+    params_adapter: int | None = None
+    params_expected_base: int | None = None
+    params_expected_adapter: int | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    ranks: list[RankRecord] = field(default_factory=list)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    restore: RestoreRecord | None = None
+    nan_step: int | None = None
+    resumed_from_step: int | None = None  # the checkpoint this run continued from
+    stopped_by: str | None = None  # steps, minutes, nan; None when the trainer did not finish
+    error: str | None = None  # why the trainer did not finish; what it measured is kept
+    duration_s: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
+    telemetry: Timeline | None = None
+
+
+FACTS = BurninFacts
+
+
+def collect(params: Params) -> ProbeOutput:
+    if not params.recipe:
+        raise ProbeError("burnin: no recipe given")
+    python = params.python or sys.executable
+    work = Path(params.work_dir or tempfile.mkdtemp(prefix="bringup-burnin-"))
+    work.mkdir(parents=True, exist_ok=True)
+    plan = {
+        "recipe": params.recipe,
+        "work_dir": str(work),
+        "resume": params.resume,
+        "gather_adapters": params.gather_adapters,
+        "deepspeed_config": params.deepspeed_config or None,
+    }
+    (work / "plan.json").write_text(json.dumps(plan, indent=2))
+    nproc = params.nproc or _gpu_count() or 1
+    argv = [python, "-m", "torch.distributed.run", *_launch_args(params, nproc)]
+    argv += ["-m", "bringup.node.burnin.trainer", "--plan", str(work / "plan.json")]
+    started = time.monotonic()
+    with Sampler(interval_s=params.telemetry_interval_s) as sampler:
+        error = _launch(argv, work, params.deadline_s, trainer_environment(params))
+        timeline = sampler.stop()
+    facts = read_outputs(work, params.recipe, nproc, params.nnodes)
+    facts.duration_s = round(time.monotonic() - started, 3)
+    facts.telemetry = timeline
+    facts.error = facts.error or error
+    raw = {"trainer.log": _tail(work / "trainer.log"), "plan.json": json.dumps(plan, indent=2)}
+    for name in ("result.json", "steps.jsonl"):
+        if (work / name).exists():
+            raw[name] = (work / name).read_text()
+    if not params.keep_checkpoints:
+        shutil.rmtree(work / "checkpoints", ignore_errors=True)
+    return ProbeOutput(facts=facts, raw=raw)
+
+
+def _launch_args(params: Params, nproc: int) -> list[str]:
+    if params.nnodes > 1 and not params.master_port:
+        raise ProbeError("burnin: across nodes the rendezvous needs a master_port")
+    port = params.master_port or free_port("127.0.0.1")
+    return [
+        f"--nproc-per-node={nproc}",
+        f"--nnodes={params.nnodes}",
+        f"--node-rank={params.node_rank}",
+        f"--master-addr={params.master_addr}",
+        f"--master-port={port}",
+        # The static rendezvous waits this long for the other nodes, then fails naming
+        # the address it could not reach (torch's default is 600 s).
+        f"--rdzv-conf=timeout={max(1, round(params.rendezvous_timeout_s))}",
+    ]
+
+
+def trainer_environment(params: Params) -> dict[str, str]:
+    """The ranks' environment: this one, the params' NCCL/GLOO settings, gloo's interface."""
+    env = {**os.environ, **params.env}
+    if params.nnodes > 1 and "GLOO_SOCKET_IFNAME" not in env:
+        interface = interface_towards(params.master_addr)
+        if interface:
+            env["GLOO_SOCKET_IFNAME"] = interface
+    return env
+
+
+def _launch(argv: list[str], work: Path, deadline_s: float, env: dict[str, str]) -> str | None:
+    """Run the trainer to its end or the deadline; None, or why it did not finish."""
+    env = dict(env)
+    # The trainer imports bringup from wherever this probe was loaded (a checkout, a wheel,
+    # or the zip the controller shipped).
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    with (work / "trainer.log").open("wb") as log:
+        try:
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        except OSError as exc:
+            raise ProbeError(f"burnin: cannot start {argv[0]}: {exc.strerror}") from None
+        try:
+            code = proc.wait(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return f"trainer stopped at the deadline of {deadline_s:g} s"
+    if code != 0:
+        return f"trainer exited {code}: {_last_line(work / 'trainer.log')}"
+    return None
+
+
+def read_outputs(work: Path, recipe: dict[str, Any], nproc: int, nnodes: int) -> BurninFacts:
+    """Facts from what the ranks wrote into `work` (however far they got)."""
+    train = recipe.get("train", {})
+    result = _json(work / "result.json") or {}
+    facts = BurninFacts(
+        recipe=str(recipe.get("name", "?")),
+        world_size=int(result.get("world_size") or nproc * nnodes),
+        nnodes=nnodes,
+        device_kind="cpu",
+        device_name=None,
+        dtype=str(train.get("dtype", "bf16")),
+        zero_stage=int(recipe.get("deepspeed", {}).get("zero_stage", 3)),
+        seq_len=int(train.get("seq_len", 0)),
+        micro_batch=int(train.get("micro_batch", 0)),
+        grad_accum=int(train.get("grad_accum", 1)),
+        gradient_checkpointing=bool(train.get("gradient_checkpointing", False)),
+        warmup_steps=int(train.get("warmup_steps", 0)),
+    )
+    for key in (
+        "tokens_per_step_per_gpu",
+        "model_flops_per_token",
+        "hardware_flops_per_token",
+        "params_base",
+        "params_adapter",
+        "params_expected_base",
+        "params_expected_adapter",
+        "nan_step",
+        "stopped_by",
+    ):
+        setattr(facts, key, result.get(key))
+    facts.resumed_from_step = (result.get("resumed_from") or {}).get("step")
+    facts.versions = {str(k): str(v) for k, v in (result.get("versions") or {}).items()}
+    losses = {int(r["step"]): r.get("loss") for r in _jsonl(work / "steps.jsonl")}
+    facts.ranks = _ranks(work)
+    rank0 = {int(r["step"]): r for r in _jsonl(work / "rank0.jsonl")}
+    facts.steps = [
+        StepRecord(
+            step=step,
+            loss=losses.get(step),
+            time_s=float(r["time_s"]),
+            forward_s=r.get("forward_s"),
+            backward_s=r.get("backward_s"),
+            optimizer_s=r.get("optimizer_s"),
+        )
+        for step, r in sorted(rank0.items())
+    ]
+    facts.checkpoints = [
+        CheckpointRecord(
+            step=int(c["step"]),
+            save_s=float(c["save_s"]),
+            adapter_tensors=c.get("adapter_tensors"),
+            adapter_empty_tensors=c.get("adapter_empty_tensors"),
+            adapter_bytes=c.get("adapter_bytes"),
+        )
+        for c in result.get("checkpoints") or []
+    ]
+    restore = result.get("restore")
+    if restore:
+        facts.restore = RestoreRecord(**{k: restore.get(k) for k in RestoreRecord.__annotations__})
+    names = {r.device_name for r in facts.ranks if r.device_name}
+    facts.device_name = ", ".join(sorted(names)) or None
+    if any((r.device or "").startswith("cuda") for r in facts.ranks):
+        facts.device_kind = "cuda"
+    errors = [f"rank {r.rank}: {r.error}" for r in facts.ranks if r.error]
+    if errors:
+        facts.error = errors[0] + (f" (and {len(errors) - 1} more ranks)" if errors[1:] else "")
+    return facts
+
+
+def _ranks(work: Path) -> list[RankRecord]:
+    found: dict[int, RankRecord] = {}
+    for path in work.glob("rank*.jsonl"):
+        rank = int(path.stem.removeprefix("rank"))
+        times = [float(r["time_s"]) for r in _jsonl(path)]
+        found[rank] = RankRecord(rank=rank, step_times_s=times)
+    for path in work.glob("rank*.json"):
+        stem = path.name.split(".")[0]
+        rank = int(stem.removeprefix("rank"))
+        record = found.setdefault(rank, RankRecord(rank=rank))
+        data = _json(path) or {}
+        if path.name.endswith(".error.json"):
+            record.error = str(data.get("error"))
+            continue
+        for key in ("host", "local_rank", "device", "device_name", "peak_memory_bytes"):
+            setattr(record, key, data.get(key))
+        record.memory_kind = data.get("memory_kind")
+    return [found[r] for r in sorted(found)]
+
+
+def _gpu_count() -> int:
+    """GPUs this node shows (`nvidia-smi -L`), honouring CUDA_VISIBLE_DEVICES; 0 without."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    if which("nvidia-smi") is None:
+        return 0
+    result = run(["nvidia-smi", "-L"], timeout_s=30)
+    if result.returncode != 0:
+        return 0
+    return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    """Whole lines only: a rank killed mid-write leaves a partial last line, skipped."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _last_line(path: Path) -> str:
+    """The telling line of a failed launch: the last error, else torchrun's root cause."""
+    lines = [line.strip() for line in _tail(path).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ("Error:" in line or "error:" in line) and not line.endswith("ChildFailedError:"):
+            return line[:300]
+    root = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+    if root is not None:
+        causes = [line for line in lines[root:] if line.startswith(("exitcode", "rank"))]
+        return " ".join(" ".join(c.split()) for c in causes[:2])[:300]
+    return lines[-1][:300] if lines else "no output"

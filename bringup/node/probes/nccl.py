@@ -1,0 +1,465 @@
+"""The `nccl` probe: collective bus bandwidth, measured the way nccl-tests measures it.
+
+Two engines fill the same facts, chosen automatically (`engine="auto"`):
+  - nccl-tests (`all_reduce_perf` and friends, on PATH or in `nccl_tests_dir`), run with
+    `-b 8M -e 8G -f 2 -g <gpus> -c 1` and parsed here;
+  - our own torch.distributed benchmark (`collective.py`) when nccl-tests is absent, or
+    across nodes, or on CPU with gloo.
+
+The parser copes with every real nccl-tests format seen (tests/fixtures/nccl). Units follow
+nccl-tests (PERFORMANCE.md): time in microseconds, algbw and busbw in GB/s with GB = 1e9
+bytes. Facts are in SI: seconds and bytes per second. Standard library only: runs on nodes.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from decimal import Decimal, DecimalException
+from pathlib import Path
+
+from bringup.node.result import ParseError, ProbeError, ProbeOutput
+from bringup.node.tool import CommandResult, run, which
+
+GB = "1e9"  # nccl-tests prints GB/s with GB = 1e9 bytes (PERFORMANCE.md)
+US = "1e-6"  # and times in microseconds
+
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "alltoall",
+    "broadcast",
+    "reduce_scatter",
+    "reduce",
+    "sendrecv",
+    "scatter",
+    "gather",
+    "hypercube",
+)
+
+
+@dataclass
+class NcclRow:
+    """One row of the result table: one message size, out-of-place then in-place."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None  # None when the column is absent or blank (alltoall)
+    root: int | None  # -1 for collectives without a root; None when the column is absent
+    oop_time_s: float
+    oop_algbw_bytes_per_s: float
+    oop_busbw_bytes_per_s: float
+    oop_wrong: int | None  # wrong elements; None when not validated (N/A) or the old format
+    ip_time_s: float
+    ip_algbw_bytes_per_s: float
+    ip_busbw_bytes_per_s: float
+    ip_wrong: int | None
+    # The old `error` column is the largest difference seen (a float), not a count; whether
+    # it is out of bounds is in the "Out of bounds values" summary, so it is kept apart.
+    oop_max_error: float | None = None
+    ip_max_error: float | None = None
+
+
+@dataclass
+class NcclFacts:
+    """What one nccl-tests run printed."""
+
+    collective: str | None  # "all_reduce", ... None when the output does not say
+    nranks: int | None
+    devices: list[str] = field(default_factory=list)  # "node005 device 0 [0x18] NVIDIA H100 ..."
+    version: str | None = None  # NCCL library version, "2.18.3+cuda12.2"
+    rows: list[NcclRow] = field(default_factory=list)
+    avg_busbw_bytes_per_s: float | None = None  # "# Avg bus bandwidth": every size, small too
+    out_of_bounds: int | None = None  # "# Out of bounds values : N OK|FAILED"
+    peak_busbw_bytes_per_s: float | None = None  # best row, max of in-place and out-of-place
+    largest_size_busbw_bytes_per_s: float | None = None  # at the largest size measured
+    errors: list[str] = field(default_factory=list)  # NCCL WARN and "Test ... failure" lines
+    complete: bool = False  # the summary lines were reached
+    all_zero_busbw: bool = False  # busbw 0 everywhere although data moved: 1-rank runs
+    # Set by the probe; None when the facts come from a log someone sent.
+    engine: str | None = None  # "nccl-tests" or "torch"
+    backend: str | None = None  # the torch engine's: "nccl" on GPUs, "gloo" on CPU
+    launched_ranks: int | None = None  # ranks the probe started, every node together
+    nodes: int | None = None  # hosts the ranks ran on; None when the output does not say
+    others: list[NcclFacts] = field(default_factory=list)  # more collectives of the same run
+    # False where in-place does not exist (torch's alltoall): its columns are then 0, not data.
+    in_place_measured: bool = True
+
+
+FACTS = NcclFacts
+
+# Launcher prefixes: `srun -l` (" 0: ") and Open MPI --tag-output ("[1,0]<stdout>:").
+_PREFIX = re.compile(r"^(?:\s*[0-9]+:(?=\s|$)|\[[0-9]+,[0-9]+\]<std(?:out|err)>:)\s?", re.ASCII)
+_NUMBER = r"[0-9]+(?:\.[0-9]*)?"
+# size count type [redop] [root] then 2 x (time algbw busbw wrong|error).
+_ROW = re.compile(
+    rf"^(?P<size>[0-9]+)\s+(?P<count>[0-9]+)\s+(?P<dtype>[A-Za-z][A-Za-z0-9_]*)"
+    rf"(?P<middle>(?:\s+\S+){{0,2}}?)"
+    rf"\s+(?P<ot>{_NUMBER})\s+(?P<oa>{_NUMBER})\s+(?P<ob>{_NUMBER})\s+(?P<ow>\S+)"
+    rf"\s+(?P<it>{_NUMBER})\s+(?P<ia>{_NUMBER})\s+(?P<ib>{_NUMBER})\s+(?P<iw>\S+)$",
+    re.ASCII,
+)
+_WRONG_COUNT = re.compile(r"^[0-9]+$", re.ASCII)
+_MAX_ERROR = re.compile(r"^[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]+\*?$", re.ASCII)
+_RANK = re.compile(
+    r"^#\s*Rank\s+[0-9]+\s+(?:Group\s+[0-9]+\s+)?Pid\s+[0-9]+\s+on\s+(?P<host>\S+)\s+"
+    r"device\s+(?P<device>[0-9]+)\s+\[(?P<bus>[^\]]*)\]\s+(?P<name>.+)$",
+    re.ASCII,
+)
+_AVG = re.compile(
+    rf"^#\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER}(?:[eE][+-]?[0-9]+)?)", re.ASCII
+)
+_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>[0-9]+)", re.ASCII)
+_ERROR = re.compile(r"NCCL WARN|Test (?:NCCL|CUDA) failure")
+_BINARY = re.compile(r"\b(?P<name>[a-z_]+)_perf(?:_mpi)?\b", re.ASCII)
+_NCCL_VERSION = re.compile(r"NCCL version (?P<version>\S+)")
+_LIBRARY_CODE = re.compile(r"nccl-library=(?P<code>[0-9]+)", re.ASCII)
+_NRANKS = re.compile(r"\bnranks (?P<n>[0-9]+)", re.ASCII)
+_HEADER = re.compile(r"^#\s*(?:nThread|Using devices|Collective test starting|nccl-tests version)")
+
+
+def detect(text: str) -> bool:
+    """True when the text looks like nccl-tests output."""
+    return any(
+        _HEADER.match(line) or _AVG.match(line) or _ROW.match(line)
+        for line in (_strip_prefix(raw).strip() for raw in text.splitlines())
+    )
+
+
+def parse_nccl_tests(text: str) -> NcclFacts:
+    """The facts of one nccl-tests run, from its stdout (and stderr, if it was merged)."""
+    facts = NcclFacts(collective=None, nranks=None)
+    seen_header = False
+    ranks_reported: list[int] = []
+    for raw in text.splitlines():
+        line = _strip_prefix(raw).strip()
+        if not line:
+            continue
+        if _ERROR.search(line):
+            facts.errors.append(line)
+            continue
+        if row := _parse_row(line):
+            facts.rows.append(row)
+            continue
+        seen_header = seen_header or bool(_HEADER.match(line))
+        _read_other_line(line, facts, ranks_reported)
+    if not facts.rows and not facts.errors and not seen_header:
+        raise ParseError("no nccl-tests result rows or errors found")
+    if facts.nranks is None and ranks_reported:
+        facts.nranks = max(ranks_reported)
+    if facts.collective is None:
+        facts.collective = infer_collective(facts.rows, facts.nranks)
+    summarise(facts)
+    return facts
+
+
+def _strip_prefix(line: str) -> str:
+    """The line without a launcher's rank prefix."""
+    return _PREFIX.sub("", line, count=1)
+
+
+def _read_other_line(line: str, facts: NcclFacts, ranks_reported: list[int]) -> None:
+    """Take what a non-row line says: devices, summary, version, collective name."""
+    if match := _RANK.match(line):
+        facts.devices.append(
+            f"{match['host']} device {match['device']} [{match['bus']}] {match['name'].strip()}"
+        )
+        facts.nranks = len(facts.devices)
+        facts.nodes = len({device.split(" ", 1)[0] for device in facts.devices})
+    elif match := _AVG.match(line):
+        facts.avg_busbw_bytes_per_s = _scaled(match["value"], GB)
+        facts.complete = True
+    elif match := _OUT_OF_BOUNDS.match(line):
+        facts.out_of_bounds = int(match["count"])
+    elif match := _NCCL_VERSION.search(line):
+        facts.version = match["version"]
+    elif (match := _LIBRARY_CODE.search(line)) and facts.version is None:
+        facts.version = _version_from_code(int(match["code"]))
+    if match := _NRANKS.search(line):
+        ranks_reported.append(int(match["n"]))
+    match = _BINARY.search(line)
+    if facts.collective is None and match and match["name"] in COLLECTIVES:
+        facts.collective = match["name"]
+
+
+def _parse_row(line: str) -> NcclRow | None:
+    """One result row, or None when the line is not one."""
+    match = _ROW.match(line)
+    if match is None:
+        return None
+    redop, root = _redop_root(match["middle"].split())
+    oop_wrong, oop_error = _wrong(match["ow"])
+    ip_wrong, ip_error = _wrong(match["iw"])
+    return NcclRow(
+        size_bytes=int(match["size"]),
+        count=int(match["count"]),
+        dtype=match["dtype"],
+        redop=redop,
+        root=root,
+        oop_time_s=_scaled(match["ot"], US),
+        oop_algbw_bytes_per_s=_scaled(match["oa"], GB),
+        oop_busbw_bytes_per_s=_scaled(match["ob"], GB),
+        oop_wrong=oop_wrong,
+        ip_time_s=_scaled(match["it"], US),
+        ip_algbw_bytes_per_s=_scaled(match["ia"], GB),
+        ip_busbw_bytes_per_s=_scaled(match["ib"], GB),
+        ip_wrong=ip_wrong,
+        oop_max_error=oop_error,
+        ip_max_error=ip_error,
+    )
+
+
+def _redop_root(middle: list[str]) -> tuple[str | None, int | None]:
+    """The optional redop and root columns (absent in old output, redop blank for alltoall)."""
+    redop: str | None = None
+    root: int | None = None
+    for token in middle:
+        if re.fullmatch(r"-?[0-9]+", token, re.ASCII):
+            root = int(token)
+        else:
+            redop = token
+    return redop, root
+
+
+def _wrong(token: str) -> tuple[int | None, float | None]:
+    """(wrong-element count, old-format max error) from the #wrong/error cell."""
+    if _WRONG_COUNT.match(token):
+        return int(token), None
+    if _MAX_ERROR.match(token):
+        # A trailing "*" is how some old versions flagged an out-of-bounds row.
+        return (1 if token.endswith("*") else None), _scaled(token.rstrip("*"), "1")
+    return None, None  # "N/A": validation was off (-c 0)
+
+
+def _scaled(text: str, unit: str) -> float:
+    """A printed number times its unit, computed in decimal so 68.4048 GB/s is 68404800000.0."""
+    try:
+        return float(Decimal(text) * Decimal(unit))
+    except DecimalException:
+        raise ParseError(f"not a number: {text!r}") from None
+
+
+def _version_from_code(code: int) -> str:
+    """NCCL_VERSION_CODE (major*10000 + minor*100 + patch since 2.9) as "2.26.6"."""
+    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+
+
+def infer_collective(rows: list[NcclRow], nranks: int | None) -> str | None:
+    """ "all_reduce" when busbw/algbw equals all-reduce's 2(n-1)/n, else None.
+
+    Old output does not name the test. Only all-reduce has that bus factor; all-gather,
+    reduce-scatter and alltoall share (n-1)/n and cannot be told apart (PERFORMANCE.md).
+    With 2 ranks 2(n-1)/n = 1 is also broadcast's factor, so it takes n > 2.
+    """
+    if nranks is None or nranks <= 2:
+        return None
+    big = [r for r in rows if r.oop_algbw_bytes_per_s >= 1e9]
+    if not big:
+        return None
+    row = max(big, key=lambda r: r.size_bytes)
+    factor = row.oop_busbw_bytes_per_s / row.oop_algbw_bytes_per_s
+    expected = 2 * (nranks - 1) / nranks
+    # 2% covers the 2-decimal rounding of the printed GB/s values.
+    return "all_reduce" if abs(factor - expected) <= 0.02 * expected else None
+
+
+def summarise(facts: NcclFacts) -> None:
+    """Peak, largest-size and all-zero busbw from the rows."""
+    if not facts.rows:
+        return
+    best = [max(r.oop_busbw_bytes_per_s, r.ip_busbw_bytes_per_s) for r in facts.rows]
+    facts.peak_busbw_bytes_per_s = max(best)
+    largest = max(r.size_bytes for r in facts.rows)
+    facts.largest_size_busbw_bytes_per_s = max(
+        b for r, b in zip(facts.rows, best, strict=True) if r.size_bytes == largest
+    )
+    moved = any(max(r.oop_algbw_bytes_per_s, r.ip_algbw_bytes_per_s) > 0 for r in facts.rows)
+    facts.all_zero_busbw = moved and max(best) == 0
+
+
+# --- the probe ---------------------------------------------------------------------------
+
+MIB = 1 << 20
+GIB = 1 << 30
+ENGINES = ("auto", "nccl-tests", "torch")
+BACKENDS = ("auto", "nccl", "gloo")
+# What `-c 1` validation and -n/-w mean are nccl-tests' own defaults (README.md of nccl-tests).
+DEFAULT_ITERS = 20
+DEFAULT_WARMUP_ITERS = 5
+
+
+@dataclass
+class Params:
+    """How to measure; suites and `bringup nccl` set these by name."""
+
+    engine: str = "auto"  # auto: nccl-tests when found with GPUs on one node, else torch
+    collectives: list[str] = field(default_factory=lambda: ["all_reduce"])
+    min_bytes: int = 8 * MIB  # nccl-tests -b
+    max_bytes: int = 8 * GIB  # nccl-tests -e: large enough to reach the bus plateau
+    step_factor: int = 2  # nccl-tests -f
+    iters: int = DEFAULT_ITERS  # timed iterations per size (nccl-tests -n)
+    warmup_iters: int = DEFAULT_WARMUP_ITERS  # nccl-tests -w
+    check: bool = True  # count wrong values (nccl-tests -c 1)
+    ranks: int | None = None  # ranks on this node: None = one per GPU (nccl-tests -g)
+    backend: str = "auto"  # torch engine: nccl with GPUs; gloo (CPU) needs `ranks`
+    nccl_tests_dir: str | None = None  # where all_reduce_perf & co are; else PATH
+    timeout_s: float = 1500.0  # the benchmark's own deadline: keep it under the step's
+    rendezvous_timeout_s: float = 120.0  # torch: how long ranks wait for each other
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_* for the run
+    # Across nodes (set by `bringup nccl --nodes`): this node's place in the job.
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"  # where rank 0 listens for the rendezvous
+    master_port: int = 0  # 0: a free port (one node only)
+
+
+def collect(params: Params) -> ProbeOutput:
+    """Measure each requested collective with the engine that fits this node."""
+    validate(params)
+    gpus = count_gpus()
+    engine = choose_engine(params, gpus)
+    if engine == "nccl-tests":
+        return _collect_nccl_tests(params, gpus)
+    from bringup.node import collective  # the torch engine's launcher (stdlib only)
+
+    return collective.collect(params, gpus)
+
+
+def validate(params: Params) -> None:
+    """A ProbeError naming the first parameter that cannot work."""
+    problems = [
+        (params.engine not in ENGINES, f"engine {params.engine!r} is not one of {ENGINES}"),
+        (params.backend not in BACKENDS, f"backend {params.backend!r} is not one of {BACKENDS}"),
+        (not params.collectives, "collectives is empty"),
+        (params.min_bytes < 0 or params.max_bytes < params.min_bytes, "need 0 <= min <= max"),
+        (params.step_factor < 2, "step_factor must be >= 2"),
+        (params.iters < 1 or params.warmup_iters < 0, "need iters >= 1, warmup_iters >= 0"),
+        (params.ranks is not None and params.ranks < 1, "ranks must be >= 1"),
+        (params.nnodes < 1 or not 0 <= params.node_rank < params.nnodes, "bad node_rank"),
+    ]
+    unknown = [c for c in params.collectives if c not in COLLECTIVES]
+    problems.append((bool(unknown), f"unknown collective {unknown[:1]}; known: {COLLECTIVES}"))
+    for bad, message in problems:
+        if bad:
+            raise ProbeError(f"nccl probe: {message}")
+
+
+def count_gpus() -> int:
+    """NVIDIA GPUs this process may use: `nvidia-smi -L`, else the device nodes."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    if which("nvidia-smi"):
+        listed = run(["nvidia-smi", "-L"], timeout_s=30)
+        if listed.returncode == 0:
+            return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def nccl_tests_binary(collective: str, directory: str | None) -> str | None:
+    """Path of `<collective>_perf`, in `directory` or on PATH."""
+    name = f"{collective}_perf"
+    if directory:
+        path = Path(directory) / name
+        return str(path) if os.access(path, os.X_OK) else None
+    return which(name)
+
+
+def torch_installed() -> bool:
+    """True when `import torch` would work here (without paying for the import)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def choose_engine(params: Params, gpus: int) -> str:
+    """nccl-tests on a GPU node that has it (one node); otherwise our torch benchmark."""
+    have_binaries = all(nccl_tests_binary(c, params.nccl_tests_dir) for c in params.collectives)
+    if params.engine == "nccl-tests":
+        if params.nnodes > 1:
+            raise ProbeError("engine nccl-tests runs on one node; across nodes use engine torch")
+        if not have_binaries:
+            missing = next(
+                f"{c}_perf"
+                for c in params.collectives
+                if not nccl_tests_binary(c, params.nccl_tests_dir)
+            )
+            raise ProbeError(f"nccl-tests binary {missing} not found (PATH or nccl_tests_dir)")
+        return "nccl-tests"
+    if params.engine == "auto" and params.nnodes == 1 and gpus > 0 and have_binaries:
+        return "nccl-tests"
+    if not torch_installed():
+        raise ProbeError(
+            "neither nccl-tests (all_reduce_perf on PATH or nccl_tests_dir) nor torch "
+            f"(`{os.path.basename(sys.executable)} -c 'import torch'`) is available on this node"
+        )
+    return "torch"
+
+
+def nccl_tests_argv(binary: str, params: Params, gpus: int) -> list[str]:
+    """The nccl-tests command line: the size sweep, one process driving every GPU."""
+    return [
+        binary,
+        *("-b", str(params.min_bytes), "-e", str(params.max_bytes), "-f", str(params.step_factor)),
+        *("-g", str(gpus), "-c", "1" if params.check else "0"),
+        *("-n", str(params.iters), "-w", str(params.warmup_iters)),
+    ]
+
+
+def run_environment(params: Params) -> dict[str, str]:
+    """This process's environment plus the run's NCCL_*/GLOO_* settings."""
+    env = dict(os.environ)
+    env.setdefault("NCCL_DEBUG", "WARN")  # so a failure says why, in lines the parser keeps
+    env.update({str(k): str(v) for k, v in params.env.items()})
+    return env
+
+
+def _collect_nccl_tests(params: Params, gpus: int) -> ProbeOutput:
+    """Run each collective's `_perf` binary in turn; keep partial rows of a run that died."""
+    ranks = params.ranks or gpus
+    raw: dict[str, str] = {}
+    runs: list[NcclFacts] = []
+    for collective in params.collectives:
+        binary = nccl_tests_binary(collective, params.nccl_tests_dir)
+        assert binary is not None  # choose_engine made sure
+        result = run(
+            nccl_tests_argv(binary, params, ranks), params.timeout_s, run_environment(params)
+        )
+        raw[f"{collective}_perf.txt"] = _transcript(result)
+        runs.append(facts_from_run(result, collective, params.timeout_s, raw))
+    main, *others = runs
+    main.others = others
+    return ProbeOutput(facts=main, raw=raw)
+
+
+def _transcript(result: CommandResult) -> str:
+    """What the binary printed, with its command line, as the raw output to keep."""
+    head = "# command: " + " ".join(result.argv)
+    return f"{head}\n{result.stdout}\n# stderr:\n{result.stderr}"
+
+
+def facts_from_run(
+    result: CommandResult, collective: str, timeout_s: float, raw: dict[str, str]
+) -> NcclFacts:
+    """Facts of one nccl-tests run, marked with how it ended (timeout, exit code)."""
+    try:
+        facts = parse_nccl_tests(result.stdout + "\n" + result.stderr)
+    except ParseError:
+        if result.returncode == 0:
+            raise ProbeError(
+                f"{collective}_perf printed no result table (see raw output)", raw
+            ) from None
+        facts = NcclFacts(collective=None, nranks=None)
+    facts.collective = facts.collective or collective
+    facts.engine = "nccl-tests"
+    facts.launched_ranks = int(result.argv[result.argv.index("-g") + 1])
+    if result.timed_out:
+        facts.complete = False
+        facts.errors.append(f"{collective}_perf timed out after {timeout_s:g} s")
+    elif result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or [""])[-1]
+        facts.errors.append(f"{collective}_perf exited {result.returncode}: {last}".rstrip(": "))
+    return facts

@@ -1,0 +1,209 @@
+"""The node side of a run: execute probes one by one and stream one JSON line per probe.
+
+Protocol (the same for the local and SSH transports): the request is one JSON document
+on stdin, `{"probes": [{"name": "gpu", "params": {...}, "timeout_s": 60}, ...]}`; each
+probe's result is printed as one JSON line as soon as it finishes:
+`{"probe", "ok", "error", "facts", "raw", "params", "started_at", "duration_s"}`.
+
+Each probe runs in a child process with a wall-clock deadline: a probe stuck in a driver
+call (NVML can hang on a GPU that fell off the bus) is killed and reported, and the
+probes after it still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import select
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NoReturn
+
+from bringup.node.catalog import PROBES
+from bringup.node.result import ProbeError
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def build_params(name: str, values: dict[str, Any]) -> Any:
+    """The probe's Params dataclass from a dict; unknown names raise ValueError."""
+    params_type = PROBES[name].Params
+    known = {f.name for f in dataclasses.fields(params_type)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        names = ", ".join(sorted(known))
+        raise ValueError(f"unknown parameter {unknown[0]!r} for probe {name!r} (known: {names})")
+    return params_type(**values)
+
+
+def run_one(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Run one probe in this process and return its result record."""
+    started = time.monotonic()
+    record: dict[str, Any] = {
+        "probe": name,
+        "ok": False,
+        "error": None,
+        "facts": None,
+        "raw": {},
+        "params": values,
+        "started_at": _now(),
+    }
+    try:
+        output = PROBES[name].collect(build_params(name, values))
+        record.update(ok=True, facts=dataclasses.asdict(output.facts), raw=output.raw)
+    except ProbeError as exc:
+        record.update(error=str(exc), raw=exc.raw)
+    except Exception as exc:  # a probe bug must become an ERROR finding, not a lost node
+        record["error"] = f"probe {name} crashed: {type(exc).__name__}: {exc}"
+    record["duration_s"] = round(time.monotonic() - started, 3)
+    return record
+
+
+def run_all(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Run each requested probe in a child process under its deadline, in order."""
+    for item in request.get("probes", []):
+        name = item["name"]
+        values = item.get("params") or {}
+        timeout_s = float(item.get("timeout_s") or DEFAULT_TIMEOUT_S)
+        if name not in PROBES:
+            yield _failed(name, values, f"unknown probe {name!r}", 0.0)
+            continue
+        yield _run_child(name, values, timeout_s)
+
+
+def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run one probe in a forked child, in a session of its own, and wait at most timeout_s.
+
+    A fork rather than a new interpreter: the probe modules are already imported here, so
+    each probe costs no Python start-up (a node runs several; a simulated cluster runs
+    hundreds on a few cores). The child's own session lets a timeout kill what it started.
+    """
+    started = time.monotonic()
+    result_read, result_write = os.pipe()
+    with tempfile.TemporaryFile() as stderr:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(result_read)
+            _child(name, values, result_write, stderr.fileno())
+        os.close(result_write)
+        data, timed_out = _read_until(result_read, started + timeout_s)
+        if timed_out:
+            _kill_tree(pid)
+        _, status = os.waitpid(pid, 0)
+        stderr.seek(0)
+        last = (stderr.read().decode(errors="replace").strip().splitlines() or [""])[-1]
+    elapsed = time.monotonic() - started
+    if timed_out:
+        return _failed(name, values, f"probe {name} timed out after {timeout_s:g} s", elapsed)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        why = last or _exit_reason(status)
+        return _failed(name, values, f"probe {name} died: {why}", elapsed)
+
+
+def _child(name: str, values: dict[str, Any], result_fd: int, stderr_fd: int) -> NoReturn:
+    """In the forked child: run the probe, write its record, exit without cleanup handlers."""
+    code = 0
+    try:
+        os.setsid()
+        # The node's stdout carries the JSON lines: a probe that prints must not break them.
+        os.dup2(stderr_fd, 1)
+        os.dup2(stderr_fd, 2)
+        record = json.dumps(run_one(name, values)).encode()
+        with os.fdopen(result_fd, "wb") as out:
+            out.write(record)
+    except BaseException:  # even SystemExit: the parent must get an answer or a reason
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
+    """All bytes from fd until EOF, or (what came, True) when the deadline passes first."""
+    chunks: list[bytes] = []
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"".join(chunks), True
+            ready, _, _ = select.select([pipe], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                return b"".join(chunks), False
+            chunks.append(chunk)
+
+
+def _exit_reason(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a probe and everything it started, its own process group or not.
+
+    Tools run through command.run get a session of their own (so their own timeout can
+    kill their children), which puts them outside the probe's process group: the tree
+    of parent pids is what still ties them to the probe.
+    """
+    victims = [pid, *_descendants(pid)]
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(victim, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid, read from /proc (empty where /proc is not Linux's)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name (field 2) may hold spaces and parentheses: split after it.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _failed(name: str, values: dict[str, Any], error: str, elapsed: float) -> dict[str, Any]:
+    return {
+        "probe": name,
+        "ok": False,
+        "error": error,
+        "facts": None,
+        "raw": {},
+        "params": values,
+        "started_at": _now(),
+        "duration_s": round(elapsed, 3),
+    }
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(sys.stdin.read() or "{}")
+    for record in run_all(request):
+        print(json.dumps(record), flush=True)
+    return 0

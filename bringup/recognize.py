@@ -1,0 +1,132 @@
+"""`bringup inspect`: recognise a tool output someone sent, parse it, judge it.
+
+Each kind names its parser and the probe whose checks judge the parsed facts; the order
+of KINDS is the order of detection (most specific markers first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bringup.checks.catalog import judge_probe
+from bringup.findings import Finding
+from bringup.node.parsers import dmon, fio, smi
+from bringup.node.probes import nccl, topology, xid
+from bringup.node.result import ParseError
+from bringup.profile import Profile
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    description: str
+    detect: Callable[[str], bool]
+    parse: Callable[[str], Any]
+    probe: str  # whose checks judge the facts
+    checks: tuple[str, ...] | None = None  # only these (the output shows only part of a probe)
+
+
+def _looks_like_topo(text: str) -> bool:
+    # A matrix row starts with GPU<n> followed by cells such as X, NV18, SYS, PIX.
+    return bool(re.search(r"^\s*GPU\d+\s+(X|NV\d+|SYS|SOC|NODE|PHB|PXB|PIX)\b", text, re.M))
+
+
+def _smi(kind: str) -> Callable[[str], bool]:
+    return lambda text: smi.detect(text) == kind
+
+
+KINDS: list[Kind] = [
+    Kind("smi-xml", "nvidia-smi -q -x", _smi("smi-xml"), smi.parse_q_xml, "gpu"),
+    Kind("fio", "fio --output-format=json", fio.detect, fio.parse_fio_json, "fio"),
+    # Before smi-q: a series of -q captures also looks like one.
+    Kind(
+        "smi-q-series",
+        "series of nvidia-smi -q",
+        dmon.detect_q_series,
+        dmon.parse_q_series,
+        "telemetry",
+    ),
+    Kind("smi-q", "nvidia-smi -q", _smi("smi-q"), smi.parse_q_text, "gpu"),
+    Kind("nccl", "nccl-tests output", nccl.detect, nccl.parse_nccl_tests, "nccl"),
+    Kind("topo", "nvidia-smi topo -m", _looks_like_topo, topology.parse_topo, "topology"),
+    Kind(
+        "nvlink",
+        "nvidia-smi nvlink -s",
+        _smi("nvlink-s"),
+        lambda text: smi.gpu_facts_from_nvlink(smi.parse_nvlink_status(text)),
+        "gpu",
+        checks=("gpu.nvlink",),
+    ),
+    # Before smi-csv: a timestamped --query-gpu series also looks like one capture.
+    Kind(
+        "smi-csv-series",
+        "series of nvidia-smi --query-gpu",
+        dmon.detect_csv_series,
+        dmon.parse_csv_series,
+        "telemetry",
+    ),
+    Kind("smi-csv", "nvidia-smi --query-gpu", _smi("smi-csv"), smi.parse_query_csv, "gpu"),
+    Kind("dmon", "nvidia-smi dmon", dmon.detect, dmon.parse_dmon, "telemetry"),
+    Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
+]
+KIND_NAMES = [k.name for k in KINDS]
+
+
+class InspectError(Exception):
+    """The file could not be read or recognised; one line."""
+
+
+@dataclass
+class Inspection:
+    kind: str
+    facts: Any  # the parsed dataclass, or None when parsing failed
+    findings: list[Finding]
+
+    def facts_json(self) -> Any:
+        return dataclasses.asdict(self.facts) if self.facts is not None else None
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InspectError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def detect(text: str) -> Kind:
+    for kind in KINDS:
+        try:
+            if kind.detect(text):
+                return kind
+        except Exception:  # a detector is a heuristic: a crash there means "not mine"
+            continue
+    raise InspectError(f"not a known tool output; known kinds: {', '.join(KIND_NAMES)} (--kind)")
+
+
+def inspect_text(text: str, profile: Profile, kind_name: str | None = None) -> Inspection:
+    """Parse text as `kind_name` (or the detected kind) and judge it against the profile."""
+    kind = next((k for k in KINDS if k.name == kind_name), None) if kind_name else detect(text)
+    if kind is None:
+        raise InspectError(f"unknown kind {kind_name!r}; known: {', '.join(KIND_NAMES)}")
+    try:
+        facts, error = kind.parse(text), None
+    except ParseError as exc:
+        facts, error = None, f"could not parse as {kind.description}: {exc}"
+    findings = judge_probe(kind.probe, facts, error, profile)
+    if kind.checks is not None:
+        findings = [f for f in findings if f.check in kind.checks]
+    return Inspection(kind.name, facts, findings)
+
+
+def is_facts_json(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "bringup_version" in data and "probes" in data

@@ -1,0 +1,214 @@
+"""A run's findings and measurements as Prometheus metrics (for `bringup exporter`).
+
+Names follow dcgm-exporter's style (one prefix, base units in the name, `node` and `gpu`
+labels). Every scrape re-reads the run directory (a few small JSON files), so a new run
+under `--runs-dir` shows up without a restart. `--textfile PATH.prom` writes the same
+exposition once for node_exporter's textfile collector, atomically (prometheus-client's
+`write_to_textfile`: a temporary file renamed over the target), and exits.
+
+Served on 127.0.0.1 unless `--address` says otherwise: the metrics name the fleet's nodes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from bringup import profile as profile_mod
+from bringup.findings import Status
+from bringup.report.model import Report, build
+from bringup.report.rundata import RunDataError, load
+
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_PORT = 9400  # dcgm-exporter's port: bringup's figures sit beside it on a dashboard
+
+
+class ExporterError(Exception):
+    """No run to export; the message is one line."""
+
+
+def latest_run(runs_dir: Path) -> Path:
+    """The newest run directory under `runs_dir`: by the manifest's start time, then name."""
+    if not runs_dir.is_dir():
+        raise ExporterError(f"{runs_dir}: not a directory")
+    candidates = []
+    for path in runs_dir.iterdir():
+        if path.is_dir() and (path / "manifest.json").exists():
+            try:
+                manifest = load(path).manifest
+            except RunDataError:
+                continue
+            started = manifest.started_at if manifest else ""
+            candidates.append((started, path.name, path))
+    if not candidates:
+        raise ExporterError(f"{runs_dir}: no run directory (with a manifest.json) in it")
+    return max(candidates)[2]
+
+
+def report_of(run_dir: Path) -> Report:
+    """The report model of a run, with the run's own profile when it still loads."""
+    run = load(run_dir)
+    prof = None
+    if run.manifest and run.manifest.profile:
+        try:
+            prof = profile_mod.load(run.manifest.profile)
+        except profile_mod.ProfileError:
+            prof = None  # default tolerances; the report says so, the metrics need not
+    return build(run, prof)
+
+
+def metrics_of(report: Report) -> Iterator[Metric]:
+    """The exposition of one report: check statuses, verdict, measurements."""
+    run = report.run.path
+    info = InfoMetricFamily("bringup_run", "The run these metrics come from.")
+    info.add_metric(
+        [],
+        {
+            "run": run,
+            "profile": report.run.profile or "",
+            "status": report.run.status or "unknown",
+            "started_at": report.run.started_at or "",
+        },
+    )
+    yield info
+    accepted = GaugeMetricFamily(
+        "bringup_run_accepted", "1 when the run has no FAIL, ERROR or UNREACHABLE finding."
+    )
+    accepted.add_metric([], 1.0 if report.verdict.accepted else 0.0)
+    yield accepted
+    counts = GaugeMetricFamily(
+        "bringup_findings", "Findings of the run by status.", labels=["status"]
+    )
+    for status in Status:
+        counts.add_metric([status.value], float(report.verdict.counts.get(status.value, 0)))
+    yield counts
+    yield _check_status(report)
+    yield from _measurements(report)
+
+
+def _check_status(report: Report) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "bringup_check_status",
+        "Worst status of a check on a node: 0 PASS, 1 SKIP, 2 WARN, 3 FAIL, 4 ERROR, "
+        "5 UNREACHABLE (alert on >= 3).",
+        labels=["node", "check"],
+    )
+    worst: dict[tuple[str, str], Status] = {}
+    for f in report.findings:
+        key = (f.node or "run", f.check)
+        if key not in worst or f.status.rank > worst[key].rank:
+            worst[key] = f.status
+    for (node, check), status in worst.items():
+        family.add_metric([node, check], float(status.rank))
+    return family
+
+
+def _measurements(report: Report) -> Iterator[GaugeMetricFamily]:
+    nodes = [n.measurements for n in report.nodes]
+    busbw = GaugeMetricFamily(
+        "bringup_nccl_busbw_bytes",
+        "NCCL all_reduce bus bandwidth in bytes per second, best message >= 1 GiB.",
+        labels=["node"],
+    )
+    busbw_size = GaugeMetricFamily(
+        "bringup_nccl_busbw_by_size_bytes",
+        "NCCL bus bandwidth in bytes per second at each message size.",
+        labels=["node", "collective", "size_bytes"],
+    )
+    mfu = GaugeMetricFamily(
+        "bringup_mfu_ratio", "Burn-in model FLOPs utilization, 0..1.", labels=["node"]
+    )
+    tokens = GaugeMetricFamily(
+        "bringup_burnin_tokens_per_second", "Burn-in training throughput.", labels=["node"]
+    )
+    read = GaugeMetricFamily(
+        "bringup_nvme_read_bytes_per_second",
+        "fio sequential read per path.",
+        labels=["node", "path"],
+    )
+    write = GaugeMetricFamily(
+        "bringup_nvme_write_bytes_per_second",
+        "fio sequential write per path.",
+        labels=["node", "path"],
+    )
+    temperature = GaugeMetricFamily(
+        "bringup_gpu_temperature_celsius",
+        "GPU temperature when the gpu probe ran.",
+        labels=["node", "gpu"],
+    )
+    gemm = GaugeMetricFamily(
+        "bringup_gemm_flops_per_second",
+        "Best BF16 matmul FLOP/s per GPU (gemm probe).",
+        labels=["node", "gpu"],
+    )
+    xids = GaugeMetricFamily(
+        "bringup_xid_events", "Xid/SXid events in the node's kernel log window.", labels=["node"]
+    )
+    for m in nodes:
+        if "nccl.busbw" in m.metrics:
+            busbw.add_metric([m.node], m.metrics["nccl.busbw"])
+        for curve in m.curves:
+            for p in curve.points:
+                busbw_size.add_metric(
+                    [m.node, curve.collective, str(p.size_bytes)], p.busbw_bytes_per_s
+                )
+        if "burnin.mfu" in m.metrics:
+            mfu.add_metric([m.node], m.metrics["burnin.mfu"])
+        if "burnin.tokens_per_s" in m.metrics:
+            tokens.add_metric([m.node], m.metrics["burnin.tokens_per_s"])
+        for row in m.nvme:
+            if row.seq_read_bytes_per_s is not None:
+                read.add_metric([m.node, row.path], row.seq_read_bytes_per_s)
+            if row.seq_write_bytes_per_s is not None:
+                write.add_metric([m.node, row.path], row.seq_write_bytes_per_s)
+        for gpu, value in sorted(m.gpu_temperature_c.items()):
+            temperature.add_metric([m.node, str(gpu)], value)
+        for gpu, value in sorted(m.gpu_tflops.items()):
+            gemm.add_metric([m.node, str(gpu)], value * 1e12)
+        if any(p.probe == "xid" and p.ok for p in m.probes):
+            xids.add_metric([m.node], float(len(m.xids)))
+    yield from (busbw, busbw_size, mfu, tokens, read, write, temperature, gemm, xids)
+
+
+class RunCollector(Collector):
+    """Re-reads the run on every scrape; an unreadable run is `bringup_exporter_up 0`."""
+
+    def __init__(self, source: Callable[[], Path]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "bringup_exporter_up", "1 when the run directory could be read at this scrape."
+        )
+        try:
+            report = report_of(self.source())
+        except (ExporterError, RunDataError) as exc:
+            # A scrape must not fail with a 500: say it, keep serving.
+            print(f"bringup exporter: {exc}", file=sys.stderr)
+            up.add_metric([], 0.0)
+            yield up
+            return
+        up.add_metric([], 1.0)
+        yield up
+        yield from metrics_of(report)
+
+
+def registry_for(source: Callable[[], Path]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunCollector(source))
+    return registry
+
+
+def serve(
+    registry: CollectorRegistry, address: str = DEFAULT_ADDRESS, port: int = DEFAULT_PORT
+) -> tuple[object, threading.Thread]:
+    """Serve /metrics in a daemon thread; returns (server, thread). Port 0 picks a free one."""
+    server, thread = start_http_server(port, addr=address, registry=registry)
+    return server, thread

@@ -1,0 +1,770 @@
+"""A simulated cluster built from real parts, for tests, benchmarks and demos.
+
+Each simulated node is a Linux network namespace with its own address on a private bridge
+and a real OpenSSH `sshd` (its own generated host key, root login with a generated key).
+The controller reaches the nodes exactly as it reaches real ones: over SSH, with host-key
+verification against a `known_hosts` written here, from an Ansible `hosts.ini` written here.
+
+GPU-less nodes get their GPU facts from recordings: each node has a facts file built from
+`bringup.sim.demo` (a healthy B300 or one with a planted fault), named by the host variable
+`bringup_replay`; the controller answers the recorded probes from it and runs the other
+probes (host, nvme by default) for real over SSH.
+
+Faults are real too: an sshd stopped (connection refused), a node's processes killed
+mid-run, a node frozen with SIGSTOP (silent, like a hung kernel), a tool that hangs (a
+node-local `nvidia-smi` that never answers), packet loss (nftables), latency (tc netem,
+where the kernel has it), a rate-limited link (tc tbf), a host key that changed.
+
+Needs root, `ip` and `tc` (iproute2), `sshd` and `ssh-keygen` (openssh-server), `nft`
+(nftables, for packet loss). `SimCluster.available()` says why it cannot run otherwise.
+Everything is removed by `stop()`; a crashed run's leftovers are swept at the next start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from types import TracebackType
+
+import yaml
+
+from bringup.facts import NodeFacts, ProbeRecord
+from bringup.node.probes.topology import parse_topo
+from bringup.sim.demo import fleet, topo_text
+
+SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
+STATE_DIR = Path("/run/bringup-simcluster")  # one file per live cluster: who owns which run id
+NETNS_DIR = Path("/run/netns")
+SUBNET = "10.231"  # 10.231.<run>.0/24: private, used only on the bridge of one cluster
+BRIDGE_HOST = 254  # the controller's address on the bridge: 10.231.<run>.254
+MAX_NODES = 250
+SSHD_READY_S = 15.0
+NAME = re.compile(r"^bu-(\d+)-(br|n\d+|v\d+)$")  # every namespace and link we create
+
+# The probes a simulated node runs for real unless told otherwise; the others are
+# answered from the node's recording (they need GPUs).
+DEFAULT_LIVE = ("host", "nvme")
+
+# Planted faults: name -> (index in bringup.sim.demo.fleet(), what the node shows).
+# "node_pair" is not in the demo fleet: it is built here from the healthy node.
+FAULTS: dict[str, str] = {
+    "healthy": "a healthy B300 node",
+    "missing_gpu": "7 GPUs instead of 8 (one fell off the bus)",
+    "no_nvlink": "GPU 2 without NVLink: NODE/SYS to every other GPU",
+    "node_pair": "NODE instead of NV18 between GPU 0 and GPU 1",
+    "row_remap": "GPU 3 with a pending row remap",
+    "xid79": "XID 79 (GPU 6 fell off the bus) in the kernel log",
+    "hw_slowdown": "GPU 5 with HW slowdown active",
+}
+_DEMO_INDEX = {
+    "healthy": 0,
+    "missing_gpu": 1,
+    "no_nvlink": 2,
+    "row_remap": 3,
+    "xid79": 4,
+    "hw_slowdown": 5,
+}
+
+
+class SimClusterError(Exception):
+    """The simulated cluster could not be built or changed; one line."""
+
+
+# --- facts of a simulated node: pure functions ------------------------------------------
+
+
+@cache
+def _demo_nodes() -> dict[str, NodeFacts]:
+    demo = fleet()
+    nodes = {fault: demo[index] for fault, index in _DEMO_INDEX.items()}
+    nodes["node_pair"] = _with_node_pair(demo[0])
+    return nodes
+
+
+def _with_node_pair(healthy: NodeFacts) -> NodeFacts:
+    """The healthy node with NODE instead of NV18 between GPU 0 and GPU 1 in `topo -m`."""
+    rows = topo_text().split("\n")
+    for row, column in ((1, 2), (2, 1)):  # row 0 is the header; cell 0 the row's name
+        cells = rows[row].split("\t")
+        cells[column] = "NODE"
+        rows[row] = "\t".join(cells)
+    node = healthy.model_copy(deep=True)
+    facts = dataclasses.asdict(parse_topo("\n".join(rows)))
+    node.probes["topology"] = node.probes["topology"].model_copy(update={"facts": facts})
+    return node
+
+
+def node_facts(name: str, fault: str, live: Sequence[str] = DEFAULT_LIVE) -> NodeFacts:
+    """The recording of one simulated node: the demo facts of `fault`, less the live probes."""
+    if fault not in FAULTS:
+        raise SimClusterError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+    demo = _demo_nodes()[fault]
+    probes: dict[str, ProbeRecord] = {}
+    for probe, record in demo.probes.items():
+        if probe in live:
+            continue
+        facts = json.loads(json.dumps(record.facts))  # a deep copy, as on disk
+        if probe == "host" and facts is not None:
+            facts["hostname"] = name
+        probes[probe] = record.model_copy(update={"facts": facts})
+    return NodeFacts(
+        node=name,
+        bringup_version=demo.bringup_version,
+        collected_at=demo.collected_at,
+        probes=probes,
+    )
+
+
+def sim_profile() -> dict[str, object]:
+    """The b300 profile with the host floors a simulated node (this machine) can meet.
+
+    The nodes share this machine's disk, so the 100 GB free-space policy of a real node's
+    scratch space is lowered to 1 GB, and they share its memlock limit, which a container
+    without CAP_SYS_RESOURCE cannot raise to unlimited; everything else is b300's.
+    """
+    from bringup.profile import profiles_dir
+
+    data = yaml.safe_load((profiles_dir() / "b300.yaml").read_text())
+    data["name"] = "sim-b300"
+    data["description"] = (
+        "b300 for simulated nodes (bringup.sim.cluster): host floors of this machine"
+    )
+    data["host"]["min_free_bytes"] = 10**9
+    data["host"]["min_memlock_bytes"] = nodes_memlock_bytes()
+    return data
+
+
+# --- processes and namespaces: the I/O edge ----------------------------------------------
+
+
+def _run(argv: Sequence[str], stdin: str | None = None) -> str:
+    """Run a setup command; SimClusterError with its last stderr line when it fails."""
+    proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise SimClusterError(f"{shlex.join(argv[:4])}: {last}")
+    return proc.stdout
+
+
+def _ns_inode(netns: str) -> int | None:
+    try:
+        return os.stat(NETNS_DIR / netns).st_ino
+    except OSError:
+        return None
+
+
+def netns_pids(netns: str) -> list[int]:
+    """Every live process in a network namespace (what `ip netns pids` prints, less zombies)."""
+    inode = _ns_inode(netns)
+    if inode is None:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # a process that ended while we looked
+            if os.stat(entry / "ns" / "net").st_ino == inode and _state(entry) != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+def _state(proc_dir: Path) -> str:
+    """The state letter of /proc/PID/stat: R, S, D, T (stopped), Z (zombie), ..."""
+    return (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _signal_all(pids: Sequence[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of a process (field 22 of /proc/PID/stat), to tell pid reuse apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _owner_alive(state: dict[str, object]) -> bool:
+    pid = state.get("pid")
+    return isinstance(pid, int) and _start_time(pid) == state.get("start_time")
+
+
+def _teardown_run(run: int) -> None:
+    """Remove every namespace, process and link of run id `run` (ours or a crashed one's)."""
+    prefix = f"bu-{run}-"
+    for netns in _netns_names():
+        if netns.startswith(prefix):
+            _signal_all(netns_pids(netns), signal.SIGKILL)
+    for netns in _netns_names():
+        if netns.startswith(prefix):
+            # Deleting the namespace destroys its end of the veth pair, and so the pair.
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
+    for link in _link_names():
+        if link.startswith(prefix):
+            subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+    (STATE_DIR / f"{run}.json").unlink(missing_ok=True)
+
+
+def _netns_names() -> list[str]:
+    try:
+        return sorted(p.name for p in NETNS_DIR.iterdir())
+    except OSError:
+        return []
+
+
+def _link_names() -> list[str]:
+    return sorted(p.name for p in Path("/sys/class/net").iterdir())
+
+
+def _sweep_and_allocate() -> int:
+    """Remove what crashed clusters left behind, then claim a free run id (under a lock)."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with (STATE_DIR / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        owned: set[int] = set()
+        for file in STATE_DIR.glob("*.json"):
+            try:
+                state = json.loads(file.read_text())
+            except (OSError, ValueError):
+                state = {}
+            if _owner_alive(state):
+                owned.add(int(file.stem))
+            else:
+                _teardown_run(int(file.stem))
+        # Names of ours with no owner at all (a crash between creating and recording).
+        for name in _netns_names() + _link_names():
+            match = NAME.match(name)
+            if match and int(match.group(1)) not in owned:
+                _teardown_run(int(match.group(1)))
+        free = [run for run in range(1, 251) if run not in owned]
+        if not free:
+            raise SimClusterError("all 250 simulated-cluster run ids are in use")
+        run = free[0]
+        state = {"pid": os.getpid(), "start_time": _start_time(os.getpid())}
+        (STATE_DIR / f"{run}.json").write_text(json.dumps(state))
+        return run
+
+
+def _unlimited_memlock() -> None:
+    # As NVIDIA's container guidance sets it (`--ulimit memlock=-1`): a configured GPU node.
+    # Without CAP_SYS_RESOURCE (a container) the limit cannot be raised; sim_profile() then
+    # asks for the limit the nodes do have.
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY,) * 2)
+
+
+def nodes_memlock_bytes() -> int | None:
+    """The memlock limit the simulated nodes' sessions get: None when unlimited."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if hard == resource.RLIM_INFINITY:
+        return None
+    try:  # can this process raise it, as the sshd start does?
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (hard, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        return hard
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
+    return None
+
+
+def _keygen(path: Path, comment: str) -> str:
+    """A new ed25519 key pair at path (and path.pub); returns the public key line."""
+    for old in (path, path.with_name(path.name + ".pub")):
+        old.unlink(missing_ok=True)
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
+    return path.with_name(path.name + ".pub").read_text().strip()
+
+
+def _banner(address: str, timeout_s: float) -> bool:
+    """True when an SSH server answers on address:22 with its banner."""
+    try:
+        with socket.create_connection((address, 22), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            return sock.recv(64).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+# --- the cluster -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SimNode:
+    """One simulated node: its namespace, address, files and sshd."""
+
+    name: str
+    index: int
+    address: str
+    netns: str
+    veth: str  # the controller's end of the node's link, on the bridge
+    dir: Path
+    fault: str
+    live: tuple[str, ...]
+    host_key_line: str = ""
+    sshd: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "ssh_host_ed25519_key"
+
+    @property
+    def bin_dir(self) -> Path:
+        """First on the PATH of the node's SSH sessions: tools installed on this node only."""
+        return self.dir / "bin"
+
+    @property
+    def facts_file(self) -> Path:
+        return self.dir / "facts.json"
+
+
+class SimCluster:
+    """N simulated nodes `node01..nodeNN` reachable over SSH; a context manager."""
+
+    def __init__(
+        self,
+        nodes: int,
+        workdir: Path,
+        faults: Mapping[str, str] | None = None,
+        live: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        if not 1 <= nodes <= MAX_NODES:
+            raise SimClusterError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
+        self.workdir = Path(workdir).resolve()
+        self.names = [f"node{i:02d}" for i in range(1, nodes + 1)]
+        faults = dict(faults or {})
+        live = dict(live or {})
+        for name in [*faults, *live]:
+            if name not in self.names:
+                raise SimClusterError(f"unknown node {name!r}: the cluster has {self.names[0]}..")
+        for fault in faults.values():
+            if fault not in FAULTS:
+                raise SimClusterError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        self._faults = faults
+        self._live = {name: tuple(probes) for name, probes in live.items()}
+        self.run: int | None = None
+        self.nodes: dict[str, SimNode] = {}
+        self._created: list[Path] = []
+
+    # -- where things are
+
+    @property
+    def inventory(self) -> Path:
+        return self.workdir / "hosts.ini"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.workdir / "known_hosts"
+
+    @property
+    def key_file(self) -> Path:
+        """The private key root logs in with on every node."""
+        return self.workdir / "id_ed25519"
+
+    @property
+    def profile_path(self) -> Path:
+        return self.workdir / "sim-b300.yaml"
+
+    @property
+    def bridge(self) -> str:
+        return f"bu-{self.run}-br"
+
+    def node(self, name: str) -> SimNode:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise SimClusterError(f"unknown node {name!r}") from None
+
+    @staticmethod
+    def available() -> str | None:
+        """None when a simulated cluster can run here, else the reason it cannot."""
+        if os.geteuid() != 0:
+            return "needs root (network namespaces, sshd): run as root, as .ci/run does"
+        for tool, package in [
+            ("ip", "iproute2"),
+            ("tc", "iproute2"),
+            ("ssh-keygen", "openssh-client"),
+            ("nft", "nftables"),
+        ]:
+            if shutil.which(tool) is None:
+                return f"no `{tool}` on PATH (apt-get install {package})"
+        if not os.access(SSHD, os.X_OK):
+            return f"no {SSHD} (apt-get install openssh-server)"
+        probe = f"bu-check-{os.getpid()}"
+        made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+        if made.returncode != 0:
+            why = (made.stderr.strip().splitlines() or ["unknown error"])[-1]
+            return f"cannot create network namespaces here: {why}"
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
+        return None
+
+    # -- life cycle
+
+    def __enter__(self) -> SimCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> SimCluster:
+        """Create the namespaces, links, keys and sshds; write hosts.ini and known_hosts."""
+        reason = self.available()
+        if reason:
+            raise SimClusterError(reason)
+        self.run = _sweep_and_allocate()
+        atexit.register(self.stop)
+        try:
+            self._build()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Remove everything: processes, namespaces, links and the files written here."""
+        if self.run is None:
+            return
+        _teardown_run(self.run)
+        for node in self.nodes.values():
+            if node.sshd is not None:
+                node.sshd.wait()  # reap it (it was killed with its namespace's processes)
+        for path in reversed(self._created):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        atexit.unregister(self.stop)
+        self.run = None
+
+    def _build(self) -> None:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for index, name in enumerate(self.names, start=1):
+            live = self._live.get(name, DEFAULT_LIVE)
+            node = SimNode(
+                name=name,
+                index=index,
+                address=f"{SUBNET}.{self.run}.{index}",
+                netns=f"bu-{self.run}-n{index}",
+                veth=f"bu-{self.run}-v{index}",
+                dir=self.workdir / name,
+                fault=self._faults.get(name, "healthy"),
+                live=live,
+            )
+            self.nodes[name] = node
+        self._create_network()
+        self._track(self.key_file, self.key_file.with_name(self.key_file.name + ".pub"))
+        client_key = _keygen(self.key_file, "bringup-simcluster")
+        for node in self.nodes.values():
+            self._track(node.dir)
+            node.bin_dir.mkdir(parents=True, exist_ok=True)
+            node.host_key_line = _keygen(node.host_key, node.name)
+            (node.dir / "authorized_keys_root").write_text(client_key + "\n")
+            (node.dir / "sshd_config").write_text(self._sshd_config(node))
+            recording = node_facts(node.name, node.fault, node.live)
+            node.facts_file.write_text(recording.model_dump_json(indent=2) + "\n")
+        for node in self.nodes.values():
+            node.sshd = self._spawn_sshd(node)
+        for node in self.nodes.values():
+            self._wait_for_sshd(node)
+        self._track(self.profile_path)
+        self.profile_path.write_text(yaml.safe_dump(sim_profile(), sort_keys=False))
+        self._track(self.known_hosts)
+        self.write_known_hosts()
+        self._track(self.inventory)
+        self.write_inventory()
+
+    def _track(self, *paths: Path) -> None:
+        self._created.extend(paths)
+
+    def _create_network(self) -> None:
+        # One `ip -batch` for the root namespace and one per node: 64 nodes in about a second.
+        root = [
+            f"link add {self.bridge} type bridge",
+            f"addr add {SUBNET}.{self.run}.{BRIDGE_HOST}/24 dev {self.bridge}",
+            f"link set {self.bridge} up",
+        ]
+        for node in self.nodes.values():
+            root += [
+                f"netns add {node.netns}",
+                f"link add {node.veth} type veth peer name eth0 netns {node.netns}",
+                f"link set {node.veth} master {self.bridge}",
+                f"link set {node.veth} up",
+            ]
+        _run(["ip", "-batch", "-"], "\n".join(root) + "\n")
+        for node in self.nodes.values():
+            inside = ["link set lo up", f"addr add {node.address}/24 dev eth0", "link set eth0 up"]
+            _run(["ip", "-n", node.netns, "-batch", "-"], "\n".join(inside) + "\n")
+
+    def _sshd_config(self, node: SimNode) -> str:
+        path = f"{node.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        return "\n".join(
+            [
+                f"# sshd of simulated node {node.name} (bringup.sim.cluster)",
+                f"ListenAddress {node.address}:22",
+                f"HostKey {node.host_key}",
+                f"PidFile {node.dir / 'sshd.pid'}",
+                # %u: only root has a key file, so another user cannot log in with root's key.
+                f"AuthorizedKeysFile {node.dir}/authorized_keys_%u",
+                "AllowUsers root",
+                "PermitRootLogin prohibit-password",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "PermitUserEnvironment no",
+                # The work directory is under /tmp (world-writable), which StrictModes refuses.
+                "StrictModes no",
+                "UseDNS no",
+                "MaxStartups 200",
+                "MaxSessions 64",
+                "LogLevel VERBOSE",
+                "Subsystem sftp internal-sftp",
+                # The node's own tools first (SetEnv is applied after sshd's default PATH).
+                f"SetEnv PATH={path}",
+                "",
+            ]
+        )
+
+    def _spawn_sshd(self, node: SimNode) -> subprocess.Popen[bytes]:
+        log = (node.dir / "sshd.log").open("ab")
+        argv = [
+            "ip",
+            "netns",
+            "exec",
+            node.netns,
+            SSHD,
+            "-D",
+            "-e",
+            "-f",
+            str(node.dir / "sshd_config"),
+        ]
+        with log:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # a Ctrl-C of the test run reaches stop(), not sshd
+                preexec_fn=_unlimited_memlock,
+            )
+
+    def _wait_for_sshd(self, node: SimNode) -> None:
+        end = time.monotonic() + SSHD_READY_S
+        while time.monotonic() < end:
+            if node.sshd is not None and node.sshd.poll() is not None:
+                break
+            if _banner(node.address, 1.0):
+                return
+            time.sleep(0.05)
+        log = (node.dir / "sshd.log").read_text(errors="replace").strip().splitlines()
+        last = log[-1] if log else "no output"
+        raise SimClusterError(f"sshd of {node.name} did not start: {last}")
+
+    # -- files for the controller
+
+    def write_known_hosts(self) -> None:
+        lines = [f"{node.address} {node.host_key_line}" for node in self.nodes.values()]
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+
+    def write_inventory(
+        self,
+        path: Path | None = None,
+        host_vars: Mapping[str, Mapping[str, str]] | None = None,
+        names: Sequence[str] | None = None,
+    ) -> Path:
+        """An Ansible INI inventory of the nodes (default: hosts.ini in the work directory).
+
+        host_vars adds or overrides variables of single hosts (a wrong key, another user).
+        """
+        target = path or self.inventory
+        lines = [f"# {len(self.nodes)} simulated nodes (bringup.sim.cluster run {self.run})"]
+        lines.append("[sim]")
+        for name in names or self.names:
+            node = self.node(name)
+            values: dict[str, str] = {"ansible_host": node.address}
+            if node_has_recording(node):
+                values["bringup_replay"] = str(node.facts_file)
+            values.update((host_vars or {}).get(name, {}))
+            lines.append(name + "".join(f" {k}={shlex.quote(v)}" for k, v in values.items()))
+        common = f"-o UserKnownHostsFile={self.known_hosts}"
+        lines += [
+            "",
+            "[sim:vars]",
+            "ansible_user=root",
+            f"ansible_ssh_private_key_file={shlex.quote(str(self.key_file))}",
+            f"ansible_ssh_common_args={shlex.quote(common)}",
+            "ansible_python_interpreter=/usr/bin/python3",
+            "",
+        ]
+        target.write_text("\n".join(lines))
+        return target
+
+    # -- faults
+
+    def pids(self, name: str) -> list[int]:
+        return netns_pids(self.node(name).netns)
+
+    def stop_sshd(self, name: str) -> None:
+        """Stop the node's sshd: new connections are refused (sessions running go on)."""
+        node = self.node(name)
+        if node.sshd is not None and node.sshd.poll() is None:
+            node.sshd.terminate()
+            node.sshd.wait()
+
+    def start_sshd(self, name: str) -> None:
+        node = self.node(name)
+        self.stop_sshd(name)
+        node.sshd = self._spawn_sshd(node)
+        self._wait_for_sshd(node)
+
+    def kill_node_processes(self, name: str) -> None:
+        """SIGKILL every process of the node, sshd included: the node crashed."""
+        node = self.node(name)
+        # Again until none is left: sshd may fork for a connection arriving meanwhile.
+        for _ in range(100):
+            pids = self.pids(name)
+            if not pids:
+                break
+            _signal_all(pids, signal.SIGKILL)
+            time.sleep(0.01)
+        if node.sshd is not None:
+            node.sshd.wait()
+
+    def freeze(self, name: str) -> list[int]:
+        """SIGSTOP every process of the node but its listening sshd: the node hangs silently.
+
+        Its TCP connections stay open (the kernel still answers) while nothing is sent,
+        as on a node stuck in the kernel; only the controller's deadline ends the wait.
+        """
+        node = self.node(name)
+        listener = node.sshd.pid if node.sshd is not None else None
+        stopped = [pid for pid in self.pids(name) if pid != listener]
+        _signal_all(stopped, signal.SIGSTOP)
+        return stopped
+
+    def thaw(self, name: str) -> None:
+        _signal_all(self.pids(name), signal.SIGCONT)
+
+    def wait_for_process(self, name: str, text: str, timeout_s: float) -> int | None:
+        """The pid of the first process of the node whose command line contains text."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            for pid in self.pids(name):
+                if text in _cmdline(pid):
+                    return pid
+            time.sleep(0.02)
+        return None
+
+    def install_tool(self, name: str, tool: str, script: str) -> Path:
+        """Put an executable script named `tool` first on the node's PATH (its SSH sessions)."""
+        path = self.node(name).bin_dir / tool
+        path.write_text(script)
+        path.chmod(0o755)
+        return path
+
+    def add_latency(self, name: str, delay_ms: float, loss_pct: float = 0.0) -> None:
+        """tc netem on both ends of the node's link: +delay_ms each way, loss_pct dropped."""
+        node = self.node(name)
+        netem = ["netem", "delay", f"{delay_ms:g}ms"]
+        if loss_pct:
+            netem += ["loss", f"{loss_pct:g}%"]
+        for prefix, dev in (([], node.veth), (["-n", node.netns], "eth0")):
+            try:
+                _run(["tc", *prefix, "qdisc", "replace", "dev", dev, "root", *netem])
+            except SimClusterError as exc:
+                if "unknown" in str(exc).lower():
+                    raise SimClusterError(
+                        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): "
+                        "use add_loss() or limit_rate()"
+                    ) from None
+                raise
+
+    def limit_rate(self, name: str, bits_per_s: int) -> None:
+        """tc tbf on both ends of the node's link: a slow link (a degraded or shared uplink)."""
+        node = self.node(name)
+        tbf = ["tbf", "rate", f"{bits_per_s}bit", "burst", "16kb", "latency", "2s"]
+        _run(["tc", "qdisc", "replace", "dev", node.veth, "root", *tbf])
+        _run(["tc", "-n", node.netns, "qdisc", "replace", "dev", "eth0", "root", *tbf])
+
+    def add_loss(self, name: str, loss_pct: float) -> None:
+        """Drop loss_pct % of the node's packets, both ways (nftables in the node's namespace)."""
+        if not 0 < loss_pct < 100:
+            raise SimClusterError(f"loss_pct must be between 0 and 100, got {loss_pct:g}")
+        drop = f"numgen random mod 100 < {loss_pct:g} drop;"
+        ruleset = (
+            "table inet bringup_sim {\n"
+            f"  chain input {{ type filter hook input priority 0; {drop} }}\n"
+            f"  chain output {{ type filter hook output priority 0; {drop} }}\n"
+            "}\n"
+        )
+        _run(["ip", "netns", "exec", self.node(name).netns, "nft", "-f", "-"], ruleset)
+
+    def clear_network_faults(self, name: str) -> None:
+        """Remove latency, rate limits and loss from the node's link."""
+        node = self.node(name)
+        for argv in (
+            ["tc", "qdisc", "del", "dev", node.veth, "root"],
+            ["tc", "-n", node.netns, "qdisc", "del", "dev", "eth0", "root"],
+            ["ip", "netns", "exec", node.netns, "nft", "delete", "table", "inet", "bringup_sim"],
+        ):
+            subprocess.run(argv, capture_output=True, check=False)
+
+    def swap_host_key(self, name: str) -> None:
+        """Give the node a new host key (restarting its sshd); known_hosts keeps the old one."""
+        node = self.node(name)
+        _keygen(node.host_key, node.name)
+        self.start_sshd(name)
+
+    def forget_host_key(self, name: str) -> None:
+        """Remove the node from known_hosts: its key becomes unknown to the controller."""
+        address = self.node(name).address
+        kept = [
+            line
+            for line in self.known_hosts.read_text().splitlines()
+            if line.split(" ", 1)[0] != address
+        ]
+        self.known_hosts.write_text("".join(line + "\n" for line in kept))
+
+    def stranger_key(self) -> Path:
+        """A key pair no node accepts (for the wrong-key test)."""
+        path = self.workdir / "stranger_ed25519"
+        if not path.exists():
+            self._track(path, path.with_name(path.name + ".pub"))
+            _keygen(path, "stranger")
+        return path
+
+
+def node_has_recording(node: SimNode) -> bool:
+    """True when some probe of the node is answered from its recording."""
+    return bool(set(_demo_nodes()["healthy"].probes) - set(node.live))
