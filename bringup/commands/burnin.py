@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from bringup import profile as profiles
     from bringup import recipe as recipes
     from bringup.findings import Finding
+    from bringup.fleet.inventory import Host
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.target import Nodes
     from bringup.rundir import RunDir
@@ -216,26 +217,21 @@ def burnin_suite(job: Job) -> Suite:
     return Suite(name="burnin", description="reference fine-tune", budget_s=budget, probes=steps)
 
 
-def node_params(job: Job, nodes: Nodes, run: RunDir, joint: bool) -> list[dict[str, Any]]:
-    """Each node's burnin parameters: its work directory and environment, and its place in
-    a joint job. On this machine the work directory is inside the run directory."""
+def node_params(job: Job, hosts: list[Host], run_name: str, joint: bool) -> list[dict[str, Any]]:
+    """Each remote node's burnin parameters: its own work directory and environment, and
+    its place in a joint job."""
     from bringup import recipe as recipes
     from bringup.fleet.job import host_env, job_params
 
-    if not nodes.remote:
-        params = {"work_dir": str((run.path / "work").resolve())}
-        if job.resume is not None:
-            params["resume"] = job.resume
-        return [params]
     base: dict[str, Any] = {}
     if joint:
         base["deepspeed_config"] = joint_deepspeed_config(recipes.deepspeed_config(job.recipe))
         base["rendezvous_timeout_s"] = job.rendezvous_timeout_s
-        per_node = job_params(base, nodes.hosts, job.port, job.master_addr)
+        per_node = job_params(base, hosts, job.port, job.master_addr)
     else:
-        per_node = [{**base, "env": host_env(h)} for h in nodes.hosts]
-    for host, params in zip(nodes.hosts, per_node, strict=True):
-        params["work_dir"] = node_work_dir(job.node_work_dir, run.path.name, host.name)
+        per_node = [{**base, "env": host_env(h)} for h in hosts]
+    for host, params in zip(hosts, per_node, strict=True):
+        params["work_dir"] = node_work_dir(job.node_work_dir, run_name, host.name)
     return per_node
 
 
@@ -263,7 +259,11 @@ def _launch(nodes: Nodes, run: RunDir, job: Job, joint: bool) -> dict[str, NodeO
     from bringup.fleet.run import run as run_fleet
 
     suite = burnin_suite(job)
-    per_node = node_params(job, nodes, run, joint)
+    if nodes.remote:
+        per_node = node_params(job, nodes.hosts, run.path.name, joint)
+    else:  # this machine: the work directory is inside the run directory
+        local: dict[str, Any] = {"work_dir": str((run.path / "work").resolve())}
+        per_node = [local if job.resume is None else {**local, "resume": job.resume}]
     try:
         plans = [
             # No profile: the burn-in is judged here, with the peak this command chose.

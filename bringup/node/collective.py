@@ -39,6 +39,7 @@ from typing import Any
 from bringup.node.probes.nccl import GB, US, NcclFacts, NcclRow, Params, run_environment, summarise
 from bringup.node.rendezvous import free_port, interface_towards
 from bringup.node.result import ProbeError, ProbeOutput
+from bringup.node.tool import package_root
 
 ELEMENT_BYTES = 4  # float32, nccl-tests' default type ("float")
 SUPPORTED = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
@@ -261,11 +262,6 @@ def choose_backend(params: Params, gpus: int) -> str:
             "to exercise the collectives on CPU set backend=gloo and ranks=N"
         )
     return "gloo"
-
-
-def package_root() -> str:
-    """The folder, or the zip the node side was shipped as, that holds `bringup`."""
-    return str(Path(__file__).parents[2])  # <root>/bringup/probes/collective.py
 
 
 def worker_environment(params: Params, plan: Plan, job: Job) -> dict[str, str]:

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -50,3 +51,11 @@ def run(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) ->
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         return CommandResult(argv, -9, stdout or "", stderr or "", timed_out=True)
+
+
+def package_root() -> str:
+    """The folder (or the zip the controller shipped) that holds the `bringup` package: what
+    a child interpreter (a collective rank, the burn-in trainer) needs on its PYTHONPATH."""
+    import bringup
+
+    return str(Path(bringup.__file__).resolve().parents[1])

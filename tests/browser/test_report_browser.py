@@ -94,14 +94,7 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
         new_xid("b300-node01"),
         serial_changed("b300-node06", 4, "1654922004999"),
     )
-    code = (
-        "import sys, typer\n"
-        "from bringup.commands.report import register\n"
-        "app = typer.Typer()\n"
-        "app.callback()(lambda: None)\n"
-        "register(app)\n"
-        "app(sys.argv[1:])\n"
-    )
+    code = "import sys\nfrom bringup.cli import app\napp(sys.argv[1:])\n"
     out = base / "report"
     proc = subprocess.run(
         [

@@ -19,8 +19,8 @@ from bringup import baseline as baselines
 from bringup.checks import burnin as checks
 from bringup.facts import ProbeRecord, decode
 from bringup.findings import Status
-from bringup.node.probes.burnin import BurninFacts
 from bringup.node.parsers.dmon import parse_q_series
+from bringup.node.probes.burnin import BurninFacts
 from bringup.node.probes.telemetry import Timeline
 from bringup.profile import load
 

@@ -8,18 +8,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bringup.commands.burnin import register
+from bringup.cli import app as cli_app
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None: ...
-
-    register(app)
-    return app
+    return cli_app
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,9 @@ from __future__ import annotations
 from bringup import recipe as recipes
 from bringup.baseline import NodeBaseline
 from bringup.checks import burnin_run as nodes
-from bringup.commands.burnin import Launch, build_request, node_requests
+from bringup.commands.burnin import Job, burnin_suite, joint_deepspeed_config, node_params
 from bringup.findings import Status
 from bringup.fleet.inventory import Host
-from bringup.fleet.job import Ssh
 from bringup.node.probes.burnin import BurninFacts, RankRecord
 
 
@@ -75,7 +74,7 @@ def test_merge_job_takes_every_nodes_ranks() -> None:
 
 def test_joint_config_keeps_checkpoints_on_each_node_and_leaves_the_original() -> None:
     config = {"zero_optimization": {"stage": 3}}
-    joint = nodes.joint_deepspeed_config(config)
+    joint = joint_deepspeed_config(config)
     assert joint["checkpoint"] == {"use_node_local_storage": True}
     assert "checkpoint" not in config
 
@@ -86,16 +85,13 @@ def test_each_node_gets_its_work_dir_environment_and_place_in_the_job() -> None:
         Host("n1", "10.0.0.1", vars={"bringup_nccl_env": {"NCCL_SOCKET_IFNAME": "ib0"}}),
         Host("n2", "10.0.0.2"),
     ]
-    request = build_request(recipe, "", 1, True, with_gemm=True)
-    launch = Launch(hosts, request, "/scratch/", 29518, None, 30.0, Ssh(None, None))
-    config = request["probes"][-1]["params"]["deepspeed_config"]
-    each = node_requests(launch, "run1", False, config)
-    assert [r["probes"][0]["name"] for r in each] == ["gemm", "gemm"]
-    first = each[0]["probes"][1]["params"]
+    job = Job(recipe, nproc=1, with_gemm=True, node_work_dir="/scratch/", port=29518)
+    job.rendezvous_timeout_s = 30.0
+    assert [step.name for step in burnin_suite(job).probes] == ["gemm", "burnin"]
+    first = node_params(job, hosts, "run1", joint=False)[0]
     assert first["work_dir"] == "/scratch/run1/n1" and first["env"] == {"NCCL_SOCKET_IFNAME": "ib0"}
     assert "nnodes" not in first
-    joint = node_requests(launch, "run1", True, nodes.joint_deepspeed_config(config))
-    second = joint[1]["probes"][1]["params"]
+    second = node_params(job, hosts, "run1", joint=True)[1]
     assert (second["nnodes"], second["node_rank"], second["master_addr"]) == (2, 1, "10.0.0.1")
     assert (second["master_port"], second["rendezvous_timeout_s"]) == (29518, 30.0)
     assert second["work_dir"] == "/scratch/run1/n2" and second["env"] == {}

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bringup.node.burnin import flops
 from bringup import recipe as recipes
-from bringup.node.burnin.recipe import NodeRecipeError, from_json
 from bringup.fleet.ssh import build_node_code
+from bringup.node.burnin import flops
+from bringup.node.burnin.recipe import NodeRecipeError, from_json
 
 CHILD = """
 import json, sys

@@ -33,15 +33,9 @@ pytestmark = [
     pytest.mark.skipif(bool(MISSING), reason=f"burn-in needs {', '.join(MISSING)} on the nodes"),
 ]
 
-APP = (
-    "import typer\n"
-    "from bringup.commands.burnin import register\n"
-    "app = typer.Typer(pretty_exceptions_enable=False)\n"
-    "@app.callback()\n"
-    "def main() -> None: pass\n"
-    "register(app)\n"
-    "app()\n"
-)
+APP = "from bringup.cli import app
+app()
+"  # the real CLI
 # One rank per node on 2 shared cores; 8 steps with a checkpoint at 4 (restore checked).
 TINY = ("--recipe", "tiny", "--nproc", "1", "--steps", "8", "--checkpoint-interval", "4")
 PORT = "29518"

@@ -21,16 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()
 needs_cluster = pytest.mark.skipif(WHY_NOT is not None, reason=f"simulated cluster: {WHY_NOT}")
 
-# The command as the lead wires it into bringup.cli: register() on a Typer app.
-APP = (
-    "import typer\n"
-    "from bringup import diagnose\n"
-    "app = typer.Typer(pretty_exceptions_enable=False)\n"
-    "@app.callback()\n"
-    "def main() -> None: pass\n"
-    "diagnose.register(app)\n"
-    "app()\n"
-)
+APP = "from bringup.cli import app
+app()
+"  # the real CLI
 
 
 def bringup_diagnose(cluster: SimCluster, hosts: Path, *args: str) -> tuple[int, dict[str, Any]]:

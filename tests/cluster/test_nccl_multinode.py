@@ -23,17 +23,11 @@ pytest.importorskip("torch", reason="the nccl probe's torch engine needs torch o
 
 pytestmark = [needs_cluster, pytest.mark.cluster]
 
-APP = (
-    "import typer\n"
-    "from bringup import nccl_run\n"
-    "app = typer.Typer(pretty_exceptions_enable=False)\n"
-    "@app.callback()\n"
-    "def main() -> None: pass\n"
-    "nccl_run.register(app)\n"
-    "app()\n"
-)
+APP = "from bringup.cli import app
+app()
+"  # the real CLI
 # One gloo rank per node (2 shared cores here), small messages, few iterations.
-SMALL = ("--backend", "gloo", "--ranks", "1", "-n", "3", "-w", "1", "--timeout", "90")
+SMALL = ("--backend", "gloo", "--ranks", "1", "--iters", "3", "-w", "1", "--timeout", "90")
 
 
 @dataclass

@@ -48,11 +48,8 @@ class Provision:
 
 
 def run_provision(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> Provision:
-    """`bringup provision` through a Typer app with register() (as cli.py will wire it)."""
-    code = (
-        "import typer; from bringup.commands.provision import register; "
-        "app = typer.Typer(); register(app); app.callback()(lambda: None); app()"
-    )
+    """`bringup provision`: the real CLI in a child process."""
+    code = "from bringup.cli import app; app()"
     proc = subprocess.run(
         [sys.executable, "-c", code, "provision", *args],
         capture_output=True,

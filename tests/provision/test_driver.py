@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from bringup.commands.provision import (
+    Progress,
+    ProvisionError,
+    findings,
+    parse_extra_vars,
+    parse_tags,
+    result_message,
+)
 from bringup.findings import Status
-from bringup.commands.provision import Progress, ProvisionError, findings, parse_extra_vars, parse_tags, result_message
 from tests.provision.conftest import needs_ansible, run_provision
 
 pytestmark = pytest.mark.provision

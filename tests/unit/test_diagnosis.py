@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.commands.diagnose import recorded_gemm
 from bringup.checks.throttle import diagnose, fleet_stragglers
+from bringup.commands.diagnose import recorded_gemm
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.node.parsers.dmon import parse_dmon, parse_q_series

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from bringup.node.parsers.dmon import detect, detect_csv_series, detect_q_series, parse_csv_series, parse_dmon, parse_q_series, q_throttle_counters_s
+from bringup.node.parsers.dmon import (
+    detect,
+    detect_csv_series,
+    detect_q_series,
+    parse_csv_series,
+    parse_dmon,
+    parse_q_series,
+    q_throttle_counters_s,
+)
 from bringup.node.result import ParseError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -106,14 +106,7 @@ def test_server_on_localhost(rich: Path) -> None:
 
 
 def _exporter_cli(*args: str | Path) -> list[str]:
-    code = (
-        "import sys, typer\n"
-        "from bringup.commands.exporter import register\n"
-        "app = typer.Typer()\n"
-        "app.callback()(lambda: None)\n"
-        "register(app)\n"
-        "app(sys.argv[1:])\n"
-    )
+    code = "import sys\nfrom bringup.cli import app\napp(sys.argv[1:])\n"
     return [sys.executable, "-c", code, *map(str, args)]
 
 

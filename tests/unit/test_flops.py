@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.node.burnin import flops
 from bringup import recipe
+from bringup.node.burnin import flops
 from bringup.recipe import LoraSpec, ModelShape
 
 T = 4096

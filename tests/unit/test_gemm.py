@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from bringup.checks.gemm import judge_tflops
-from bringup.commands.diagnose import register
+from bringup.cli import app as cli_app
 from bringup.findings import Status
 from bringup.node.probes.gemm import GemmFacts, GemmGpu, Params, collect
 from bringup.profile import load
@@ -95,14 +95,7 @@ def test_cpu_figures_are_not_judged_against_the_profile() -> None:
 
 
 def app() -> typer.Typer:
-    cli = typer.Typer()
-
-    @cli.callback()
-    def main() -> None:
-        """test app"""
-
-    register(cli)
-    return cli
+    return cli_app
 
 
 def test_diagnose_local_on_cpu_measures_and_says_no_driver(tmp_path: Path) -> None:
@@ -155,7 +148,7 @@ def test_diagnose_watch_on_cpu_is_an_error_finding(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["diagnose"], "say where to diagnose: --local or --nodes hosts.ini"),
+        (["diagnose"], "say where to run: --local (this machine) or --nodes hosts.ini"),
         (["diagnose", "--local", "--seconds", "0"], "--seconds must be in (0, 86400], not 0"),
         (["diagnose", "--local", "--interval", "99"], "--interval must be between 0.01 and 10 s"),
         (["diagnose", "--local", "--profile", "nope"], "unknown profile 'nope'"),

@@ -15,8 +15,13 @@ from hypothesis import strategies as st
 
 from bringup.checks import gpu as checks
 from bringup.findings import Finding, Status
+from bringup.node.parsers.smi import (
+    nvlink_version_from_speed,
+    parse_nvlink_status,
+    parse_q_text,
+    parse_q_xml,
+)
 from bringup.node.probes.gpu import Gpu, GpuFacts, NvLink, RemappedRows
-from bringup.node.parsers.smi import nvlink_version_from_speed, parse_nvlink_status, parse_q_text, parse_q_xml
 from bringup.profile import Profile
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "smi"

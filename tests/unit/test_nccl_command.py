@@ -12,29 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from bringup.commands import nccl as nccl_run
 from bringup.checks import nccl as checks
 from bringup.checks.nccl import PairResult, judge_pairwise, split_pairs
+from bringup.commands import nccl as nccl_run
+from bringup.fleet import job
 from bringup.findings import Status
-from bringup.recognize import inspect_text
 from bringup.fleet.inventory import Host
 from bringup.node.probes.nccl import NcclFacts, parse_nccl_tests
 from bringup.profile import load as load_profile
+from bringup.recognize import inspect_text
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"
 SINGLE = FIXTURES / "nccltests-290-h100x8-single-node-nvls.txt"
 GB = 1e9
 
-# The command as the lead will wire it: a Typer app with nccl_run.register(app).
-APP = (
-    "import typer\n"
-    "from bringup import nccl_run\n"
-    "app = typer.Typer(pretty_exceptions_enable=False)\n"
-    "@app.callback()\n"
-    "def main() -> None: pass\n"
-    "nccl_run.register(app)\n"
-    "app()\n"
-)
+# The real CLI, in a child process.
+APP = "from bringup.cli import app\napp()\n"
 
 
 def bringup_nccl(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -75,7 +68,7 @@ def test_job_params_give_each_node_its_rank_and_environment() -> None:
         Host("node02", "10.0.0.2"),
     ]
     base = {"backend": "gloo", "env": {"NCCL_ALGO": "RING"}}
-    first, second = nccl_run.job_params(base, hosts, 29517)
+    first, second = job.job_params(base, hosts, 29517)
     assert first == {
         "backend": "gloo",
         "env": {"NCCL_ALGO": "RING", "NCCL_SOCKET_IFNAME": "ib0"},
@@ -89,26 +82,26 @@ def test_job_params_give_each_node_its_rank_and_environment() -> None:
         "10.0.0.1",
         {"NCCL_ALGO": "RING"},
     )
-    assert nccl_run.job_params(base, hosts, 1, "192.168.0.9")[1]["master_addr"] == "192.168.0.9"
+    assert job.job_params(base, hosts, 1, "192.168.0.9")[1]["master_addr"] == "192.168.0.9"
 
 
 def test_host_env_must_be_a_mapping() -> None:
     with pytest.raises(ValueError, match="host n1: bringup_nccl_env must be a mapping"):
-        nccl_run.host_env(Host("n1", "10.0.0.1", vars={"bringup_nccl_env": "NCCL_ALGO=RING"}))
+        job.host_env(Host("n1", "10.0.0.1", vars={"bringup_nccl_env": "NCCL_ALGO=RING"}))
 
 
 def test_pairs_and_rounds() -> None:
     nodes = ["n1", "n2", "n3", "n4", "n5"]
-    pairs = nccl_run.pair_up(nodes)
+    pairs = job.pair_up(nodes)
     assert pairs == [("n1", "n2"), ("n3", "n4"), ("n5", "n1")]
     # n1 cannot be in two jobs at once: its second pair waits for the next round.
-    assert nccl_run.rounds(pairs) == [[("n1", "n2"), ("n3", "n4")], [("n5", "n1")]]
-    assert nccl_run.retest_pairs(["n3", "n4", "n5"], ["n1", "n2"]) == [
+    assert job.rounds(pairs) == [[("n1", "n2"), ("n3", "n4")], [("n5", "n1")]]
+    assert job.retest_pairs(["n3", "n4", "n5"], ["n1", "n2"]) == [
         ("n3", "n1"),
         ("n4", "n2"),
         ("n5", "n1"),
     ]
-    assert nccl_run.retest_pairs(["n3"], []) == []
+    assert job.retest_pairs(["n3"], []) == []
 
 
 # --- pairwise verdicts --------------------------------------------------------------------------
@@ -214,7 +207,20 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = bringup_nccl(
         "--local",
-        *("--backend", "gloo", "--ranks", "2", "-b", "64K", "-e", "256K", "-n", "2", "-w", "1"),
+        *(
+            "--backend",
+            "gloo",
+            "--ranks",
+            "2",
+            "-b",
+            "64K",
+            "-e",
+            "256K",
+            "--iters",
+            "2",
+            "-w",
+            "1",
+        ),
         *("-p", "h100", "--out", out, "--json"),
     )
     assert result.returncode == 0, result.stderr
@@ -238,7 +244,7 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
 def test_local_human_output_shows_the_curve(tmp_path: Path) -> None:
     result = bringup_nccl(
         "--local",
-        *("--backend", "gloo", "--ranks", "2", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0"),
+        *("--backend", "gloo", "--ranks", "2", "-b", "64K", "-e", "64K", "--iters", "1", "-w", "0"),
         *("--out", tmp_path / "run"),
     )
     assert result.returncode == 0, result.stderr
@@ -267,8 +273,8 @@ def _env() -> dict[str, str]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "say where to measure: --local or --nodes hosts.ini"),
-        (["--local", "--nodes", "x.ini"], "say where to measure"),
+        ([], "say where to run: --local (this machine) or --nodes hosts.ini"),
+        (["--local", "--nodes", "x.ini"], "say where to run"),
         (["--local", "--pairwise"], "--pairwise needs --nodes hosts.ini"),
         (["--local", "-b", "8Q"], "not a size: '8Q'"),
         (["--local", "-c", "allreduce"], "unknown collective ['allreduce']"),

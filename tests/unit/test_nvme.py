@@ -15,8 +15,8 @@ from pydantic import TypeAdapter
 from bringup.checks import nvme as checks
 from bringup.findings import Finding, Status
 from bringup.node import tool as command
-from bringup.node.probes import nvme
 from bringup.node.parsers.fio import parse_fio_json
+from bringup.node.probes import nvme
 from bringup.node.probes.nvme import NvmeFacts, NvmePath, Params
 from bringup.node.result import ProbeError
 from bringup.profile import NvmeSpec, Profile, load

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from report_runs import (
     busbw_down,
     demo_run,
@@ -26,9 +25,9 @@ from report_runs import (
 from typer.testing import CliRunner
 
 from bringup import profile
+from bringup.cli import app
 from bringup.findings import Status
 from bringup.report import render
-from bringup.commands.report import register
 from bringup.report.measurements import NodeMeasurements, _burnin
 from bringup.report.model import Report, build
 from bringup.report.rundata import load
@@ -63,15 +62,8 @@ def report_of(run: Path, baseline: Path | None = None) -> Report:
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The report command registered on a Typer app, run in a child process."""
-    code = (
-        "import sys, typer\n"
-        "from bringup.commands.report import register\n"
-        "app = typer.Typer()\n"
-        "app.callback()(lambda: None)\n"
-        "register(app)\n"
-        "app(sys.argv[1:])\n"
-    )
+    """The real CLI in a child process."""
+    code = "import sys\nfrom bringup.cli import app\napp(sys.argv[1:])\n"
     return subprocess.run(
         [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300
     )
@@ -356,9 +348,6 @@ def test_two_reports_of_the_same_data_are_identical(rich: Path, tmp_path: Path) 
 def test_bad_input_is_one_line_and_exit_2(
     args: list[str], message: str, demo: Path, tmp_path: Path
 ) -> None:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    register(app)
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{demo}", str(demo)) for a in args]
     result = CliRunner().invoke(app, [*argv, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2

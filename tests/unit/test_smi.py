@@ -12,9 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
+from bringup.node.parsers.smi import (
+    NvlinkStatus,
+    detect,
+    nvlink_version_from_speed,
+    parse_nvlink_status,
+    parse_q_text,
+    parse_q_xml,
+    parse_query_csv,
+)
 from bringup.node.probes.gpu import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.result import ParseError
-from bringup.node.parsers.smi import NvlinkStatus, detect, nvlink_version_from_speed, parse_nvlink_status, parse_q_text, parse_q_xml, parse_query_csv
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SMI = FIXTURES / "smi"

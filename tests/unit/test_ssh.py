@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from bringup.fleet.inventory import Host
-from bringup.fleet.ssh import UNKNOWN_HOST_KEY, Connector, SshSettings, build_node_code, node_files, run_ssh
+from bringup.fleet.ssh import (
+    UNKNOWN_HOST_KEY,
+    Connector,
+    SshSettings,
+    build_node_code,
+    node_files,
+    run_ssh,
+)
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 
 SSHD = "/usr/sbin/sshd"
@@ -180,9 +187,7 @@ def test_node_code_is_deterministic_and_holds_only_the_node_side() -> None:
     assert "bringup/commands/burnin.py" not in names  # the controller's
     assert "bringup/checks/burnin_run.py" not in names
     assert all(
-        n in ("__main__.py", "bringup/__init__.py", "bringup/node/burnin/flops.py")
-        or n.startswith(("bringup/node/probes/", "bringup/node/burnin/"))
-        for n in names
+        n in ("__main__.py", "bringup/__init__.py") or n.startswith("bringup/node/") for n in names
     )
     assert not any("__pycache__" in n for n in names)
 
@@ -196,7 +201,8 @@ def test_every_module_of_the_zip_imports_with_the_standard_library_alone(tmp_pat
     modules = [m.removesuffix(".__init__") for m in modules if not m.endswith("__main__")]
     # The burn-in trainer and its corpus need torch & co. by design: tests/burnin checks
     # that they import from the zip without the controller's packages.
-    modules = [m for m in modules if m not in ("bringup.node.burnin.trainer", "bringup.node.burnin.corpus")]
+    needs_torch = ("bringup.node.burnin.trainer", "bringup.node.burnin.corpus")
+    modules = [m for m in modules if m not in needs_torch]
     script = (
         f"import sys; sys.path.insert(0, {str(zip_path)!r})\n"
         f"import importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
@@ -226,7 +232,7 @@ def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
     assert record["probe"] == "xid" and record["params"] == {"window_s": 60}
     # It ran from an unpacked copy beside the zip, where Python cached the bytecode.
     unpacked = tmp_path / code.file_name.removesuffix(".zip")
-    assert (unpacked / "bringup" / "probes" / "node.py").is_file()
+    assert (unpacked / "bringup" / "node" / "protocol.py").is_file()
     assert any((unpacked / "bringup" / "probes" / "__pycache__").glob("node.*.pyc"))
 
 

@@ -21,11 +21,13 @@ from typing import Any
 import pytest
 from test_ssh import LocalSshd, free_port, sshd_unavailable
 
-from bringup.fleet import run as fleet, ssh
-from bringup.sim.demo import fleet as demo_fleet
+from bringup.fleet import run as fleet
+from bringup.fleet import ssh
+from bringup.fleet.plan import plan_node
 from bringup.fleet.inventory import Host
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
+from bringup.sim.demo import fleet as demo_fleet
 from bringup.suite import load as load_suite
 
 pytestmark = pytest.mark.skipif(sshd_unavailable() is not None, reason=str(sshd_unavailable()))
@@ -344,7 +346,8 @@ def test_bounded_concurrency_never_runs_more_than_forks_nodes(tmp_path: Path) ->
     suite = load_suite("quick")
     profile = load_profile("b300")
     plans = [
-        fleet.plan_node(f"n{i:02d}", {}, runner, suite, profile, remote=False) for i in range(50)
+        plan_node(Host(f"n{i:02d}", "127.0.0.1"), runner, suite, profile, remote=False)
+        for i in range(50)
     ]
     for plan in plans:
         plan.request = {"probes": plan.request["probes"][-1:]}  # xid only

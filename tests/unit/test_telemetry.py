@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from bringup.node.probes import telemetry
 from bringup.node.parsers.dmon import parse_dmon
-from bringup.node.result import ProbeError
+from bringup.node.probes import telemetry
 from bringup.node.probes.telemetry import Sample, SampleBuffer, Sampler, SourceError, Timeline
+from bringup.node.result import ProbeError
 
 DMON = Path(__file__).resolve().parents[1] / "fixtures" / "dmon"
 

@@ -16,9 +16,9 @@ from pydantic import TypeAdapter
 from bringup.checks import topology as checks
 from bringup.findings import Finding, Status
 from bringup.node.probes import topology
-from bringup.node.tool import which
-from bringup.node.result import ParseError, ProbeError
 from bringup.node.probes.topology import TopologyFacts, TopoPair, parse_topo
+from bringup.node.result import ParseError, ProbeError
+from bringup.node.tool import which
 from bringup.profile import Profile, available, load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "topo"

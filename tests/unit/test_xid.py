@@ -14,8 +14,8 @@ from pydantic import TypeAdapter
 from bringup.checks import xid as checks
 from bringup.findings import Finding, Status
 from bringup.node.probes import xid
-from bringup.node.result import ParseError, ProbeError
 from bringup.node.probes.xid import XidFacts, parse_kernel_log
+from bringup.node.result import ParseError, ProbeError
 from bringup.profile import Profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "xid"

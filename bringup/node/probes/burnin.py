@@ -28,7 +28,7 @@ from typing import Any
 from bringup.node.probes.telemetry import Sampler, Timeline
 from bringup.node.rendezvous import free_port, interface_towards
 from bringup.node.result import ProbeError, ProbeOutput
-from bringup.node.tool import run, which
+from bringup.node.tool import package_root, run, which
 
 LOG_TAIL_BYTES = 200_000  # of the trainer's log kept in raw/: its end says why it died
 
@@ -203,8 +203,7 @@ def _launch(argv: list[str], work: Path, deadline_s: float, env: dict[str, str])
     env = dict(env)
     # The trainer imports bringup from wherever this probe was loaded (a checkout, a wheel,
     # or the zip the controller shipped).
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root(), env.get("PYTHONPATH")]))
     with (work / "trainer.log").open("wb") as log:
         try:
             proc = subprocess.Popen(
