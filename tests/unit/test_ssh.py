@@ -233,7 +233,7 @@ def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
     # It ran from an unpacked copy beside the zip, where Python cached the bytecode.
     unpacked = tmp_path / code.file_name.removesuffix(".zip")
     assert (unpacked / "bringup" / "node" / "protocol.py").is_file()
-    assert any((unpacked / "bringup" / "probes" / "__pycache__").glob("node.*.pyc"))
+    assert any((unpacked / "bringup" / "node" / "__pycache__").glob("protocol.*.pyc"))
 
 
 # --- over a real sshd -------------------------------------------------------------------
