@@ -31,6 +31,7 @@ demo: setup ## judge the embedded demo fleet of B300 nodes, print the table and 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: setup-test lint ## lint, then every test (root-only and apt-backed tests skip with a reason)
 	$(BIN)/pytest -q

@@ -147,7 +147,7 @@ def run(
         if plan.node not in outcomes:  # never started: Ctrl-C came first
             outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0)
     ordered = [outcomes[p.node] for p in plans]
-    progress.console.print(progress.summary(ordered), highlight=False)
+    progress.console.print(progress.summary([o.state for o in ordered]), highlight=False)
     if stop.is_set():
         rundir.manifest.status = "interrupted"
     return ordered
@@ -213,5 +213,5 @@ def _finish(
         rundir.add_findings(findings)
     outcome = NodeOutcome(plan.node, state, reason, findings, round(seconds, 3))
     if progress is not None:
-        progress.finished(outcome)
+        progress.finished(outcome.node, outcome.state)
     return outcome
