@@ -33,9 +33,7 @@ pytestmark = [
     pytest.mark.skipif(bool(MISSING), reason=f"burn-in needs {', '.join(MISSING)} on the nodes"),
 ]
 
-APP = "from bringup.cli import app
-app()
-"  # the real CLI
+APP = "from bringup.cli import app\napp()\n"  # the real CLI
 # One rank per node on 2 shared cores; 8 steps with a checkpoint at 4 (restore checked).
 TINY = ("--recipe", "tiny", "--nproc", "1", "--steps", "8", "--checkpoint-interval", "4")
 PORT = "29518"

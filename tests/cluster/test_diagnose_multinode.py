@@ -21,9 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()
 needs_cluster = pytest.mark.skipif(WHY_NOT is not None, reason=f"simulated cluster: {WHY_NOT}")
 
-APP = "from bringup.cli import app
-app()
-"  # the real CLI
+APP = "from bringup.cli import app\napp()\n"  # the real CLI
 
 
 def bringup_diagnose(cluster: SimCluster, hosts: Path, *args: str) -> tuple[int, dict[str, Any]]:

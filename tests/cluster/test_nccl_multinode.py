@@ -23,9 +23,7 @@ pytest.importorskip("torch", reason="the nccl probe's torch engine needs torch o
 
 pytestmark = [needs_cluster, pytest.mark.cluster]
 
-APP = "from bringup.cli import app
-app()
-"  # the real CLI
+APP = "from bringup.cli import app\napp()\n"  # the real CLI
 # One gloo rank per node (2 shared cores here), small messages, few iterations.
 SMALL = ("--backend", "gloo", "--ranks", "1", "--iters", "3", "-w", "1", "--timeout", "90")
 
