@@ -31,8 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from bringup.sim.demo import topo_text
 from bringup.sim.cluster import SimCluster
+from bringup.sim.demo import topo_text
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_PROBES = ("gpu", "topology", "host", "nvme", "xid")  # live: no recording, no replay

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from bringup.sim.cluster import SimCluster
 from bringup.fleet.ssh import build_node_code
+from bringup.sim.cluster import SimCluster
 
 REPO = Path(__file__).resolve().parents[2]
 WHY_NOT = SimCluster.available()
@@ -124,7 +124,8 @@ def test_the_shipped_node_side_runs_gemm_with_the_standard_library_alone(tmp_pat
     script = (
         "import sys\n"
         f"sys.path.insert(0, {str(archive)!r})\n"
-        "import bringup.node.probes.gemm, bringup.node.probes.telemetry, bringup.node.parsers.dmon\n"
+        "import bringup.node.probes.gemm, bringup.node.probes.telemetry\n"
+        "import bringup.node.parsers.dmon\n"
         "third = sorted(m.split('.')[0] for m in sys.modules\n"
         "    if m.split('.')[0] not in (*sys.stdlib_module_names, 'bringup', '__main__'))\n"
         "print(' '.join(third) or 'none', bringup.node.probes.gemm.__file__)\n"

@@ -23,8 +23,8 @@ from test_ssh import LocalSshd, free_port, sshd_unavailable
 
 from bringup.fleet import run as fleet
 from bringup.fleet import ssh
-from bringup.fleet.plan import plan_node
 from bringup.fleet.inventory import Host
+from bringup.fleet.plan import plan_node
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
 from bringup.sim.demo import fleet as demo_fleet
