@@ -23,291 +23,41 @@ Everything is removed by `stop()`; a crashed run's leftovers are swept at the ne
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
-import fcntl
-import json
 import os
-import re
-import resource
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from types import TracebackType
 
 import yaml
 
-from bringup.facts import NodeFacts, ProbeRecord
-from bringup.node.probes.topology import parse_topo
-from bringup.sim.demo import fleet, topo_text
+from bringup.sim.faults import DEFAULT_LIVE, FAULTS, node_facts, recorded_probes, sim_profile
+from bringup.sim.netns import (
+    BRIDGE_HOST,
+    MAX_NODES,
+    NETNS_DIR,
+    SSHD,
+    SSHD_READY_S,
+    STATE_DIR,
+    SUBNET,
+    SimClusterError,
+    banner,
+    cmdline,
+    keygen,
+    netns_pids,
+    run_setup,
+    signal_all,
+    sweep_and_allocate,
+    teardown_run,
+    unlimited_memlock,
+)
 
-SSHD = "/usr/sbin/sshd"  # sshd re-executes itself, so it must be started by absolute path
-STATE_DIR = Path("/run/bringup-simcluster")  # one file per live cluster: who owns which run id
-NETNS_DIR = Path("/run/netns")
-SUBNET = "10.231"  # 10.231.<run>.0/24: private, used only on the bridge of one cluster
-BRIDGE_HOST = 254  # the controller's address on the bridge: 10.231.<run>.254
-MAX_NODES = 250
-SSHD_READY_S = 15.0
-NAME = re.compile(r"^bu-(\d+)-(br|n\d+|v\d+)$")  # every namespace and link we create
-
-# The probes a simulated node runs for real unless told otherwise; the others are
-# answered from the node's recording (they need GPUs).
-DEFAULT_LIVE = ("host", "nvme")
-
-# Planted faults: name -> (index in bringup.sim.demo.fleet(), what the node shows).
-# "node_pair" is not in the demo fleet: it is built here from the healthy node.
-FAULTS: dict[str, str] = {
-    "healthy": "a healthy B300 node",
-    "missing_gpu": "7 GPUs instead of 8 (one fell off the bus)",
-    "no_nvlink": "GPU 2 without NVLink: NODE/SYS to every other GPU",
-    "node_pair": "NODE instead of NV18 between GPU 0 and GPU 1",
-    "row_remap": "GPU 3 with a pending row remap",
-    "xid79": "XID 79 (GPU 6 fell off the bus) in the kernel log",
-    "hw_slowdown": "GPU 5 with HW slowdown active",
-}
-_DEMO_INDEX = {
-    "healthy": 0,
-    "missing_gpu": 1,
-    "no_nvlink": 2,
-    "row_remap": 3,
-    "xid79": 4,
-    "hw_slowdown": 5,
-}
-
-
-class SimClusterError(Exception):
-    """The simulated cluster could not be built or changed; one line."""
-
-
-# --- facts of a simulated node: pure functions ------------------------------------------
-
-
-@cache
-def _demo_nodes() -> dict[str, NodeFacts]:
-    demo = fleet()
-    nodes = {fault: demo[index] for fault, index in _DEMO_INDEX.items()}
-    nodes["node_pair"] = _with_node_pair(demo[0])
-    return nodes
-
-
-def _with_node_pair(healthy: NodeFacts) -> NodeFacts:
-    """The healthy node with NODE instead of NV18 between GPU 0 and GPU 1 in `topo -m`."""
-    rows = topo_text().split("\n")
-    for row, column in ((1, 2), (2, 1)):  # row 0 is the header; cell 0 the row's name
-        cells = rows[row].split("\t")
-        cells[column] = "NODE"
-        rows[row] = "\t".join(cells)
-    node = healthy.model_copy(deep=True)
-    facts = dataclasses.asdict(parse_topo("\n".join(rows)))
-    node.probes["topology"] = node.probes["topology"].model_copy(update={"facts": facts})
-    return node
-
-
-def node_facts(name: str, fault: str, live: Sequence[str] = DEFAULT_LIVE) -> NodeFacts:
-    """The recording of one simulated node: the demo facts of `fault`, less the live probes."""
-    if fault not in FAULTS:
-        raise SimClusterError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-    demo = _demo_nodes()[fault]
-    probes: dict[str, ProbeRecord] = {}
-    for probe, record in demo.probes.items():
-        if probe in live:
-            continue
-        facts = json.loads(json.dumps(record.facts))  # a deep copy, as on disk
-        if probe == "host" and facts is not None:
-            facts["hostname"] = name
-        probes[probe] = record.model_copy(update={"facts": facts})
-    return NodeFacts(
-        node=name,
-        bringup_version=demo.bringup_version,
-        collected_at=demo.collected_at,
-        probes=probes,
-    )
-
-
-def sim_profile() -> dict[str, object]:
-    """The b300 profile with the host floors a simulated node (this machine) can meet.
-
-    The nodes share this machine's disk, so the 100 GB free-space policy of a real node's
-    scratch space is lowered to 1 GB, and they share its memlock limit, which a container
-    without CAP_SYS_RESOURCE cannot raise to unlimited; everything else is b300's.
-    """
-    from bringup.profile import profiles_dir
-
-    data = yaml.safe_load((profiles_dir() / "b300.yaml").read_text())
-    data["name"] = "sim-b300"
-    data["description"] = (
-        "b300 for simulated nodes (bringup.sim.cluster): host floors of this machine"
-    )
-    data["host"]["min_free_bytes"] = 10**9
-    data["host"]["min_memlock_bytes"] = nodes_memlock_bytes()
-    return data
-
-
-# --- processes and namespaces: the I/O edge ----------------------------------------------
-
-
-def _run(argv: Sequence[str], stdin: str | None = None) -> str:
-    """Run a setup command; SimClusterError with its last stderr line when it fails."""
-    proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        raise SimClusterError(f"{shlex.join(argv[:4])}: {last}")
-    return proc.stdout
-
-
-def _ns_inode(netns: str) -> int | None:
-    try:
-        return os.stat(NETNS_DIR / netns).st_ino
-    except OSError:
-        return None
-
-
-def netns_pids(netns: str) -> list[int]:
-    """Every live process in a network namespace (what `ip netns pids` prints, less zombies)."""
-    inode = _ns_inode(netns)
-    if inode is None:
-        return []
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):  # a process that ended while we looked
-            if os.stat(entry / "ns" / "net").st_ino == inode and _state(entry) != "Z":
-                pids.append(int(entry.name))
-    return pids
-
-
-def _state(proc_dir: Path) -> str:
-    """The state letter of /proc/PID/stat: R, S, D, T (stopped), Z (zombie), ..."""
-    return (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _signal_all(pids: Sequence[int], sig: signal.Signals) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def _start_time(pid: int) -> str | None:
-    """The start time of a process (field 22 of /proc/PID/stat), to tell pid reuse apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _owner_alive(state: dict[str, object]) -> bool:
-    pid = state.get("pid")
-    return isinstance(pid, int) and _start_time(pid) == state.get("start_time")
-
-
-def _teardown_run(run: int) -> None:
-    """Remove every namespace, process and link of run id `run` (ours or a crashed one's)."""
-    prefix = f"bu-{run}-"
-    for netns in _netns_names():
-        if netns.startswith(prefix):
-            _signal_all(netns_pids(netns), signal.SIGKILL)
-    for netns in _netns_names():
-        if netns.startswith(prefix):
-            # Deleting the namespace destroys its end of the veth pair, and so the pair.
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
-    for link in _link_names():
-        if link.startswith(prefix):
-            subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
-    (STATE_DIR / f"{run}.json").unlink(missing_ok=True)
-
-
-def _netns_names() -> list[str]:
-    try:
-        return sorted(p.name for p in NETNS_DIR.iterdir())
-    except OSError:
-        return []
-
-
-def _link_names() -> list[str]:
-    return sorted(p.name for p in Path("/sys/class/net").iterdir())
-
-
-def _sweep_and_allocate() -> int:
-    """Remove what crashed clusters left behind, then claim a free run id (under a lock)."""
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with (STATE_DIR / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        owned: set[int] = set()
-        for file in STATE_DIR.glob("*.json"):
-            try:
-                state = json.loads(file.read_text())
-            except (OSError, ValueError):
-                state = {}
-            if _owner_alive(state):
-                owned.add(int(file.stem))
-            else:
-                _teardown_run(int(file.stem))
-        # Names of ours with no owner at all (a crash between creating and recording).
-        for name in _netns_names() + _link_names():
-            match = NAME.match(name)
-            if match and int(match.group(1)) not in owned:
-                _teardown_run(int(match.group(1)))
-        free = [run for run in range(1, 251) if run not in owned]
-        if not free:
-            raise SimClusterError("all 250 simulated-cluster run ids are in use")
-        run = free[0]
-        state = {"pid": os.getpid(), "start_time": _start_time(os.getpid())}
-        (STATE_DIR / f"{run}.json").write_text(json.dumps(state))
-        return run
-
-
-def _unlimited_memlock() -> None:
-    # As NVIDIA's container guidance sets it (`--ulimit memlock=-1`): a configured GPU node.
-    # Without CAP_SYS_RESOURCE (a container) the limit cannot be raised; sim_profile() then
-    # asks for the limit the nodes do have.
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY,) * 2)
-
-
-def nodes_memlock_bytes() -> int | None:
-    """The memlock limit the simulated nodes' sessions get: None when unlimited."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    if hard == resource.RLIM_INFINITY:
-        return None
-    try:  # can this process raise it, as the sshd start does?
-        resource.setrlimit(resource.RLIMIT_MEMLOCK, (hard, resource.RLIM_INFINITY))
-    except (ValueError, OSError):
-        return hard
-    resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
-    return None
-
-
-def _keygen(path: Path, comment: str) -> str:
-    """A new ed25519 key pair at path (and path.pub); returns the public key line."""
-    for old in (path, path.with_name(path.name + ".pub")):
-        old.unlink(missing_ok=True)
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
-    return path.with_name(path.name + ".pub").read_text().strip()
-
-
-def _banner(address: str, timeout_s: float) -> bool:
-    """True when an SSH server answers on address:22 with its banner."""
-    try:
-        with socket.create_connection((address, 22), timeout=timeout_s) as sock:
-            sock.settimeout(timeout_s)
-            return sock.recv(64).startswith(b"SSH-")
-    except OSError:
-        return False
+__all__ = ["FAULTS", "NETNS_DIR", "STATE_DIR", "SimCluster", "SimClusterError", "SimNode"]
 
 
 # --- the cluster -------------------------------------------------------------------------
@@ -441,7 +191,7 @@ class SimCluster:
         reason = self.available()
         if reason:
             raise SimClusterError(reason)
-        self.run = _sweep_and_allocate()
+        self.run = sweep_and_allocate()
         atexit.register(self.stop)
         try:
             self._build()
@@ -454,7 +204,7 @@ class SimCluster:
         """Remove everything: processes, namespaces, links and the files written here."""
         if self.run is None:
             return
-        _teardown_run(self.run)
+        teardown_run(self.run)
         for node in self.nodes.values():
             if node.sshd is not None:
                 node.sshd.wait()  # reap it (it was killed with its namespace's processes)
@@ -484,11 +234,11 @@ class SimCluster:
             self.nodes[name] = node
         self._create_network()
         self._track(self.key_file, self.key_file.with_name(self.key_file.name + ".pub"))
-        client_key = _keygen(self.key_file, "bringup-simcluster")
+        client_key = keygen(self.key_file, "bringup-simcluster")
         for node in self.nodes.values():
             self._track(node.dir)
             node.bin_dir.mkdir(parents=True, exist_ok=True)
-            node.host_key_line = _keygen(node.host_key, node.name)
+            node.host_key_line = keygen(node.host_key, node.name)
             (node.dir / "authorized_keys_root").write_text(client_key + "\n")
             (node.dir / "sshd_config").write_text(self._sshd_config(node))
             recording = node_facts(node.name, node.fault, node.live)
@@ -521,10 +271,10 @@ class SimCluster:
                 f"link set {node.veth} master {self.bridge}",
                 f"link set {node.veth} up",
             ]
-        _run(["ip", "-batch", "-"], "\n".join(root) + "\n")
+        run_setup(["ip", "-batch", "-"], "\n".join(root) + "\n")
         for node in self.nodes.values():
             inside = ["link set lo up", f"addr add {node.address}/24 dev eth0", "link set eth0 up"]
-            _run(["ip", "-n", node.netns, "-batch", "-"], "\n".join(inside) + "\n")
+            run_setup(["ip", "-n", node.netns, "-batch", "-"], "\n".join(inside) + "\n")
 
     def _sshd_config(self, node: SimNode) -> str:
         path = f"{node.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -576,7 +326,7 @@ class SimCluster:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,  # a Ctrl-C of the test run reaches stop(), not sshd
-                preexec_fn=_unlimited_memlock,
+                preexec_fn=unlimited_memlock,
             )
 
     def _wait_for_sshd(self, node: SimNode) -> None:
@@ -584,7 +334,7 @@ class SimCluster:
         while time.monotonic() < end:
             if node.sshd is not None and node.sshd.poll() is not None:
                 break
-            if _banner(node.address, 1.0):
+            if banner(node.address, 1.0):
                 return
             time.sleep(0.05)
         log = (node.dir / "sshd.log").read_text(errors="replace").strip().splitlines()
@@ -656,7 +406,7 @@ class SimCluster:
             pids = self.pids(name)
             if not pids:
                 break
-            _signal_all(pids, signal.SIGKILL)
+            signal_all(pids, signal.SIGKILL)
             time.sleep(0.01)
         if node.sshd is not None:
             node.sshd.wait()
@@ -670,18 +420,18 @@ class SimCluster:
         node = self.node(name)
         listener = node.sshd.pid if node.sshd is not None else None
         stopped = [pid for pid in self.pids(name) if pid != listener]
-        _signal_all(stopped, signal.SIGSTOP)
+        signal_all(stopped, signal.SIGSTOP)
         return stopped
 
     def thaw(self, name: str) -> None:
-        _signal_all(self.pids(name), signal.SIGCONT)
+        signal_all(self.pids(name), signal.SIGCONT)
 
     def wait_for_process(self, name: str, text: str, timeout_s: float) -> int | None:
         """The pid of the first process of the node whose command line contains text."""
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             for pid in self.pids(name):
-                if text in _cmdline(pid):
+                if text in cmdline(pid):
                     return pid
             time.sleep(0.02)
         return None
@@ -701,7 +451,7 @@ class SimCluster:
             netem += ["loss", f"{loss_pct:g}%"]
         for prefix, dev in (([], node.veth), (["-n", node.netns], "eth0")):
             try:
-                _run(["tc", *prefix, "qdisc", "replace", "dev", dev, "root", *netem])
+                run_setup(["tc", *prefix, "qdisc", "replace", "dev", dev, "root", *netem])
             except SimClusterError as exc:
                 if "unknown" in str(exc).lower():
                     raise SimClusterError(
@@ -714,8 +464,8 @@ class SimCluster:
         """tc tbf on both ends of the node's link: a slow link (a degraded or shared uplink)."""
         node = self.node(name)
         tbf = ["tbf", "rate", f"{bits_per_s}bit", "burst", "16kb", "latency", "2s"]
-        _run(["tc", "qdisc", "replace", "dev", node.veth, "root", *tbf])
-        _run(["tc", "-n", node.netns, "qdisc", "replace", "dev", "eth0", "root", *tbf])
+        run_setup(["tc", "qdisc", "replace", "dev", node.veth, "root", *tbf])
+        run_setup(["tc", "-n", node.netns, "qdisc", "replace", "dev", "eth0", "root", *tbf])
 
     def add_loss(self, name: str, loss_pct: float) -> None:
         """Drop loss_pct % of the node's packets, both ways (nftables in the node's namespace)."""
@@ -728,7 +478,7 @@ class SimCluster:
             f"  chain output {{ type filter hook output priority 0; {drop} }}\n"
             "}\n"
         )
-        _run(["ip", "netns", "exec", self.node(name).netns, "nft", "-f", "-"], ruleset)
+        run_setup(["ip", "netns", "exec", self.node(name).netns, "nft", "-f", "-"], ruleset)
 
     def clear_network_faults(self, name: str) -> None:
         """Remove latency, rate limits and loss from the node's link."""
@@ -743,7 +493,7 @@ class SimCluster:
     def swap_host_key(self, name: str) -> None:
         """Give the node a new host key (restarting its sshd); known_hosts keeps the old one."""
         node = self.node(name)
-        _keygen(node.host_key, node.name)
+        keygen(node.host_key, node.name)
         self.start_sshd(name)
 
     def forget_host_key(self, name: str) -> None:
@@ -761,10 +511,10 @@ class SimCluster:
         path = self.workdir / "stranger_ed25519"
         if not path.exists():
             self._track(path, path.with_name(path.name + ".pub"))
-            _keygen(path, "stranger")
+            keygen(path, "stranger")
         return path
 
 
 def node_has_recording(node: SimNode) -> bool:
     """True when some probe of the node is answered from its recording."""
-    return bool(set(_demo_nodes()["healthy"].probes) - set(node.live))
+    return bool(recorded_probes() - set(node.live))
