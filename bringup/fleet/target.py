@@ -57,6 +57,7 @@ class Nodes:
         self._code = None
         if target.remote:
             from bringup.fleet import ssh
+            from bringup.fleet.node_code import build_node_code
 
             settings = ssh.SshSettings(
                 connect_timeout_s=target.connect_timeout_s,
@@ -66,7 +67,7 @@ class Nodes:
                 self._connector = ssh.Connector(settings)
             except TransportError as exc:
                 raise TargetError(str(exc)) from None
-            self._code = ssh.build_node_code()
+            self._code = build_node_code()
 
     @property
     def remote(self) -> bool:
