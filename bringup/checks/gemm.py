@@ -17,7 +17,7 @@ from bringup.node.probes.telemetry import Timeline
 from bringup.profile import Profile
 
 # bringup policy: WARN below 90% of the achievable ceiling (ml-engineering's best torch.mm
-# shape; run-to-run spread on one H200 was 769-798 TFLOP/s, REFERENCE.md).
+# shape; run-to-run spread on one H200 was 769-798 TFLOP/s; docs/reference.md#check-thresholds).
 CEILING_SHARE = 0.9
 
 

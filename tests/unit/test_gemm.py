@@ -23,7 +23,8 @@ from bringup.profile import load
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
 
 H200 = load("h200")
-ACHIEVABLE = 794.5e12  # REFERENCE.md: best BF16 torch.mm on H100/H200 (ml-engineering)
+# Best BF16 torch.mm on H100/H200 (docs/reference.md#achievable-matmul-ceilings).
+ACHIEVABLE = 794.5e12
 
 
 def test_cpu_sweep_measures_every_shape_and_keeps_the_best() -> None:

@@ -27,7 +27,8 @@ from bringup.profile import Profile
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "smi"
 MIB = 2**20
 
-# An H100 SXM profile with the figures of REFERENCE.md ("GPUs (per GPU)", "Provisioning").
+# An H100 SXM profile with the figures of docs/reference.md (#gpu-identity, #power-limits,
+# #driver-cuda-and-provisioning).
 # The tests pin messages against these numbers, so they do not read the shipped profile
 # (test_shipped_profile_judges_the_real_node_healthy does).
 H100_PROFILE = {

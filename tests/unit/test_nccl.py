@@ -40,7 +40,7 @@ def make_profile(floor_gb_s: float) -> Profile:
     return Profile.model_validate(
         {
             "name": "h100-test",
-            "description": "HGX H100 8-GPU (REFERENCE.md GPUs table)",
+            "description": "HGX H100 8-GPU (docs/reference.md#gpu-identity)",
             "gpu": {
                 "model": "NVIDIA H100 80GB HBM3",
                 "count": 8,
@@ -57,9 +57,9 @@ def make_profile(floor_gb_s: float) -> Profile:
     )
 
 
-# 8x H100 NVLS all-reduce: 473-482 GB/s (REFERENCE.md, nccl-tests #212, #290).
+# 8x H100 NVLS all-reduce: 473-482 GB/s (nccl-tests#212, #290; docs/reference.md#nccl-floors).
 H100 = make_profile(473)
-# 8x A100 NVLink3: ~235 GB/s (REFERENCE.md, ml-engineering network/README).
+# 8x A100 NVLink3: ~235 GB/s (ml-engineering network/README; docs/reference.md#nccl-floors).
 A100 = make_profile(235)
 
 
@@ -312,7 +312,7 @@ def test_below_the_floor_fails() -> None:
     assert found.action and "nvlink" in found.action
 
 
-# 2x8 H100 over 8x400G IB: ~470-477 GB/s (REFERENCE.md, nccl-tests #309).
+# 2x8 H100 over 8x400G IB: ~470-477 GB/s (NVIDIA/nccl-tests#309; docs/reference.md#nccl-floors).
 H100_TWO_NODES = H100.model_copy(
     update={"nccl": H100.nccl.model_copy(update={"allreduce_busbw_multinode_min_gb_s": 470})}
 )

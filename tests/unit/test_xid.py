@@ -37,7 +37,7 @@ SXID = "nvtrust-124-sxid22013-nvswitch-excerpt.txt"
 PROFILE = Profile.model_validate(
     {
         "name": "h100-test",
-        "description": "HGX H100 8-GPU (REFERENCE.md GPUs table)",
+        "description": "HGX H100 8-GPU (docs/reference.md#gpu-identity)",
         "gpu": {
             "model": "NVIDIA H100 80GB HBM3",
             "count": 8,

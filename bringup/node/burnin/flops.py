@@ -1,6 +1,6 @@
 """FLOP accounting of a decoder fine-tune: FLOPs per token, MFU and HFU. Pure arithmetic.
 
-Per token (REFERENCE.md "FLOPs per token"; PaLM, Chowdhery et al. 2022, appendix B):
+Per token (PaLM, Chowdhery et al. 2022, appendix B; docs/reference.md#flops-and-mfu):
 
     full fine-tune           6·N + 12·L·H·Q·T
     LoRA, frozen base        4·N + 12·L·H·Q·T + 6·A

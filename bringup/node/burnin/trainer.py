@@ -130,7 +130,8 @@ def build_model(recipe: Recipe, ds_config: dict[str, Any], device: torch.device)
             if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
                 module.reset_parameters()
     if recipe.train.gradient_checkpointing:
-        # Reentrant: non-reentrant checkpointing fails under ZeRO-3 (REFERENCE.md "DeepSpeed").
+        # Reentrant: non-reentrant checkpointing fails under ZeRO-3
+        # (huggingface/trl#2514; docs/reference.md#burn-in-recipes).
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
         model.enable_input_require_grads()
     lora = recipe.lora

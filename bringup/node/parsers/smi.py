@@ -732,7 +732,7 @@ def _csv_reasons(row: _Row) -> list[str] | None:
 # ---------------------------------------------------------------------------------------------
 
 # Per-link speed per direction, GB/s, as `nvidia-smi nvlink -s` prints it, by NVLink version
-# (REFERENCE.md "GPUs": A100 12 links x 25 GB/s; H100/H200 NVLink 4 18 x 26.562 GB/s;
+# (docs/reference.md#nvlink: A100 12 links x 25 GB/s; H100/H200 NVLink 4 18 x 26.562 GB/s;
 # B200/B300 NVLink 5 18 x 53.125 GB/s).
 NVLINK_SPEED_GB_S: dict[int, float] = {3: 25.0, 4: 26.562, 5: 53.125}
 

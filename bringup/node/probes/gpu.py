@@ -14,7 +14,7 @@ from typing import Any
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.tool import run, which
 
-# Clocks event reasons (nvml.h, nvmlClocksEventReason*; REFERENCE.md "NVML").
+# Clocks event reasons (nvml.h, nvmlClocksEventReason*; docs/reference.md#nvml).
 CLOCK_EVENT_REASONS: dict[int, str] = {
     0x1: "gpu_idle",
     0x2: "applications_clocks_setting",
@@ -122,7 +122,7 @@ class GpuFacts:
 # NVML's nvmlNvlinkVersion enum -> NVLink generation (nvml.h: 6 = 4.0, 7 = 5.0).
 _NVLINK_ENUM_TO_VERSION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
 _FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
-_NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (REFERENCE.md "NVLink")
+_NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (docs/reference.md#nvlink)
 
 
 @dataclass

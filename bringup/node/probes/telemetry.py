@@ -268,9 +268,12 @@ def _difference(
 
 # --- NVML --------------------------------------------------------------------------------
 
-# NVML field ids of the cumulative throttle-time counters (REFERENCE.md "NVML"; nvml.h
-# NVML_FI_DEV_CLOCKS_EVENT_REASON_*). nvml.h documents them in nanoseconds (DCGM mirrors
-# them as DCGM_FI_DEV_CLOCKS_EVENT_REASON_*_NS); nvidia-smi -q prints them converted to us.
+# NVML field ids of the cumulative throttle-time counters (nvml.h
+# NVML_FI_DEV_CLOCKS_EVENT_REASON_*; docs/reference.md#nvml). nvml.h documents them in
+# nanoseconds (DCGM mirrors them as DCGM_FI_DEV_CLOCKS_EVENT_REASON_*_NS); nvidia-smi -q
+# prints them converted to us. The thermal and power-brake ids are those of nvml.h from
+# CUDA 13.0 (R580) on; CUDA 12.9 (R575) numbered them 251-253 and CUDA 12.8 had none
+# (docs/reference.md#known-gaps).
 THROTTLE_COUNTER_FIELDS: dict[str, int] = {
     "sw_power_cap": 74,
     "sync_boost": 76,
