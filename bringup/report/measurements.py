@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bringup.facts import NodeFacts
-from bringup.node.probes.gpu import GpuFacts
+from bringup.node.gpu_facts import GpuFacts
 from bringup.node.probes.nccl import NcclFacts
 from bringup.node.probes.nvme import NvmeFacts
 from bringup.node.probes.xid import XidFacts

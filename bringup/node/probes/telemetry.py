@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
-from bringup.node.probes.gpu import decode_clock_event_reasons
+from bringup.node.gpu_facts import decode_clock_event_reasons
 from bringup.node.result import ProbeError, ProbeOutput
 
 
