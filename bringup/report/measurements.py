@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from bringup.facts import NodeFacts
 from bringup.node.gpu_facts import GpuFacts
-from bringup.node.probes.nccl import NcclFacts
+from bringup.node.nccl_facts import NcclFacts
 from bringup.node.probes.nvme import NvmeFacts
 from bringup.node.probes.xid import XidFacts
 from bringup.report.rundata import decode_record

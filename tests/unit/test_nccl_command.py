@@ -15,10 +15,11 @@ import pytest
 from bringup.checks import nccl as checks
 from bringup.checks.nccl import PairResult, judge_pairwise, split_pairs
 from bringup.commands import nccl as nccl_run
-from bringup.fleet import job
 from bringup.findings import Status
+from bringup.fleet import job
 from bringup.fleet.inventory import Host
-from bringup.node.probes.nccl import NcclFacts, parse_nccl_tests
+from bringup.node.nccl_facts import NcclFacts
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.profile import load as load_profile
 from bringup.recognize import inspect_text
 
