@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.node.probes.nccl import NcclFacts, NcclRow
+from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.profile import Profile
 
 CHECK = "nccl.allreduce_busbw"

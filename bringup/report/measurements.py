@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bringup.facts import NodeFacts
-from bringup.node.probes.gpu import GpuFacts
-from bringup.node.probes.nccl import NcclFacts
+from bringup.node.gpu_facts import GpuFacts
+from bringup.node.nccl_facts import NcclFacts
 from bringup.node.probes.nvme import NvmeFacts
 from bringup.node.probes.xid import XidFacts
 from bringup.report.rundata import decode_record

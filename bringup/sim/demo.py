@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.node.probes.gpu import Gpu, GpuFacts, NvLink, RemappedRows
+from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo

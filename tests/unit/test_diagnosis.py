@@ -21,7 +21,7 @@ from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.node.parsers.dmon import parse_dmon, parse_q_series
 from bringup.node.probes.gemm import GemmFacts, GemmGpu
-from bringup.node.probes.telemetry import Sample, Timeline
+from bringup.node.timeline import Sample, Timeline
 from bringup.profile import Profile, load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -13,8 +13,9 @@ from pydantic import TypeAdapter
 
 from bringup.checks import nccl as checks
 from bringup.findings import Finding, Status
+from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.node.probes import nccl
-from bringup.node.probes.nccl import NcclFacts, NcclRow, parse_nccl_tests
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.result import ParseError
 from bringup.profile import Profile
 

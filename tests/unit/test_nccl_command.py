@@ -18,7 +18,8 @@ from bringup.commands import nccl as nccl_run
 from bringup.findings import Status
 from bringup.fleet import job
 from bringup.fleet.inventory import Host
-from bringup.node.probes.nccl import NcclFacts, parse_nccl_tests
+from bringup.node.nccl_facts import NcclFacts
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.profile import load as load_profile
 from bringup.recognize import inspect_text
 

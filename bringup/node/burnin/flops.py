@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the trainer passes its plain copy (bringup.node.burnin.recipe): no pydantic
-    from bringup.recipe import LoraSpec, ModelShape
+if TYPE_CHECKING:
+    from bringup.node.burnin.recipe import LoraSpec, ModelShape
 
 
 @dataclass(frozen=True)
