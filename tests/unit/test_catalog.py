@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import bringup.checks
 from bringup.checks.catalog import CHECKS
@@ -42,3 +44,28 @@ def test_every_function_that_returns_findings_is_a_judge() -> None:
                 misnamed.append(f"{module.__name__}.{name}")
     # Not a judgement: the one Finding every GPU check gives when there is no GPU to judge.
     assert misnamed == ["bringup.checks.gpu.per_gpu.no_gpus"]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a source file imports, lazily imported ones included."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_judging_and_showing_stay_apart() -> None:
+    """report -> facts, findings, profile, measurements; checks never import the report."""
+    package = Path(bringup.checks.__file__).parent.parent
+    report = {m for f in (package / "report").glob("*.py") for m in _imports(f)}
+    checks = {m for f in (package / "checks").rglob("*.py") for m in _imports(f)}
+    measurements = _imports(package / "measurements.py") | _imports(package / "facts.py")
+    assert sorted(m for m in report if m.startswith(("bringup.checks", "bringup.commands"))) == []
+    assert sorted(m for m in checks if m.startswith(("bringup.report", "bringup.commands"))) == []
+    assert (
+        sorted(m for m in measurements if m.startswith(("bringup.report", "bringup.checks"))) == []
+    )
