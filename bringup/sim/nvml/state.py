@@ -99,8 +99,9 @@ from typing import Any, Literal, NewType, TypedDict
 # Besides branches.py, the probe side: the GPU facts types, the nvidia-smi parsers and the
 # demo fleet, imported here and nowhere else in this package (those modules are moving).
 from bringup.facts import decode
-from bringup.node.parsers.smi import parse_q_text, parse_q_xml
-from bringup.node.probes.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
+from bringup.node.gpu_facts import CLOCK_EVENT_REASONS, Gpu, GpuFacts
+from bringup.node.parsers.smi_text import parse_q_text
+from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError
 from bringup.sim.demo import fleet
 from bringup.sim.nvml import branches

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bringup.node.parsers.smi import parse_q_text
+from bringup.node.parsers.smi_text import parse_q_text
 from bringup.sim.nvml import apply_fault, state_from_capture
 
 H200 = Path(__file__).resolve().parents[2] / "fixtures" / "smi" / "ugpuexp-h200-q-load.txt"

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from bringup.node.parsers.smi import parse_q_text, parse_q_xml
+from bringup.node.parsers.smi_text import parse_q_text
+from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.sim.nvml import (
     ENV_STATE,
     apply_fault,
