@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from bringup import __version__
-from bringup.commands import burnin, check, diagnose, exporter, nccl, provision, report
+from bringup.commands import burnin, check, diagnose, exporter, nccl, provision, report, sim
 
 app = typer.Typer(
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
@@ -45,6 +45,7 @@ app.command()(diagnose.diagnose)
 app.command()(report.report)
 app.command()(exporter.exporter)
 app.command()(provision.provision)
+app.add_typer(sim.sim_app, name="sim")
 
 
 if __name__ == "__main__":

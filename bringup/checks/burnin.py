@@ -281,9 +281,12 @@ def _slow_clocks(telemetry: list[GpuTelemetry]) -> list[Finding]:
 def judge_throttle(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.throttle: clocks event reasons seen while the GPUs were loaded."""
     timeline = facts.telemetry
-    if timeline is None or (timeline.error and not timeline.samples):
-        reason = timeline.error if timeline else "no telemetry recorded"
-        return [finding("burnin.throttle", Status.SKIP, f"no telemetry: {reason}")]
+    if timeline is None or not timeline.samples:
+        reason = (timeline.error if timeline else None) or "no telemetry recorded"
+        # On GPUs no samples means throttling was not measured, which must not pass as
+        # "no throttling"; on the CPU there is nothing to sample.
+        status = Status.ERROR if facts.device_kind == "cuda" else Status.SKIP
+        return [finding("burnin.throttle", status, f"no telemetry samples: {reason}")]
     found = []
     for gpu in gpu_telemetry(timeline):
         seen = {r: s for r, s in gpu.reasons_share.items() if s > 0}

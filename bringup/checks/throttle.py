@@ -50,7 +50,7 @@ class GpuStats:
 
 
 def gpu_stats(timeline: Timeline) -> dict[int, GpuStats]:
-    """Per-GPU summary of a timeline; NVML's throttle counters win over sample shares."""
+    """Per-GPU summary of a timeline; a throttle counter can raise a share, never lower it."""
     by_gpu: dict[int, list[Sample]] = {}
     for sample in timeline.samples:
         by_gpu.setdefault(sample.gpu, []).append(sample)
@@ -62,10 +62,13 @@ def gpu_stats(timeline: Timeline) -> dict[int, GpuStats]:
             for reason in sample.clock_event_reasons:
                 s.share[reason] = s.share.get(reason, 0.0) + 1
         s.share = {reason: n / len(samples) for reason, n in s.share.items()}
-        # Counters integrate between samples, so they are the better figure where present.
+        # Counters integrate between samples, so they can show throttling the samples missed;
+        # but a counter read at the wrong field id (another driver branch) or that did not
+        # move must not erase what the samples saw: the larger of the two stands.
         for reason, seconds in timeline.throttle_time_s.get(str(index), {}).items():
             if duration > 0:
-                s.share[reason] = min(1.0, seconds / duration)
+                counted = min(1.0, seconds / duration)
+                s.share[reason] = max(s.share.get(reason, 0.0), counted)
         s.max_temperature_c = _max(x.temperature_c for x in samples)
         s.max_memory_temperature_c = _max(x.memory_temperature_c for x in samples)
         powers = [x.power_w for x in samples if x.power_w is not None]

@@ -97,8 +97,15 @@ class Gpu:
     clock_event_reasons: list[str] | None = None  # decoded names; None = not reported
     nvlink_version: int | None = None  # 4 = NVLink 4 (Hopper), 5 = NVLink 5 (Blackwell)
     nvlinks: list[NvLink] = field(default_factory=list)
+    # `nvidia-smi nvlink -s` says all links are inactive instead of listing them: the GPU
+    # has NVLink and none of it is up (not "no NVLink", which is a PCIe GPU).
+    nvlinks_all_inactive: bool | None = None
     fabric_state: str | None = None  # "completed", "in_progress", "not_supported", ...
     fabric_status: str | None = None  # "success" or the error
+    fabric_health_mask: int | None = None  # NVML's nvmlGpuFabricInfo_v2 healthMask, raw bits
+    # Why this GPU could not be read at all ("GPU is lost": it fell off the bus); its other
+    # fields are then unknown, and gpu.count names it.
+    error: str | None = None
 
 
 @dataclass

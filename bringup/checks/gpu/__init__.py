@@ -8,10 +8,28 @@ every table and report.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 from bringup.checks import Check
 from bringup.checks.gpu import identity, links, memory, thermals
+from bringup.findings import Finding
+from bringup.node.gpu_facts import GpuFacts
 
 PROBE = "gpu"
+
+
+def _readable(judge: Callable[..., list[Finding]]) -> Callable[..., list[Finding]]:
+    """`judge` on the GPUs that could be read: a lost GPU is gpu.count's finding alone, so
+    it does not come back as one unknown-field SKIP or FAIL in every other check."""
+
+    @functools.wraps(judge)
+    def on_readable(facts: GpuFacts, *rest: Any) -> list[Finding]:
+        return judge(identity.readable(facts), *rest)
+
+    return on_readable
+
 
 CHECKS: list[Check] = [
     Check(
@@ -24,28 +42,50 @@ CHECKS: list[Check] = [
     Check(
         "gpu.model",
         PROBE,
-        identity.judge_model,
+        _readable(identity.judge_model),
         "every GPU is the profile's model, with its memory",
     ),
     Check(
         "gpu.driver",
         PROBE,
-        identity.judge_driver,
+        _readable(identity.judge_driver),
         "driver and CUDA version at least the minimum",
     ),
-    Check("gpu.persistence", PROBE, identity.judge_persistence, "persistence mode on"),
-    Check("gpu.ecc", PROBE, memory.judge_ecc, "ECC on, no uncorrected ECC errors"),
-    Check("gpu.remapped_rows", PROBE, memory.judge_remapped_rows, "no pending or failed row remap"),
-    Check("gpu.pcie", PROBE, links.judge_pcie, "PCIe link at full width (and gen under load)"),
-    Check("gpu.power", PROBE, thermals.judge_power, "power limit not lowered"),
-    Check("gpu.thermal", PROBE, thermals.judge_thermal, "headroom to slowdown and HBM temperature"),
-    Check("gpu.clock_events", PROBE, thermals.judge_clock_events, "no throttling reason active"),
+    Check("gpu.persistence", PROBE, _readable(identity.judge_persistence), "persistence mode on"),
+    Check("gpu.ecc", PROBE, _readable(memory.judge_ecc), "ECC on, no uncorrected ECC errors"),
+    Check(
+        "gpu.remapped_rows",
+        PROBE,
+        _readable(memory.judge_remapped_rows),
+        "no pending or failed row remap",
+    ),
+    Check(
+        "gpu.pcie",
+        PROBE,
+        _readable(links.judge_pcie),
+        "PCIe link at full width (and gen under load)",
+    ),
+    Check("gpu.power", PROBE, _readable(thermals.judge_power), "power limit not lowered"),
+    Check(
+        "gpu.thermal",
+        PROBE,
+        _readable(thermals.judge_thermal),
+        "headroom to slowdown and HBM temperature",
+    ),
+    Check(
+        "gpu.clock_events",
+        PROBE,
+        _readable(thermals.judge_clock_events),
+        "no throttling reason active",
+    ),
     Check(
         "gpu.nvlink",
         PROBE,
-        links.judge_nvlink,
+        _readable(links.judge_nvlink),
         "all NVLinks up at the profile's version",
         context="topology",
     ),
-    Check("gpu.fabric", PROBE, links.judge_fabric, "NVLink fabric registration completed"),
+    Check(
+        "gpu.fabric", PROBE, _readable(links.judge_fabric), "NVLink fabric registration completed"
+    ),
 ]

@@ -6,6 +6,8 @@ topology matrix, when the node has one, as evidence).
 
 from __future__ import annotations
 
+import dataclasses
+
 from bringup.checks import finding
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
 from bringup.findings import Finding, Status
@@ -45,11 +47,16 @@ def judge_count(
     """As many GPUs as the profile says; a trimmed log (attached > listed) is called out.
 
     The count is this check's finding alone: when the topology matrix shows the same wrong
-    count, the message says so (topology.gpu_count then defers to it).
+    count, the message says so (topology.gpu_count then defers to it). A GPU that is
+    listed but cannot be read (NVML: GPU is lost) is named here, and only here: the other
+    gpu checks judge the GPUs that could be read.
     """
     check, expected = "gpu.count", profile.gpu.count
     if not facts.gpus:
         return [no_gpus(check)]
+    lost = [gpu for gpu in facts.gpus if gpu.error is not None]
+    if lost:
+        return [_lost(lost, facts, expected)]
     listed = len(facts.gpus)
     attached = facts.attached_gpus if facts.attached_gpus is not None else listed
     # A log can be trimmed (telegraf's A100 sample says 4 attached, lists 1): the tool's
@@ -82,6 +89,30 @@ def judge_count(
             action=action,
         )
     ]
+
+
+def _lost(lost: list[Gpu], facts: GpuFacts, expected: int) -> Finding:
+    """The GPUs that are there but cannot be read: FAIL, each named with NVML's words."""
+    readable = len(facts.gpus) - len(lost)
+    reasons = "; ".join(f"{gpu_label(gpu)}: {gpu.error}" for gpu in lost)
+    indices = ", ".join(str(gpu.index) for gpu in lost)
+    return finding(
+        "gpu.count",
+        Status.FAIL,
+        f"{reasons} ({readable} of {len(facts.gpus)} GPUs readable, expected {expected})",
+        value=readable,
+        expected=str(expected),
+        unit="GPUs",
+        action=f"GPU {indices} fell off the bus: look for XID 79 in the kernel log, reset it "
+        f"(`nvidia-smi -r -i {lost[0].index}`) or power-cycle the node; reseat / RMA if it repeats",
+    )
+
+
+def readable(facts: GpuFacts) -> GpuFacts:
+    """The facts without the GPUs that could not be read (gpu.count names those)."""
+    if all(gpu.error is None for gpu in facts.gpus):
+        return facts
+    return dataclasses.replace(facts, gpus=[gpu for gpu in facts.gpus if gpu.error is None])
 
 
 # ---------------------------------------------------------------------------------------

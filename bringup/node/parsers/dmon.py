@@ -231,7 +231,7 @@ def _q_timestamp(block: str) -> float | None:
 
 # The "Clocks Event Reasons Counters" section of `nvidia-smi -q` (driver 535 and later):
 # cumulative time in each reason since the driver loaded, the counters NVML keeps
-# (telemetry.THROTTLE_COUNTER_FIELDS). Only the difference between two captures tells
+# (telemetry.throttle_counter_fields). Only the difference between two captures tells
 # the time spent during the capture; one capture alone says nothing about it.
 _Q_COUNTER_SECTIONS = ("Clocks Event Reasons Counters", "Clocks Throttle Reasons Counters")
 _Q_COUNTERS = {

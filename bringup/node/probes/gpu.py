@@ -7,7 +7,6 @@ temperatures and the decoded clocks event reasons. Where pynvml is absent it rea
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,48 +79,117 @@ def _read_smi_xml(smi: str, timeout_s: float, raw: dict[str, str]) -> GpuFacts:
         raise ProbeError(f"nvidia-smi -q -x: {exc}", raw) from None
 
 
-def _read_nvml(nvml: Any) -> GpuFacts:
-    def get(fn: Callable[..., Any], *args: Any) -> Any:
-        # Each field is optional: an old driver or a GPU without the feature answers
-        # NotSupported, which must leave that one field unknown, not fail the probe.
+# NVML return codes the probe reacts to (nvml.h; the same numbers in every driver branch).
+NVML_ERROR_GPU_IS_LOST = 15
+# Field ids (nvml.h, unchanged from CUDA 12.8 to 13.x; docs/reference.md#nvml).
+NVML_FI_DEV_NVLINK_GET_SPEED = 164  # per link (scope = link), Mbps
+NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT = 194  # slowdown threshold relative to T.Limit, C
+NVML_FI_DEV_MEMORY_TEMP = 82
+# nvmlValueType_t -> the member of the nvmlValue_t union that holds it.
+_VALUE_KINDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+class _GpuLost(Exception):
+    """NVML answered GPU_IS_LOST: the GPU fell off the bus; nothing more can be read."""
+
+
+class _Nvml:
+    """pynvml with each call optional: a function this nvidia-ml-py lacks, or NotSupported
+    from this driver or GPU, leaves that one field unknown (None) instead of failing the
+    probe. Functions are looked up by name at the call, so an older nvidia-ml-py without
+    them takes the fallback path rather than raising before the call is even tried."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+
+    def __call__(self, name: str, *args: Any) -> Any:
+        fn = getattr(self.nvml, name, None)
+        if fn is None:
+            return None
         try:
             return fn(*args)
-        except nvml.NVMLError:
-            return None
-        except AttributeError:  # function absent from an older nvidia-ml-py
+        except self.nvml.NVMLError as exc:
+            if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+                raise _GpuLost(str(exc)) from None
             return None
 
-    cuda = get(nvml.nvmlSystemGetCudaDriverVersion)
+    def first(self, *calls: tuple[Any, ...]) -> Any:
+        """The first of several (name, *args) calls that answers: new name, then old."""
+        for name, *args in calls:
+            value = self(name, *args)
+            if value is not None:
+                return value
+        return None
+
+    def field(self, h: Any, field_id: int, scope: int | None = None) -> float | None:
+        """One NVML field value as a number, None when the driver has no such field."""
+        request = [(field_id, scope)] if scope is not None else [field_id]
+        values = self("nvmlDeviceGetFieldValues", h, request)
+        if not values or values[0].nvmlReturn != 0:
+            return None
+        value = values[0]
+        kinds = {
+            0: "dVal",
+            1: "uiVal",
+            2: "ulVal",
+            3: "ullVal",
+            4: "sllVal",
+            5: "siVal",
+            6: "usVal",
+        }
+        return float(getattr(value.value, kinds.get(value.valueType, "uiVal")))
+
+
+def _read_nvml(nvml: Any) -> GpuFacts:
+    call = _Nvml(nvml)
+    cuda = call.first(("nvmlSystemGetCudaDriverVersion_v2",), ("nvmlSystemGetCudaDriverVersion",))
     count = nvml.nvmlDeviceGetCount()
     facts = GpuFacts(
         source="nvml",
-        driver_version=_text(get(nvml.nvmlSystemGetDriverVersion)),
+        driver_version=_text(call("nvmlSystemGetDriverVersion")),
         cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
         attached_gpus=count,
     )
     for index in range(count):
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        facts.gpus.append(_read_device(nvml, get, index, handle))
+        # A GPU that fell off the bus is one GPU lost, not a node that cannot be read: it is
+        # named, and the other GPUs are read and judged.
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            facts.gpus.append(_read_device(call, index, handle))
+        except _GpuLost as exc:
+            facts.gpus.append(_lost(index, str(exc)))
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != NVML_ERROR_GPU_IS_LOST:
+                raise
+            facts.gpus.append(_lost(index, str(exc)))
     return facts
 
 
-def _read_device(nvml: Any, get: Callable[..., Any], index: int, h: Any) -> Gpu:
-    pci = get(nvml.nvmlDeviceGetPciInfo, h)
-    cc = get(nvml.nvmlDeviceGetCudaComputeCapability, h)
-    mem = get(nvml.nvmlDeviceGetMemoryInfo, h)
-    mig = get(nvml.nvmlDeviceGetMigMode, h)
-    ecc = get(nvml.nvmlDeviceGetEccMode, h)
-    rows = get(nvml.nvmlDeviceGetRemappedRows, h)
+def _lost(index: int, reason: str) -> Gpu:
+    return Gpu(index=index, name="unknown", error=f"NVML: {reason}")
+
+
+def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
+    nvml = call.nvml
+    pci = call("nvmlDeviceGetPciInfo", h)
+    cc = call("nvmlDeviceGetCudaComputeCapability", h)
+    mem = call("nvmlDeviceGetMemoryInfo", h)
+    mig = call("nvmlDeviceGetMigMode", h)
+    ecc = call("nvmlDeviceGetEccMode", h)
+    rows = call("nvmlDeviceGetRemappedRows", h)
     unc = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-    reasons = get(nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
-    if reasons is None:  # drivers before the rename only have the throttle-reasons call
-        reasons = get(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
-    temp = get(nvml.nvmlDeviceGetTemperatureV, h, nvml.NVML_TEMPERATURE_GPU)
-    if temp is None:
-        temp = get(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)
+    # Drivers before the rename only have the throttle-reasons call.
+    reasons = call.first(
+        ("nvmlDeviceGetCurrentClocksEventReasons", h),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons", h),
+    )
+    temp = call.first(
+        ("nvmlDeviceGetTemperatureV", h, nvml.NVML_TEMPERATURE_GPU),
+        ("nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU),
+    )
 
     def threshold(kind: int) -> float | None:
-        value = get(nvml.nvmlDeviceGetTemperatureThreshold, h, kind)
+        value = call("nvmlDeviceGetTemperatureThreshold", h, kind)
         return float(value) if value else None
 
     def watts(milliwatts: int | None) -> float | None:
@@ -130,91 +198,104 @@ def _read_device(nvml: Any, get: Callable[..., Any], index: int, h: Any) -> Gpu:
     def hz(mhz: int | None) -> int | None:
         return mhz * 1_000_000 if mhz is not None else None
 
-    links, version = _read_nvlinks(nvml, get, h)
-    fabric_state, fabric_status = _read_fabric(nvml, get, h)
+    links, version = _read_nvlinks(call, h)
+    fabric_state, fabric_status, health = _read_fabric(call, h)
     return Gpu(
         index=index,
-        name=_text(get(nvml.nvmlDeviceGetName, h)) or "unknown",
-        uuid=_text(get(nvml.nvmlDeviceGetUUID, h)),
-        serial=_text(get(nvml.nvmlDeviceGetSerial, h)),
+        name=_text(call("nvmlDeviceGetName", h)) or "unknown",
+        uuid=_text(call("nvmlDeviceGetUUID", h)),
+        serial=_text(call("nvmlDeviceGetSerial", h)),
         pci_bus_id=_text(pci.busId) if pci else None,
         pci_device_id=f"0x{pci.pciDeviceId >> 16:04x}" if pci else None,
-        vbios_version=_text(get(nvml.nvmlDeviceGetVbiosVersion, h)),
+        vbios_version=_text(call("nvmlDeviceGetVbiosVersion", h)),
         compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
         memory_total_bytes=int(mem.total) if mem else None,
-        persistence_mode=_flag(get(nvml.nvmlDeviceGetPersistenceMode, h)),
+        persistence_mode=_flag(call("nvmlDeviceGetPersistenceMode", h)),
         mig_mode=_flag(mig[0]) if mig else None,
         ecc_mode=_flag(ecc[0]) if ecc else None,
-        ecc_uncorrected_volatile=get(nvml.nvmlDeviceGetTotalEccErrors, h, unc, 0),
-        ecc_uncorrected_aggregate=get(nvml.nvmlDeviceGetTotalEccErrors, h, unc, 1),
-        ecc_corrected_volatile=get(
-            nvml.nvmlDeviceGetTotalEccErrors, h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, 0
+        ecc_uncorrected_volatile=call("nvmlDeviceGetTotalEccErrors", h, unc, 0),
+        ecc_uncorrected_aggregate=call("nvmlDeviceGetTotalEccErrors", h, unc, 1),
+        ecc_corrected_volatile=call(
+            "nvmlDeviceGetTotalEccErrors", h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, 0
         ),
         remapped_rows=RemappedRows(rows[0], rows[1], bool(rows[2]), bool(rows[3]))
         if rows
         else None,
-        pcie_gen_current=get(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        pcie_gen_current=call("nvmlDeviceGetCurrPcieLinkGeneration", h),
         # The GPU's own maximum; nvmlDeviceGetMaxPcieLinkGeneration is capped by the slot.
-        pcie_gen_max=get(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, h)
-        or get(nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-        pcie_width_current=get(nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-        pcie_width_max=get(nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-        power_draw_w=watts(get(nvml.nvmlDeviceGetPowerUsage, h)),
-        power_limit_w=watts(get(nvml.nvmlDeviceGetEnforcedPowerLimit, h)),
-        power_default_limit_w=watts(get(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+        pcie_gen_max=call.first(
+            ("nvmlDeviceGetGpuMaxPcieLinkGeneration", h), ("nvmlDeviceGetMaxPcieLinkGeneration", h)
+        ),
+        pcie_width_current=call("nvmlDeviceGetCurrPcieLinkWidth", h),
+        pcie_width_max=call("nvmlDeviceGetMaxPcieLinkWidth", h),
+        power_draw_w=watts(call("nvmlDeviceGetPowerUsage", h)),
+        power_limit_w=watts(call("nvmlDeviceGetEnforcedPowerLimit", h)),
+        power_default_limit_w=watts(call("nvmlDeviceGetPowerManagementDefaultLimit", h)),
         temperature_c=float(temp) if temp is not None else None,
-        memory_temperature_c=_field(nvml, get, h, nvml.NVML_FI_DEV_MEMORY_TEMP),
+        memory_temperature_c=call.field(h, NVML_FI_DEV_MEMORY_TEMP),
         slowdown_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
         shutdown_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
         memory_max_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX),
         gpu_max_operating_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
-        tlimit_margin_c=_number(get(nvml.nvmlDeviceGetMarginTemperature, h)),
-        sm_clock_hz=hz(get(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)),
-        sm_clock_max_hz=hz(get(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
-        memory_clock_hz=hz(get(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM)),
-        memory_clock_max_hz=hz(get(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_MEM)),
+        tlimit_margin_c=_number(call("nvmlDeviceGetMarginTemperature", h)),
+        slowdown_tlimit_c=call.field(h, NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT),
+        sm_clock_hz=hz(call("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
+        sm_clock_max_hz=hz(call("nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM)),
+        memory_clock_hz=hz(call("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),
+        memory_clock_max_hz=hz(call("nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_MEM)),
         clock_event_reasons=decode_clock_event_reasons(reasons) if reasons is not None else None,
         nvlink_version=version,
         nvlinks=links,
         fabric_state=fabric_state,
         fabric_status=fabric_status,
+        fabric_health_mask=health,
     )
 
 
-def _read_nvlinks(nvml: Any, get: Callable[..., Any], h: Any) -> tuple[list[NvLink], int | None]:
+def _read_nvlinks(call: _Nvml, h: Any) -> tuple[list[NvLink], int | None]:
     links: list[NvLink] = []
     version: int | None = None
     for link in range(_NVLINK_MAX_LINKS):
-        state = get(nvml.nvmlDeviceGetNvLinkState, h, link)
+        state = call("nvmlDeviceGetNvLinkState", h, link)
         if state is None:  # link absent (or no NVLink at all): stop at the first gap
             break
-        links.append(NvLink(link=link, active=bool(state)))
+        # The link's speed per direction, MB/s in nvml.h (26562 for NVLink 4's 26.562 GB/s).
+        mbps = call.field(h, NVML_FI_DEV_NVLINK_GET_SPEED, link) if state else None
+        speed = mbps * 1e6 if mbps else None
+        links.append(NvLink(link=link, active=bool(state), speed_bytes_per_s=speed))
         if state and version is None:
-            version = _NVLINK_ENUM_TO_VERSION.get(get(nvml.nvmlDeviceGetNvLinkVersion, h, link))
+            version = _NVLINK_ENUM_TO_VERSION.get(call("nvmlDeviceGetNvLinkVersion", h, link))
     return links, version
 
 
-def _read_fabric(nvml: Any, get: Callable[..., Any], h: Any) -> tuple[str | None, str | None]:
-    struct = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
-    if struct is None:
-        return None, None
-    info = struct()
-    if get(nvml.nvmlDeviceGetGpuFabricInfo, h, info) is None:
-        return None, None
+def _read_fabric(call: _Nvml, h: Any) -> tuple[str | None, str | None, int | None]:
+    """Fabric Manager's registration of the GPU: the v2 call (with the health mask) where
+    this nvidia-ml-py has it, else v1. pynvml calls NVML without argtypes, so the struct
+    must go by reference: passed by value NVML would write through a garbage pointer."""
+    import ctypes
+
+    nvml = call.nvml
+    health: int | None = None
+    v2 = getattr(nvml, "c_nvmlGpuFabricInfo_v2_t", None)
+    info: Any = None
+    if v2 is not None and hasattr(nvml, "nvmlDeviceGetGpuFabricInfoV"):
+        info = v2()
+        if call("nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None:
+            info = None
+        else:
+            health = int(info.healthMask)
+    v1 = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
+    if info is None and v1 is not None:
+        info = v1()
+        if call("nvmlDeviceGetGpuFabricInfo", h, ctypes.byref(info)) is None:
+            info = None
+    if info is None:
+        return None, None, None
     state = _FABRIC_STATES.get(info.state, f"unknown_{info.state}")
     if state == "not_supported":
-        return state, None
-    status = "success" if info.status == 0 else _text(nvml.nvmlErrorString(info.status))
-    return state, status
-
-
-def _field(nvml: Any, get: Callable[..., Any], h: Any, field_id: int) -> float | None:
-    values = get(nvml.nvmlDeviceGetFieldValues, h, [field_id])
-    if not values or values[0].nvmlReturn != 0:
-        return None
-    value = values[0]
-    kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-    return float(getattr(value.value, kinds.get(value.valueType, "uiVal")))
+        return state, None, None
+    status = "success" if info.status == 0 else _text(call("nvmlErrorString", info.status))
+    return state, status, health
 
 
 def _number(value: int | None) -> float | None:

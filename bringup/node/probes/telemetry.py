@@ -196,9 +196,14 @@ class Sampler:
             t_s = self._clock() - self._t0
             try:
                 tick = self.source.read(round(t_s, 4))
-            except SourceError as exc:
+            except Exception as exc:
+                # A thread that dies silently would leave a timeline with no samples and no
+                # error, which a check could read as "no throttling": say why it stopped.
+                reason = (
+                    str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
+                )
                 with self._lock:
-                    self._error = f"sampling stopped at {t_s:.1f} s: {exc}"
+                    self._error = f"sampling stopped at {t_s:.1f} s: {reason}"
                 return
             with self._lock:
                 self._buffer.add(tick)
@@ -230,18 +235,39 @@ def _difference(
 # --- NVML --------------------------------------------------------------------------------
 
 # NVML field ids of the cumulative throttle-time counters (nvml.h
-# NVML_FI_DEV_CLOCKS_EVENT_REASON_*; docs/reference.md#nvml). nvml.h documents them in
-# nanoseconds (DCGM mirrors them as DCGM_FI_DEV_CLOCKS_EVENT_REASON_*_NS); nvidia-smi -q
-# prints them converted to us. The thermal and power-brake ids are those of nvml.h from
-# CUDA 13.0 (R580) on; CUDA 12.9 (R575) numbered them 251-253 and CUDA 12.8 had none
-# (docs/reference.md#known-gaps).
-THROTTLE_COUNTER_FIELDS: dict[str, int] = {
-    "sw_power_cap": 74,
-    "sync_boost": 76,
+# NVML_FI_DEV_CLOCKS_EVENT_REASON_*, in nanoseconds; DCGM mirrors them as
+# DCGM_FI_DEV_CLOCKS_EVENT_REASON_*_NS; docs/reference.md#nvml). The ids are not stable
+# across driver branches: the SW thermal, HW thermal and power brake counters are 251-253
+# in nvml.h of CUDA 12.9 (R575), where 269 is the power smoothing preset, and 269-271
+# from CUDA 13.0 (R580) on; CUDA 12.8 (R570) has neither. Asking R575 for 269 would read
+# a power-smoothing setting as a throttle time, so the ids follow the driver's branch.
+_POWER_CAP_AND_SYNC = {"sw_power_cap": 74, "sync_boost": 76}
+_THERMAL_R575 = {
+    "sw_thermal_slowdown": 251,
+    "hw_thermal_slowdown": 252,
+    "hw_power_brake_slowdown": 253,
+}
+_THERMAL_R580 = {
     "sw_thermal_slowdown": 269,
     "hw_thermal_slowdown": 270,
     "hw_power_brake_slowdown": 271,
 }
+
+
+def throttle_counter_fields(driver_version: str | None) -> dict[str, int]:
+    """reason -> NVML field id of its throttle-time counter, for this driver's branch."""
+    major = _major(driver_version)
+    if major is None or major < 575:
+        return dict(_POWER_CAP_AND_SYNC)
+    thermal = _THERMAL_R575 if major < 580 else _THERMAL_R580
+    return {**_POWER_CAP_AND_SYNC, **thermal}
+
+
+def _major(driver_version: str | None) -> int | None:
+    head = (driver_version or "").split(".", 1)[0]
+    return int(head) if head.isascii() and head.isdigit() else None
+
+
 NVML_FI_DEV_MEMORY_TEMP = 82
 _NS = 1e-9
 MHZ = 1_000_000
@@ -253,6 +279,7 @@ class NvmlSource:
     def __init__(self) -> None:
         self._nvml: Any = None
         self._handles: list[Any] = []
+        self._counter_fields: dict[str, int] = {}
 
     def open(self) -> int:
         try:
@@ -264,6 +291,10 @@ class NvmlSource:
         except pynvml.NVMLError as exc:
             raise SourceError(f"no NVIDIA driver found ({_nvml_reason(exc)})") from None
         self._nvml = pynvml
+        version = self._get("nvmlSystemGetDriverVersion")
+        if isinstance(version, bytes):
+            version = version.decode(errors="replace")
+        self._counter_fields = throttle_counter_fields(version)
         try:
             count = pynvml.nvmlDeviceGetCount()
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
@@ -278,17 +309,17 @@ class NvmlSource:
     def _read_one(self, t_s: float, index: int, h: Any) -> Sample:
         nvml = self._nvml
         get = self._get
-        reasons = get(nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
+        reasons = get("nvmlDeviceGetCurrentClocksEventReasons", h)
         if reasons is None:  # drivers before the rename
-            reasons = get(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
-        sm = get(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)
-        mem = get(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM)
-        temp = get(nvml.nvmlDeviceGetTemperatureV, h, nvml.NVML_TEMPERATURE_GPU)
-        if temp is None:  # nvidia-ml-py before 12.535 has only the old call
-            temp = get(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)
-        power = get(nvml.nvmlDeviceGetPowerUsage, h)
-        limit = get(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
-        util = get(nvml.nvmlDeviceGetUtilizationRates, h)
+            reasons = get("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        sm = get("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)
+        mem = get("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)
+        temp = get("nvmlDeviceGetTemperatureV", h, nvml.NVML_TEMPERATURE_GPU)
+        if temp is None:  # nvidia-ml-py before 12.550 has only the old call
+            temp = get("nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
+        power = get("nvmlDeviceGetPowerUsage", h)
+        limit = get("nvmlDeviceGetEnforcedPowerLimit", h)
+        util = get("nvmlDeviceGetUtilizationRates", h)
         hbm = self._fields(h, [NVML_FI_DEV_MEMORY_TEMP]).get(NVML_FI_DEV_MEMORY_TEMP)
         return Sample(
             t_s=t_s,
@@ -304,14 +335,13 @@ class NvmlSource:
         )
 
     def throttle_counters_s(self) -> dict[str, dict[str, float]]:
-        ids = list(THROTTLE_COUNTER_FIELDS.values())
+        fields = self._counter_fields
+        ids = list(fields.values())
         result: dict[str, dict[str, float]] = {}
         for index, h in enumerate(self._handles):
             values = self._fields(h, ids)
             result[str(index)] = {
-                reason: values[fid] * _NS
-                for reason, fid in THROTTLE_COUNTER_FIELDS.items()
-                if fid in values
+                reason: values[fid] * _NS for reason, fid in fields.items() if fid in values
             }
         return result
 
@@ -320,11 +350,11 @@ class NvmlSource:
         power: dict[str, float] = {}
         memory: dict[str, float] = {}
         for index, h in enumerate(self._handles):
-            default = get(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)
+            default = get("nvmlDeviceGetPowerManagementDefaultLimit", h)
             if default:
                 power[str(index)] = default / 1000.0
             mem_max = get(
-                nvml.nvmlDeviceGetTemperatureThreshold, h, nvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX
+                "nvmlDeviceGetTemperatureThreshold", h, nvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX
             )
             if mem_max:  # 0 or absent: the driver reports it relative to T.Limit, or not at all
                 memory[str(index)] = float(mem_max)
@@ -338,16 +368,21 @@ class NvmlSource:
                 raise SourceError(f"NVML shutdown: {exc}") from None
             self._nvml = None
 
-    def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _get(self, name: str, *args: Any) -> Any:
         # One field a driver or GPU does not support must leave only that field unknown.
+        # Looked up by name here, inside the guard: an older nvidia-ml-py without the
+        # function must take the fallback, not raise before the call is tried.
+        fn = getattr(self._nvml, name, None)
+        if fn is None:
+            return None
         try:
             return fn(*args)
-        except (self._nvml.NVMLError, AttributeError):
+        except self._nvml.NVMLError:
             return None
 
     def _fields(self, h: Any, ids: list[int]) -> dict[int, float]:
         """Field values that NVML answered (per-field return code 0), by field id."""
-        values = self._get(self._nvml.nvmlDeviceGetFieldValues, h, ids)
+        values = self._get("nvmlDeviceGetFieldValues", h, ids)
         if values is None:
             return {}
         kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
