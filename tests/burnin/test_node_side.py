@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bringup import recipe as recipes
-from bringup.fleet.ssh import build_node_code
+from bringup.fleet.node_code import build_node_code
 from bringup.node.burnin import flops
 from bringup.node.burnin.recipe import NodeRecipeError, from_json
 

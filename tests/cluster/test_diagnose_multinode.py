@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bringup.fleet.ssh import build_node_code
+from bringup.fleet.node_code import build_node_code
 from bringup.sim.cluster import SimCluster
 
 REPO = Path(__file__).resolve().parents[2]

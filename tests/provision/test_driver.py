@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.commands.provision import (
+from bringup.findings import Status
+from bringup.fleet.provision import (
     Progress,
     ProvisionError,
     findings,
@@ -14,7 +15,6 @@ from bringup.commands.provision import (
     parse_tags,
     result_message,
 )
-from bringup.findings import Status
 from tests.provision.conftest import needs_ansible, run_provision
 
 pytestmark = pytest.mark.provision

@@ -21,14 +21,8 @@ from pathlib import Path
 import pytest
 
 from bringup.fleet.inventory import Host
-from bringup.fleet.ssh import (
-    UNKNOWN_HOST_KEY,
-    Connector,
-    SshSettings,
-    build_node_code,
-    node_files,
-    run_ssh,
-)
+from bringup.fleet.node_code import build_node_code, node_files
+from bringup.fleet.ssh import UNKNOWN_HOST_KEY, Connector, SshSettings, run_ssh
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 
 SSHD = "/usr/sbin/sshd"

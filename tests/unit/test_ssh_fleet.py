@@ -24,6 +24,7 @@ from test_ssh import LocalSshd, free_port, sshd_unavailable
 from bringup.fleet import run as fleet
 from bringup.fleet import ssh
 from bringup.fleet.inventory import Host
+from bringup.fleet.node_code import build_node_code
 from bringup.fleet.plan import plan_node
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
@@ -254,7 +255,7 @@ def test_a_silent_node_is_given_up_at_its_probe_deadline(
     connector = ssh.Connector(ssh.SshSettings(ssh_config=None))
     started = time.monotonic()
     with pytest.raises(ssh.TransportError) as info:
-        list(ssh.run_ssh(host, request, 600, connector=connector, code=ssh.build_node_code()))
+        list(ssh.run_ssh(host, request, 600, connector=connector, code=build_node_code()))
     assert str(info.value) == ("probe xid gave no answer within 1.5 s (node hung or network down)")
     assert time.monotonic() - started < 30  # not the 600 s node deadline
 
@@ -362,7 +363,7 @@ def test_bounded_concurrency_never_runs_more_than_forks_nodes(tmp_path: Path) ->
 def test_proxyjump_goes_through_one_shared_bastion_connection(sshd: LocalSshd) -> None:
     """Three nodes behind a bastion (the same sshd, which forwards to itself)."""
     connector = ssh.Connector(ssh.SshSettings(ssh_config=None))
-    code = ssh.build_node_code()
+    code = build_node_code()
     request = {"probes": [{"name": "xid", "params": {"window_s": 60}, "timeout_s": 30}]}
     jump = f"root@127.0.0.1:{sshd.port}"
     opened: list[object] = []
