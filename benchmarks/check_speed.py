@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/check_speed.py [--repeat 5]
 
-Goals (issue "The foundation"): the quick suite on one node in under 60 s; replaying
+Goals: the quick suite on one node in under 60 s; replaying
 recorded facts should cost far less than probing. Prints the median wall time of each
 command and its ratio to the goal; it asserts nothing (timings belong to the machine).
 """

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/cli_help.py [--repeat 5]
 
-Goal (issue "One house"): the median of `bringup --help` at most 2x the median of a
+Goal: the median of `bringup --help` at most 2x the median of a
 Typer app with ten commands and no other imports, on the same machine, in the same run.
 Start-up is what a user feels on every command and what shell completion pays on every
 TAB; it stays low only while command modules import their heavy libraries (matplotlib,

@@ -12,7 +12,7 @@ wait (`ansible all -m shell -a 'sleep 2'`) with as many forks as nodes, as bring
 Printed per size: wall time of each, the ratio to one node's time, bringup's speed-up over
 Ansible, and the controller's CPU seconds per node (user + system of the command and its
 children: Ansible's ssh clients count, the nodes' processes do not). Then the real quick
-suite on 8 nodes with planted faults. Goals (issue 3): 32 nodes within 1.5x and 64 within
+suite on 8 nodes with planted faults. Goals: 32 nodes within 1.5x and 64 within
 2x of one node's time; at 32 and 64 nodes at least 3x faster than Ansible. Asserts nothing.
 """
 

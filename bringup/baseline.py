@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 
 from bringup import __version__
 from bringup.node.probes.burnin import BurninFacts
-from bringup.node.probes.telemetry import Timeline
+from bringup.node.timeline import Timeline
 from bringup.schema import Strict, describe
 
 SCHEMA_VERSION = 1

@@ -48,5 +48,5 @@ def worst(findings: list[Finding]) -> Status:
 
 
 def exit_code(findings: list[Finding]) -> int:
-    """0 when nothing failed, errored or was unreachable; 1 otherwise (DESIGN.md)."""
+    """0 when nothing failed, errored or was unreachable; 1 otherwise (README.md, exit codes)."""
     return 1 if any(f.status.bad for f in findings) else 0

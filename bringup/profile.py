@@ -67,15 +67,15 @@ class HostSpec(Strict):
 
 
 class MetricTolerance(Strict):
-    """How far a measured metric may move before a report flags it (issue 7)."""
+    """How far a measured metric may move before a report flags it (docs/reports.md)."""
 
     better: Literal["higher", "lower"]  # which way is an improvement
     baseline_pct: float = Field(ge=0)  # worse than the baseline run by more than this: flagged
     fleet_pct: float = Field(ge=0)  # worse than the fleet median by more than this: straggler
 
 
-# Defaults; a profile's `tolerances:` section overrides them field by field. Sources and
-# policy of each number are in checks/profiles/*.yaml, next to where the profiles set them.
+# Defaults; a profile's `tolerances:` section overrides them field by field. All are bringup
+# policy: docs/reference.md#report-tolerances gives the reason for each.
 DEFAULT_TOLERANCES: dict[str, MetricTolerance] = {
     "nccl.busbw": MetricTolerance(better="higher", baseline_pct=5, fleet_pct=5),
     "burnin.mfu": MetricTolerance(better="higher", baseline_pct=3, fleet_pct=3),

@@ -1,108 +1,22 @@
 """Recipes: the burn-in workload as data (burnin/*.yaml). See docs/burnin.md.
 
-A recipe names a model shape (built with random weights, nothing downloaded), the LoRA
-adapters, the batch, and the DeepSpeed config. The schema forbids unknown keys so that a
-typo ("micro_bach") is an error naming the key, not a default silently used.
+The schema is the node side's (bringup/node/burnin/recipe.py: plain dataclasses that check
+their own values); here pydantic validates a YAML file into them. It refuses unknown keys,
+so that a typo ("micro_bach") is an error naming the key, not a default silently used.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import TypeAdapter, ValidationError
 
 from bringup.data import data_dir
-from bringup.schema import Strict, locate, read_yaml, shipped, validate
+from bringup.node.burnin.recipe import Recipe, to_json
+from bringup.schema import describe, locate, read_yaml, shipped
 
-# The projections of a Llama/Qwen2 decoder layer that LoRA may adapt (transformers names).
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-class ModelShape(Strict):
-    """A decoder shape as the public config.json states it (cite it in the recipe)."""
-
-    family: Literal["llama", "qwen2"]  # transformers LlamaForCausalLM / Qwen2ForCausalLM
-    hidden_size: int = Field(ge=1)
-    num_layers: int = Field(ge=1)
-    num_heads: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    intermediate_size: int = Field(ge=1)
-    vocab_size: int = Field(ge=2)
-    rope_theta: float = Field(gt=0)
-    max_position_embeddings: int = Field(default=8192, ge=1)
-    rms_norm_eps: float = Field(default=1e-5, gt=0)
-    tie_word_embeddings: bool = False
-    attention_bias: bool = False  # Qwen2 has biases on q, k and v
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> ModelShape:
-        if self.hidden_size % self.num_heads:
-            raise ValueError("hidden_size must be a multiple of num_heads")
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError("num_heads must be a multiple of num_kv_heads")
-        return self
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-
-class LoraSpec(Strict):
-    r: int = Field(default=32, ge=1)
-    alpha: float = Field(default=64, gt=0)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    targets: list[Literal[PROJECTIONS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(PROJECTIONS), min_length=1
-    )
-
-
-class TrainSpec(Strict):
-    seq_len: int = Field(ge=2)
-    micro_batch: int = Field(ge=1)  # sequences per GPU per forward
-    grad_accum: int = Field(default=1, ge=1)
-    gradient_checkpointing: bool = False
-    dtype: Literal["bf16", "fp32"] = "bf16"  # bf16 needs a GPU or a CPU with bf16 kernels
-    lr: float = Field(default=2e-4, gt=0)
-    seed: int = 1234
-    steps: int | None = Field(default=None, ge=1)
-    minutes: float | None = Field(default=None, gt=0)
-    warmup_steps: int = Field(default=2, ge=0)  # excluded from the timing statistics
-    checkpoint_interval: int = Field(default=50, ge=1)  # steps between checkpoints
-
-    @model_validator(mode="after")
-    def _one_stop(self) -> TrainSpec:
-        if (self.steps is None) == (self.minutes is None):
-            raise ValueError("give exactly one of steps or minutes")
-        return self
-
-
-class DeepSpeedSpec(Strict):
-    config: str = "zero3"  # a file in burnin/deepspeed/ (name without .json) or a path
-    zero_stage: Literal[2, 3] = 3  # overrides zero_optimization.stage of the file
-
-
-class DataSpec(Strict):
-    kind: Literal["synthetic", "jsonl"] = "synthetic"
-    path: str | None = None  # a local JSONL of {"prompt", "response"} lines, for kind jsonl
-
-    @model_validator(mode="after")
-    def _path_for_jsonl(self) -> DataSpec:
-        if self.kind == "jsonl" and not self.path:
-            raise ValueError("kind jsonl needs a path")
-        return self
-
-
-class Recipe(Strict):
-    name: str
-    description: str
-    source: str  # where the shape comes from (the public config.json)
-    model: ModelShape
-    lora: LoraSpec = LoraSpec()
-    train: TrainSpec
-    deepspeed: DeepSpeedSpec = DeepSpeedSpec()
-    data: DataSpec = DataSpec()
+_RECIPE = TypeAdapter(Recipe)
 
 
 class RecipeError(Exception):
@@ -125,7 +39,11 @@ def load(name_or_path: str) -> Recipe:
 
 
 def parse(data: object, origin: str) -> Recipe:
-    return validate(Recipe, data, origin, RecipeError)
+    """The recipe from parsed YAML, or RecipeError with one line naming the offending key."""
+    try:
+        return _RECIPE.validate_python(data)
+    except ValidationError as exc:
+        raise RecipeError(f"{origin}: {describe(exc)}") from None
 
 
 def with_overrides(
@@ -138,7 +56,7 @@ def with_overrides(
     checkpoint_interval: int | None = None,
 ) -> Recipe:
     """The recipe with command-line overrides applied (and validated again)."""
-    data = recipe.model_dump()
+    data = to_json(recipe)
     if steps is not None or minutes is not None:
         data["train"]["steps"], data["train"]["minutes"] = steps, minutes
     if zero_stage is not None:

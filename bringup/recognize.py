@@ -16,7 +16,7 @@ from typing import Any
 
 from bringup.checks.catalog import judge_probe
 from bringup.findings import Finding
-from bringup.node.parsers import dmon, fio, smi
+from bringup.node.parsers import dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.probes import nccl, topology, xid
 from bringup.node.result import ParseError
 from bringup.profile import Profile
@@ -37,12 +37,13 @@ def _looks_like_topo(text: str) -> bool:
     return bool(re.search(r"^\s*GPU\d+\s+(X|NV\d+|SYS|SOC|NODE|PHB|PXB|PIX)\b", text, re.M))
 
 
-def _smi(kind: str) -> Callable[[str], bool]:
-    return lambda text: smi.detect(text) == kind
+def _looks_like_smi_q(text: str) -> bool:
+    # nvlink -s markers win over -q's: such a text is read as nvlink -s (its kind below).
+    return smi_text.detect(text) and not nvlink_status.detect(text)
 
 
 KINDS: list[Kind] = [
-    Kind("smi-xml", "nvidia-smi -q -x", _smi("smi-xml"), smi.parse_q_xml, "gpu"),
+    Kind("smi-xml", "nvidia-smi -q -x", smi_xml.detect, smi_xml.parse_q_xml, "gpu"),
     Kind("fio", "fio --output-format=json", fio.detect, fio.parse_fio_json, "fio"),
     # Before smi-q: a series of -q captures also looks like one.
     Kind(
@@ -52,14 +53,14 @@ KINDS: list[Kind] = [
         dmon.parse_q_series,
         "telemetry",
     ),
-    Kind("smi-q", "nvidia-smi -q", _smi("smi-q"), smi.parse_q_text, "gpu"),
+    Kind("smi-q", "nvidia-smi -q", _looks_like_smi_q, smi_text.parse_q_text, "gpu"),
     Kind("nccl", "nccl-tests output", nccl.detect, nccl.parse_nccl_tests, "nccl"),
     Kind("topo", "nvidia-smi topo -m", _looks_like_topo, topology.parse_topo, "topology"),
     Kind(
         "nvlink",
         "nvidia-smi nvlink -s",
-        _smi("nvlink-s"),
-        lambda text: smi.gpu_facts_from_nvlink(smi.parse_nvlink_status(text)),
+        nvlink_status.detect,
+        lambda text: nvlink_status.gpu_facts_from_nvlink(nvlink_status.parse_nvlink_status(text)),
         "gpu",
         checks=("gpu.nvlink",),
     ),
@@ -71,7 +72,7 @@ KINDS: list[Kind] = [
         dmon.parse_csv_series,
         "telemetry",
     ),
-    Kind("smi-csv", "nvidia-smi --query-gpu", _smi("smi-csv"), smi.parse_query_csv, "gpu"),
+    Kind("smi-csv", "nvidia-smi --query-gpu", smi_csv.detect, smi_csv.parse_query_csv, "gpu"),
     Kind("dmon", "nvidia-smi dmon", dmon.detect, dmon.parse_dmon, "telemetry"),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
 ]

@@ -27,15 +27,19 @@ def read_yaml(path: Path, error: type[Exception]) -> object:
         raise error(f"{path}: malformed YAML: {' '.join(str(exc).split())}") from None
 
 
+# How pydantic names an unknown key: in a model, and in a dataclass (the recipe's schema).
+_UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
+
+
 def describe(exc: ValidationError) -> str:
     """One line naming the offending key: 'gpu.pcie_gn: unknown key'.
 
     An unknown key is named first: a renamed key also shows up as a missing one, and the
     typo is what the user has to fix.
     """
-    err = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
+    err = sorted(exc.errors(), key=lambda e: e["type"] not in _UNKNOWN_KEY)[0]
     where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    kind = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    kind = "unknown key" if err["type"] in _UNKNOWN_KEY else err["msg"]
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {kind}{more}"
 

@@ -13,11 +13,11 @@ from bringup.checks import Check, finding
 from bringup.checks.throttle import diagnose, gemm_flops
 from bringup.findings import Finding, Status
 from bringup.node.probes.gemm import GemmFacts
-from bringup.node.probes.telemetry import Timeline
+from bringup.node.timeline import Timeline
 from bringup.profile import Profile
 
 # bringup policy: WARN below 90% of the achievable ceiling (ml-engineering's best torch.mm
-# shape; run-to-run spread on one H200 was 769-798 TFLOP/s, REFERENCE.md).
+# shape; run-to-run spread on one H200 was 769-798 TFLOP/s; docs/reference.md#check-thresholds).
 CEILING_SHARE = 0.9
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.node.probes.gpu import Gpu, GpuFacts
+from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.profile import Profile
 
 PROBE = "gpu"

@@ -2,8 +2,8 @@
 values right, is the bus fast.
 
 Bus bandwidth is judged on large messages only (>= 1 GiB): small ones measure latency, and
-nccl-tests' own "Avg bus bandwidth" averages every size, small ones included (REFERENCE.md
-"NCCL all-reduce bus bandwidth"), so it is shown but never judged.
+nccl-tests' own "Avg bus bandwidth" averages every size, small ones included
+(docs/reference.md#nccl-bus-bandwidth), so it is shown but never judged.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.node.probes.nccl import NcclFacts, NcclRow
+from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.profile import Profile
 
 CHECK = "nccl.allreduce_busbw"

@@ -16,7 +16,7 @@ from bringup.node.probes.nvme import MEMORY_FILESYSTEMS, NvmeFacts, NvmePath
 from bringup.profile import Profile
 
 PROBE = "nvme"
-GB = 1e9  # GB/s in messages is 1e9 B/s, as fio prints it (DESIGN.md "Units")
+GB = 1e9  # GB/s in messages is 1e9 B/s, as fio prints it (docs/reference.md#units)
 
 SLOW_DISK_ACTION = (
     "check the NVMe is PCIe Gen4/5 x4 and not behind a RAID/HBA; see `nvme list`, `lspci -vv`"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from bringup.checks import finding
 from bringup.findings import Finding, Status
 from bringup.node.probes.gemm import GemmFacts
-from bringup.node.probes.telemetry import Sample, Timeline
+from bringup.node.timeline import Sample, Timeline
 from bringup.profile import Profile
 
 # bringup policy, not vendor figures (the profile schema has no place for them yet):

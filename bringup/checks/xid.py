@@ -51,8 +51,8 @@ _NVLINK_ACTION = (
     "reseat the GPU/baseboard if it repeats, RMA if it persists"
 )
 
-# NVIDIA's Xid catalogue (r590, docs.nvidia.com/deploy/xid-errors/, "Resolution Bucket")
-# as summarised in REFERENCE.md "XID"; names follow the catalogue's descriptions.
+# NVIDIA's Xid catalogue (r590, docs.nvidia.com/deploy/xid-errors/, "Resolution Bucket"),
+# summarised in docs/reference.md#xid-catalogue; names follow the catalogue's descriptions.
 XID_CATALOGUE: dict[int, XidInfo] = {
     8: XidInfo("GPU stopped processing (channel idle timeout)", "app", _APP_ACTION),
     13: XidInfo("Graphics Engine Exception", "app", _APP_ACTION),
@@ -75,8 +75,8 @@ XID_CATALOGUE: dict[int, XidInfo] = {
         "reset",
         "reset the GPU (`nvidia-smi -r`) so the row is remapped; RMA if DBEs repeat",
     ),
-    # 51 is not in REFERENCE.md; the one public log (usernote fixture) shows the driver
-    # asking for a reset right after it ("Reset required", Xid 154 PF FLR).
+    # 51 is not in the public catalogue; the one public log (usernote fixture) shows the
+    # driver asking for a reset right after it ("Reset required", Xid 154 PF FLR).
     51: XidInfo(
         "Runlist error (BAD_TSG)",
         "reset",

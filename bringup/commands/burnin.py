@@ -204,7 +204,7 @@ def burnin_suite(job: Job) -> Suite:
     train = job.recipe.train
     deadline = train.minutes * 60 + STARTUP_S if train.minutes else STEPS_DEADLINE_S
     params = {
-        "recipe": job.recipe.model_dump(mode="json"),
+        "recipe": recipes.to_json(job.recipe),
         "deepspeed_config": recipes.deepspeed_config(job.recipe),
         "nproc": job.nproc,
         "deadline_s": deadline,

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from bringup.fleet.inventory import Host
     from bringup.fleet.plan import NodePlan
     from bringup.fleet.target import Nodes
-    from bringup.node.probes.nccl import NcclFacts
+    from bringup.node.nccl_facts import NcclFacts
     from bringup.rundir import RunDir
     from bringup.suite import Suite
 

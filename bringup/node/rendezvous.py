@@ -1,7 +1,7 @@
 """Where a node's ranks meet the others (node side, standard library only).
 
 Shared by the jobs that span nodes through torch.distributed: the `nccl` probe's torch
-engine (collective.py) and the `burnin` probe's trainer launch.
+engine (collective/launcher.py) and the `burnin` probe's trainer launch.
 """
 
 from __future__ import annotations

@@ -56,6 +56,4 @@ def run(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) ->
 def package_root() -> str:
     """The folder (or the zip the controller shipped) that holds the `bringup` package: what
     a child interpreter (a collective rank, the burn-in trainer) needs on its PYTHONPATH."""
-    import bringup
-
-    return str(Path(bringup.__file__).resolve().parents[1])
+    return str(Path(__file__).resolve().parents[2])  # .../bringup/node/tool.py -> ...

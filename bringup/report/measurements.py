@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bringup.facts import NodeFacts
-from bringup.node.probes.gpu import GpuFacts
-from bringup.node.probes.nccl import NcclFacts
+from bringup.node.gpu_facts import GpuFacts
+from bringup.node.nccl_facts import NcclFacts
 from bringup.node.probes.nvme import NvmeFacts
 from bringup.node.probes.xid import XidFacts
 from bringup.report.rundata import decode_record
@@ -293,7 +293,8 @@ def _burnin(facts: dict[str, Any], m: NodeMeasurements, peak_flops_per_s: float 
     world = facts.get("world_size")
     on_gpus = facts.get("device_kind") == "cuda"
     if tokens and on_gpus and peak_flops_per_s and isinstance(flops_per_token, int) and world:
-        # MFU = model FLOP/s per GPU over its dense peak (PaLM's definition, REFERENCE.md).
+        # MFU = model FLOP/s per GPU over its dense peak (PaLM's definition,
+        # docs/reference.md#flops-and-mfu).
         m.metrics["burnin.mfu"] = flops_per_token * tokens / world / peak_flops_per_s
 
 
@@ -331,7 +332,7 @@ def _gemm(facts: dict[str, Any], m: NodeMeasurements) -> None:
 
 
 def _flops(item: dict[str, Any]) -> float | None:
-    """FLOP/s of one record: fields in FLOP/s (SI, DESIGN.md) or in TFLOP/s by name."""
+    """FLOP/s of one record: fields in FLOP/s (SI, docs/reference.md#units) or TFLOP/s by name."""
     for key, value in sorted(item.items()):
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue

@@ -1,13 +1,13 @@
 """The demo fleet: six B300 nodes for `bringup check --demo` (`make demo`).
 
-Not a measurement. Identity and capacity come from the published B300 figures in
-REFERENCE.md (name "NVIDIA B300 SXM6 AC", 275040 MiB, 1100 W default limit, PCI device
-0x3182, compute capability 10.3, NVLink 5 with 18 links at 53.125 GB/s, NV18 between
-every pair). Readings no public source gives for a B300 — temperatures, clocks, disk and
-host figures — are illustrative values of an idle node. Node 01 is healthy; each other
-node carries one fault, patterned on a real output:
+Not a measurement. Identity and capacity come from the published B300 figures
+(docs/reference.md#gpu-identity: name "NVIDIA B300 SXM6 AC", 275040 MiB, 1100 W default
+limit, PCI device 0x3182, compute capability 10.3, NVLink 5 with 18 links at 53.125 GB/s,
+NV18 between every pair). Readings no public source gives for a B300 — temperatures,
+clocks, disk and host figures — are illustrative values of an idle node. Node 01 is
+healthy; each other node carries one fault, patterned on a real output:
 
-- b300-node02: 7 GPUs, all NV18 (a B300 log with one GPU missing, REFERENCE.md)
+- b300-node02: 7 GPUs, all NV18 (a B300 log with one GPU missing, docs/reference.md#nvlink)
 - b300-node03: GPU 2 without NVLink, NODE/SYS to every other GPU (vllm-project/vllm#16336)
 - b300-node04: GPU 3 with a pending row remap (`Pending : Yes`, ml-engineering debug.md)
 - b300-node05: XID 79, GPU 6 fell off the bus (NVIDIA XID catalogue wording)
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.node.probes.gpu import Gpu, GpuFacts, NvLink, RemappedRows
+from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo
@@ -165,7 +165,8 @@ def _host(node: str) -> HostFacts:
 
 
 def _nvme() -> NvmeFacts:
-    # Illustrative Gen5 RAID-0 figures, inside REFERENCE.md's "Gen5 ~12-14 GB/s" per drive.
+    # Illustrative Gen5 RAID-0 figures, under a Gen5 x4 drive's ~15.8 GB/s link rate
+    # (docs/reference.md#pcie).
     return NvmeFacts(
         paths=[
             NvmePath(

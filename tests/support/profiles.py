@@ -1,4 +1,5 @@
-"""The H100 test profile: an 8x H100 80GB HGX node with the public figures of each GPU.
+"""The H100 test profile: an 8x H100 80GB HGX node with the public figures of each GPU
+(docs/reference.md#gpu-identity, #power-limits, #nvlink, #driver-cuda-and-provisioning).
 
 Tests that pin messages against profile numbers use it rather than the shipped h100.yaml,
 so a tuned shipped profile does not move their expectations.
@@ -26,7 +27,7 @@ H100: dict[str, Any] = {
     },
     "nvlink": {"version": 4, "links_per_gpu": 18, "per_pair": 18, "link_speed_gb_s": 26.562},
     "software": {"min_driver": "580.65.06", "min_cuda": "13.0", "driver_branch": "R580"},
-    "nccl": {"allreduce_busbw_min_gb_s": 473},  # 8x H100 NVLS all-reduce: nccl-tests #212, #290
+    "nccl": {"allreduce_busbw_min_gb_s": 473},  # 8x H100 NVLS: docs/reference.md#nccl-floors
 }
 
 

@@ -21,7 +21,7 @@ from bringup.facts import ProbeRecord, decode
 from bringup.findings import Status
 from bringup.node.parsers.dmon import parse_q_series
 from bringup.node.probes.burnin import BurninFacts
-from bringup.node.probes.telemetry import Timeline
+from bringup.node.timeline import Timeline
 from bringup.profile import load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

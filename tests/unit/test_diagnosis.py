@@ -5,7 +5,7 @@ The healthy node is the real H200 under load of tests/fixtures/smi/ugpuexp-h200-
 and replicated to 8 GPUs x 10 ticks at 5 Hz. Each failing case edits one thing of that
 timeline (a reason, a temperature, a power limit) and says which. The gemm figure of a
 healthy GPU is the H200 achievable ceiling measured by ml-engineering (794.5 TFLOP/s,
-REFERENCE.md); a straggler is that figure scaled down.
+docs/reference.md#achievable-matmul-ceilings); a straggler is that figure scaled down.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.node.parsers.dmon import parse_dmon, parse_q_series
 from bringup.node.probes.gemm import GemmFacts, GemmGpu
-from bringup.node.probes.telemetry import Sample, Timeline
+from bringup.node.timeline import Sample, Timeline
 from bringup.profile import Profile, load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200 = load("h200")
-ACHIEVABLE = 794.5e12  # REFERENCE.md "Achievable ceilings", H100/H200 BF16
+ACHIEVABLE = 794.5e12  # H100/H200 BF16, docs/reference.md#achievable-matmul-ceilings
 TICKS, GPUS, INTERVAL = 10, 8, 0.2
 
 

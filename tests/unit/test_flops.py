@@ -8,11 +8,13 @@ Sequence length T = 4096 throughout.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bringup import recipe
 from bringup.node.burnin import flops
-from bringup.recipe import LoraSpec, ModelShape
+from bringup.node.burnin.recipe import LoraSpec, ModelShape
 
 T = 4096
 LORA = LoraSpec(r=32, alpha=64)
@@ -106,12 +108,9 @@ def test_llama_70b_parameters_and_flops() -> None:
 
 
 def test_shipped_recipes_match_the_hand_computed_shapes() -> None:
-    assert recipe.load("llama-8b-lora").model.model_dump() == LLAMA_8B.model_dump() | {
-        "max_position_embeddings": 131072
-    }
-    assert recipe.load("llama-70b-lora").model.model_dump() == LLAMA_70B.model_dump() | {
-        "max_position_embeddings": 131072
-    }
+    long_context = {"max_position_embeddings": 131072}
+    assert recipe.load("llama-8b-lora").model == dataclasses.replace(LLAMA_8B, **long_context)
+    assert recipe.load("llama-70b-lora").model == dataclasses.replace(LLAMA_70B, **long_context)
 
 
 def test_tied_embeddings_still_count_the_output_matmul() -> None:

@@ -16,7 +16,8 @@ from bringup.profile import load
 from tests.support.cli import invoke
 
 H200 = load("h200")
-ACHIEVABLE = 794.5e12  # REFERENCE.md: best BF16 torch.mm on H100/H200 (ml-engineering)
+# Best BF16 torch.mm on H100/H200 (docs/reference.md#achievable-matmul-ceilings).
+ACHIEVABLE = 794.5e12
 
 
 def gpu_facts(scale: dict[int, float]) -> GemmFacts:

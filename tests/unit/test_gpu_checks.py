@@ -15,13 +15,10 @@ from hypothesis import strategies as st
 
 from bringup.checks import gpu as checks
 from bringup.findings import Finding, Status
-from bringup.node.parsers.smi import (
-    nvlink_version_from_speed,
-    parse_nvlink_status,
-    parse_q_text,
-    parse_q_xml,
-)
-from bringup.node.probes.gpu import Gpu, GpuFacts, NvLink, RemappedRows
+from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
+from bringup.node.parsers.nvlink_status import nvlink_version_from_speed, parse_nvlink_status
+from bringup.node.parsers.smi_text import parse_q_text
+from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.profile import Profile
 from tests.support.profiles import h100_profile
 

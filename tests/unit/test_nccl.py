@@ -13,8 +13,9 @@ from pydantic import TypeAdapter
 
 from bringup.checks import nccl as checks
 from bringup.findings import Finding, Status
+from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.node.probes import nccl
-from bringup.node.probes.nccl import NcclFacts, NcclRow, parse_nccl_tests
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.result import ParseError
 from bringup.profile import Profile
 from tests.support.profiles import h100_profile
@@ -41,9 +42,9 @@ def make_profile(floor_gb_s: float) -> Profile:
     return h100_profile(nccl={"allreduce_busbw_min_gb_s": floor_gb_s})
 
 
-# 8x H100 NVLS all-reduce: 473-482 GB/s (REFERENCE.md, nccl-tests #212, #290).
+# 8x H100 NVLS all-reduce: 473-482 GB/s (nccl-tests#212, #290; docs/reference.md#nccl-floors).
 H100 = make_profile(473)
-# 8x A100 NVLink3: ~235 GB/s (REFERENCE.md, ml-engineering network/README).
+# 8x A100 NVLink3: ~235 GB/s (ml-engineering network/README; docs/reference.md#nccl-floors).
 A100 = make_profile(235)
 
 
@@ -296,7 +297,7 @@ def test_below_the_floor_fails() -> None:
     assert found.action and "nvlink" in found.action
 
 
-# 2x8 H100 over 8x400G IB: ~470-477 GB/s (REFERENCE.md, nccl-tests #309).
+# 2x8 H100 over 8x400G IB: ~470-477 GB/s (NVIDIA/nccl-tests#309; docs/reference.md#nccl-floors).
 H100_TWO_NODES = H100.model_copy(
     update={"nccl": H100.nccl.model_copy(update={"allreduce_busbw_multinode_min_gb_s": 470})}
 )

@@ -14,7 +14,8 @@ from bringup.commands import nccl as nccl_run
 from bringup.findings import Status
 from bringup.fleet import job
 from bringup.fleet.inventory import Host
-from bringup.node.probes.nccl import NcclFacts, parse_nccl_tests
+from bringup.node.nccl_facts import NcclFacts
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.profile import load as load_profile
 from bringup.recognize import inspect_text
 
@@ -89,8 +90,9 @@ def test_pairs_and_rounds() -> None:
 
 # --- pairwise verdicts --------------------------------------------------------------------------
 
-# 2x8 H100 over 8x400G IB reach ~470-477 GB/s all-reduce busbw (REFERENCE.md, nccl-tests #309);
-# the slow pairs below are what one 400G NIC alone would give (46-48 GB/s, nccl-tests #290).
+# 2x8 H100 over 8x400G IB reach ~470-477 GB/s all-reduce busbw (NVIDIA/nccl-tests#309); the
+# slow pairs below are what one 400G NIC alone would give (46-48 GB/s, NVIDIA/nccl-tests#290;
+# docs/reference.md#nccl-floors).
 FAST, SLOW = 470e9, 47e9
 
 

@@ -1,7 +1,9 @@
 """The shipped profiles: they load, they hold together, and every number names a source.
 
-The expected figures below are REFERENCE.md's (section "GPUs": nvidia-smi names and MiB
-totals, NVIDIA datasheets, DCGM diag-skus.yaml.in); a profile drifting from them fails.
+The expected figures below are those of docs/reference.md#gpu-identity (nvidia-smi names
+and MiB totals, DCGM diag-skus.yaml.in) and docs/reference.md#nccl-floors; a profile
+drifting from them fails. Every number of a profile must point to a section of
+docs/reference.md that exists, or to a URL.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import pytest
 import yaml
 
 from bringup.profile import Profile, ProfileError, available, load, profiles_dir
+from tests.support.reference import reference_anchors
 
 SHIPPED = ["a100", "b200", "b300", "h100", "h200"]
 
-# nvidia-smi name and total memory in MiB (REFERENCE.md "GPUs"; A100: telegraf
-# testdata a100-sxm4-v12.xml), and the PCI device id.
+# nvidia-smi name and total memory in MiB, and the PCI device id
+# (docs/reference.md#gpu-identity).
 NVIDIA_SMI = {
     "b300": ("NVIDIA B300 SXM6 AC", 275040, "0x3182"),
     "b200": ("NVIDIA B200", 183359, "0x2901"),
@@ -27,23 +30,44 @@ NVIDIA_SMI = {
     "a100": ("NVIDIA A100-SXM4-80GB", 81920, "0x20b2"),
 }
 
-# Lowest published 8-GPU NVLS all-reduce busbw, GB/s (REFERENCE.md "NCCL all-reduce"; B300
-# has no published figure and shares B200's NVLink 5 fabric).
+# Lowest published 8-GPU NVLS all-reduce busbw, GB/s (docs/reference.md#nccl-floors; the
+# B300 floor comes from B200's figure, the same NVLink 5 fabric).
 MEASURED_BUSBW = {"b300": 838, "b200": 838, "h200": 473, "h100": 473, "a100": 235}
 
 # A YAML line whose value (after the key, before any comment) contains a digit.
 NUMBER_LINE = re.compile(r"^\s*(?:-\s*)?[\w.-]+:[^#]*\d")
+POINTER = re.compile(r"docs/reference\.md#([\w-]+)")
+URL = re.compile(r"https?://\S")
 
 
-def uncommented_numbers(text: str) -> list[int]:
-    """Line numbers (1-based) of numeric values with no `#` comment on them or just above."""
+def source_comment(lines: list[str], index: int) -> str:
+    """The comment of line `index`: its own `# ...` and the comment lines right above it."""
+    own = lines[index].split("#", 1)[1] if "#" in lines[index] else ""
+    above: list[str] = []
+    for line in reversed(lines[:index]):
+        if not line.strip().startswith("#"):
+            break
+        above.insert(0, line)
+    return "\n".join([*above, own])
+
+
+def unsourced_numbers(text: str, sections: set[str] | frozenset[str]) -> list[int]:
+    """Line numbers (1-based) of numeric values whose comment names no source.
+
+    A source is a pointer to an existing section of docs/reference.md, or a URL. A pointer
+    to a section that does not exist does not count.
+    """
     lines = text.splitlines()
     missing = []
     for i, line in enumerate(lines):
-        if not NUMBER_LINE.match(line) or "#" in line:
+        if not NUMBER_LINE.match(line):
             continue
-        previous = lines[i - 1].strip() if i > 0 else ""
-        if not previous.startswith("#"):
+        comment = source_comment(lines, i)
+        pointers = POINTER.findall(comment)
+        good = any(anchor in sections for anchor in pointers) and all(
+            anchor in sections for anchor in pointers
+        )
+        if not (good or (not pointers and URL.search(comment))):
             missing.append(i + 1)
     return missing
 
@@ -85,7 +109,8 @@ def test_sanity_relations(name: str) -> None:
     floor = profile.nccl.allreduce_busbw_min_gb_s
     assert 0.9 * MEASURED_BUSBW[name] < floor < MEASURED_BUSBW[name]
     assert (profile.nvme.seq_read_min_gb_s, profile.nvme.seq_write_min_gb_s) == (3.0, 3.0)
-    assert _version(profile.software.min_driver) >= (570, 26)  # CUDA 12.8, REFERENCE.md
+    # CUDA 12.8 needs driver 570.26 (docs/reference.md#driver-cuda-and-provisioning).
+    assert _version(profile.software.min_driver) >= (570, 26)
     assert _version(profile.software.min_cuda) >= (12, 8)
 
 
@@ -117,14 +142,32 @@ def _version(text: str) -> tuple[int, ...]:
 # --- every number has a source ----------------------------------------------------------------
 
 
-def test_every_number_in_the_shipped_yaml_has_a_comment(name: str) -> None:
+def test_every_number_in_the_shipped_yaml_names_its_source(name: str) -> None:
     text = (profiles_dir() / f"{name}.yaml").read_text()
-    assert uncommented_numbers(text) == []
+    assert unsourced_numbers(text, reference_anchors()) == []
 
 
-def test_the_comment_rule_can_fail() -> None:
-    text = "gpu:\n  count: 8\n  # source\n  pcie_gen: 5\n  pcie_width: 16  # source\n  x: null\n"
-    assert uncommented_numbers(text) == [2]
+def test_the_source_rule_can_fail() -> None:
+    sections = {"pcie", "gpu-identity"}
+    text = "\n".join(
+        [
+            "gpu:",
+            "  count: 8",  # 2: no comment
+            "  # see docs/reference.md#pcie",
+            "  pcie_gen: 5",  # 4: pointer just above
+            "  pcie_width: 16  # docs/reference.md#pcie",  # 5: pointer on the line
+            "  x: null",  # 6: not a number
+            "  power_limit_w: 700  # NVIDIA datasheet",  # 7: names a source, but not one of ours
+            "  # docs/reference.md#" + "gpu-identiy",  # split: test_sources reads this file
+            "  memory_min_bytes: 1",  # 9: pointer to a section that does not exist
+            "  # https://www.nvidia.com/en-us/data-center/h100/",
+            "  bf16_dense_tflops: 989",  # 11: a URL
+            "  # docs/reference.md#gpu-identity",
+            "",
+            "  model: NVIDIA H100",  # 14: a blank line ends the comment above
+        ]
+    )
+    assert unsourced_numbers(text, sections) == [2, 7, 9, 14]
 
 
 # --- errors in a user's copy --------------------------------------------------------------------

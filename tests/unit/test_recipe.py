@@ -1,4 +1,8 @@
-"""Recipes: the shipped ones load, and a bad one is a one-line error naming the key."""
+"""Recipes: the shipped ones load, and a bad one is a one-line error naming the key.
+
+The schema is the node side's dataclasses: the controller (pydantic) and the trainer
+(from_json, standard library) refuse the same recipes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import pytest
 import yaml
 
 from bringup import recipe
+from bringup.node.burnin.recipe import PROJECTIONS, NodeRecipeError, from_json
 from bringup.recipe import RecipeError
 
 SHIPPED = ["llama-1b-lora", "llama-70b-lora", "llama-8b-lora", "qwen-32b-lora", "tiny"]
@@ -29,7 +34,7 @@ def test_shipped_recipes() -> None:
         r = recipe.load(name)
         assert r.name == name
         assert (r.lora.r, r.lora.alpha) == (32, 64)
-        assert r.lora.targets == list(recipe.PROJECTIONS)
+        assert r.lora.targets == list(PROJECTIONS)
         assert r.deepspeed.zero_stage == 3
         config = recipe.deepspeed_config(r)
         assert config["zero_optimization"]["stage"] == 3
@@ -71,6 +76,36 @@ def test_unknown_target_and_stage(tmp_path: Path) -> None:
         recipe.load(str(write(tmp_path, data)))
 
 
+@pytest.mark.parametrize(
+    ("part", "key", "value", "message"),
+    [
+        ("model", "hidden_size", 0, "model: Value error, hidden_size must be >= 1"),
+        ("model", "vocab_size", 1, "model: Value error, vocab_size must be >= 2"),
+        ("model", "rope_theta", 0, "model: Value error, rope_theta must be > 0"),
+        ("lora", "dropout", 1.0, "lora: Value error, dropout must be >= 0 and < 1"),
+        ("lora", "targets", [], "lora: Value error, targets must name at least one projection"),
+        ("train", "seq_len", 1, "train: Value error, seq_len must be >= 2"),
+        ("train", "steps", 0, "train: Value error, steps must be >= 1"),
+        ("train", "warmup_steps", -1, "train: Value error, warmup_steps must be >= 0"),
+        ("data", "kind", "jsonl", "data: Value error, kind jsonl needs a path"),
+    ],
+)
+def test_out_of_range_is_refused_by_both_sides(
+    tmp_path: Path, part: str, key: str, value: object, message: str
+) -> None:
+    data = tiny_data()
+    data.setdefault(part, {})[key] = value
+    with pytest.raises(RecipeError) as exc:
+        recipe.load(str(write(tmp_path, data)))
+    assert str(exc.value) == f"{tmp_path / 'mine.yaml'}: {message}"
+    # The trainer's reader (no pydantic) refuses the same value with the same words.
+    plan = recipe.to_json(recipe.load("tiny"))
+    plan.setdefault(part, {})[key] = value
+    with pytest.raises(NodeRecipeError) as node_exc:
+        from_json(plan)
+    assert str(node_exc.value) == f"recipe.{part}: {message.split('Value error, ')[1]}"
+
+
 def test_unknown_recipe_and_bad_yaml(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"^unknown recipe 'llama-9b'; available: llama-1b"):
         recipe.load("llama-9b")
@@ -83,6 +118,8 @@ def test_unknown_recipe_and_bad_yaml(tmp_path: Path) -> None:
 def test_overrides() -> None:
     r = recipe.with_overrides(recipe.load("llama-8b-lora"), steps=10, zero_stage=2)
     assert (r.train.steps, r.train.minutes, r.deepspeed.zero_stage) == (10, None, 2)
+    with pytest.raises(RecipeError, match=r"^recipe tiny: train: Value error, give exactly one"):
+        recipe.with_overrides(recipe.load("tiny"), steps=10, minutes=5)
     assert recipe.deepspeed_config(r)["zero_optimization"]["stage"] == 2
     j = recipe.with_overrides(recipe.load("tiny"), data_path="/data/pairs.jsonl")
     assert (j.data.kind, j.data.path) == ("jsonl", "/data/pairs.jsonl")

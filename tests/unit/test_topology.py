@@ -370,7 +370,7 @@ def test_collect_on_a_real_gpu_node() -> None:
 
 
 def profile(count: int = 8, per_pair: int | None = 18) -> Profile:
-    """An HGX-like profile: figures from REFERENCE.md ("GPUs": H200/B200 NV18, A100 NV12)."""
+    """An HGX-like profile: H200/B200 NV18, A100 NV12 (docs/reference.md#nvlink)."""
     nvlink = None
     if per_pair is not None:
         nvlink = {

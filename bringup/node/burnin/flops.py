@@ -1,6 +1,6 @@
 """FLOP accounting of a decoder fine-tune: FLOPs per token, MFU and HFU. Pure arithmetic.
 
-Per token (REFERENCE.md "FLOPs per token"; PaLM, Chowdhery et al. 2022, appendix B):
+Per token (PaLM, Chowdhery et al. 2022, appendix B; docs/reference.md#flops-and-mfu):
 
     full fine-tune           6·N + 12·L·H·Q·T
     LoRA, frozen base        4·N + 12·L·H·Q·T + 6·A
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the trainer passes its plain copy (bringup.node.burnin.recipe): no pydantic
-    from bringup.recipe import LoraSpec, ModelShape
+if TYPE_CHECKING:
+    from bringup.node.burnin.recipe import LoraSpec, ModelShape
 
 
 @dataclass(frozen=True)

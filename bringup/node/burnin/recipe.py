@@ -1,17 +1,33 @@
-"""The recipe as a node reads it: plain dataclasses over the controller's validated JSON.
+"""The burn-in recipe: the one schema of burnin/*.yaml, in plain dataclasses. See docs/burnin.md.
 
-The controller validates a recipe with the project's schema (bringup/recipe.py, pydantic)
-and sends `Recipe.model_dump(mode="json")` in the trainer's plan. The node side has only
-python3 and torch/deepspeed/transformers/peft, so the trainer reads that JSON into these
-dataclasses (standard library) instead: same field names, no second validation. A key the
-dataclasses do not know is an error here too, so the two cannot drift apart silently.
+A recipe names a model shape (built with random weights, nothing downloaded), the LoRA
+adapters, the batch, and the DeepSpeed config. The controller validates a recipe file into
+these dataclasses (bringup/recipe.py: pydantic checks the types and refuses unknown keys,
+so a typo such as "micro_bach" is an error naming the key, not a default silently used)
+and sends `to_json(recipe)` in the trainer's plan. A node has python3 and torch, deepspeed,
+transformers and peft, none of the controller's packages: the trainer reads the plan back
+with `from_json`, standard library only. Each dataclass checks its own values in
+`__post_init__`, so both sides refuse the same recipes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal, get_args
+
+Family = Literal["llama", "qwen2"]  # transformers LlamaForCausalLM / Qwen2ForCausalLM
+# The projections of a Llama/Qwen2 decoder layer that LoRA may adapt (transformers names).
+Projection = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+Dtype = Literal["bf16", "fp32"]  # bf16 needs a GPU or a CPU with bf16 kernels
+ZeroStage = Literal[2, 3]
+DataKind = Literal["synthetic", "jsonl"]
+
+PROJECTIONS: tuple[str, ...] = get_args(Projection)
+
+# Read by pydantic on the controller (a plain dict: nothing is imported here): a key the
+# schema does not know is an error there; from_json refuses it here.
+_UNKNOWN_KEYS_REFUSED = {"extra": "forbid"}
 
 
 class NodeRecipeError(ValueError):
@@ -19,8 +35,12 @@ class NodeRecipeError(ValueError):
 
 
 @dataclass(frozen=True)
-class Shape:
-    family: str
+class ModelShape:
+    """A decoder shape as the public config.json states it (cite it in the recipe)."""
+
+    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
+
+    family: Family
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -31,7 +51,18 @@ class Shape:
     max_position_embeddings: int = 8192
     rms_norm_eps: float = 1e-5
     tie_word_embeddings: bool = False
-    attention_bias: bool = False
+    attention_bias: bool = False  # Qwen2 has biases on q, k and v
+
+    def __post_init__(self) -> None:
+        _one_of(self, "family", Family)
+        _at_least(self, 1, "hidden_size", "num_layers", "num_heads", "num_kv_heads")
+        _at_least(self, 1, "intermediate_size", "max_position_embeddings")
+        _at_least(self, 2, "vocab_size")
+        _above(self, 0, "rope_theta", "rms_norm_eps")
+        if self.hidden_size % self.num_heads:
+            raise ValueError("hidden_size must be a multiple of num_heads")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError("num_heads must be a multiple of num_kv_heads")
 
     @property
     def head_dim(self) -> int:
@@ -39,74 +70,145 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Lora:
+class LoraSpec:
+    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
+
     r: int = 32
     alpha: float = 64
     dropout: float = 0.0
-    targets: list[str] = field(default_factory=list)
+    targets: list[Projection] = field(default_factory=lambda: list(PROJECTIONS))
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "r")
+        _above(self, 0, "alpha")
+        if not 0 <= self.dropout < 1:
+            raise ValueError("dropout must be >= 0 and < 1")
+        if not self.targets:
+            raise ValueError("targets must name at least one projection")
+        unknown = [t for t in self.targets if t not in PROJECTIONS]
+        if unknown:
+            raise ValueError(f"targets: {unknown[0]!r} is not one of {', '.join(PROJECTIONS)}")
 
 
 @dataclass(frozen=True)
-class Train:
+class TrainSpec:
+    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
+
     seq_len: int
-    micro_batch: int
+    micro_batch: int  # sequences per GPU per forward
     grad_accum: int = 1
     gradient_checkpointing: bool = False
-    dtype: str = "bf16"
+    dtype: Dtype = "bf16"
     lr: float = 2e-4
     seed: int = 1234
     steps: int | None = None
     minutes: float | None = None
-    warmup_steps: int = 2
-    checkpoint_interval: int = 50
+    warmup_steps: int = 2  # excluded from the timing statistics
+    checkpoint_interval: int = 50  # steps between checkpoints
+
+    def __post_init__(self) -> None:
+        _one_of(self, "dtype", Dtype)
+        _at_least(self, 2, "seq_len")
+        _at_least(self, 1, "micro_batch", "grad_accum", "checkpoint_interval")
+        _at_least(self, 0, "warmup_steps")
+        _above(self, 0, "lr")
+        if self.steps is not None:
+            _at_least(self, 1, "steps")
+        if self.minutes is not None:
+            _above(self, 0, "minutes")
+        if (self.steps is None) == (self.minutes is None):
+            raise ValueError("give exactly one of steps or minutes")
 
 
 @dataclass(frozen=True)
-class DeepSpeed:
-    config: str = "zero3"
-    zero_stage: int = 3
+class DeepSpeedSpec:
+    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
+
+    config: str = "zero3"  # a file in burnin/deepspeed/ (name without .json) or a path
+    zero_stage: ZeroStage = 3  # overrides zero_optimization.stage of the file
+
+    def __post_init__(self) -> None:
+        _one_of(self, "zero_stage", ZeroStage)
 
 
 @dataclass(frozen=True)
-class Data:
-    kind: str = "synthetic"
-    path: str | None = None
+class DataSpec:
+    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
+
+    kind: DataKind = "synthetic"
+    path: str | None = None  # a local JSONL of {"prompt", "response"} lines, for kind jsonl
+
+    def __post_init__(self) -> None:
+        _one_of(self, "kind", DataKind)
+        if self.kind == "jsonl" and not self.path:
+            raise ValueError("kind jsonl needs a path")
 
 
 @dataclass(frozen=True)
-class NodeRecipe:
+class Recipe:
+    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
+
     name: str
     description: str
-    source: str
-    model: Shape
-    train: Train
-    lora: Lora = field(default_factory=Lora)
-    deepspeed: DeepSpeed = field(default_factory=DeepSpeed)
-    data: Data = field(default_factory=Data)
+    source: str  # where the shape comes from (the public config.json)
+    model: ModelShape
+    train: TrainSpec
+    lora: LoraSpec = field(default_factory=LoraSpec)
+    deepspeed: DeepSpeedSpec = field(default_factory=DeepSpeedSpec)
+    data: DataSpec = field(default_factory=DataSpec)
+
+
+# --- checks of one value -----------------------------------------------------------------
+
+
+def _at_least(spec: object, low: int, *names: str) -> None:
+    for name in names:
+        if getattr(spec, name) < low:
+            raise ValueError(f"{name} must be >= {low}")
+
+
+def _above(spec: object, low: int, *names: str) -> None:
+    for name in names:
+        if getattr(spec, name) <= low:
+            raise ValueError(f"{name} must be > {low}")
+
+
+def _one_of(spec: object, name: str, allowed: Any) -> None:
+    choices = get_args(allowed)
+    if getattr(spec, name) not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}")
+
+
+# --- the recipe in a plan ----------------------------------------------------------------
+
+
+def to_json(recipe: Recipe) -> dict[str, Any]:
+    """The recipe as plain JSON data, as the controller sends it in the trainer's plan."""
+    return dataclasses.asdict(recipe)
 
 
 _PARTS: dict[str, type] = {
-    "model": Shape,
-    "train": Train,
-    "lora": Lora,
-    "deepspeed": DeepSpeed,
-    "data": Data,
+    "model": ModelShape,
+    "train": TrainSpec,
+    "lora": LoraSpec,
+    "deepspeed": DeepSpeedSpec,
+    "data": DataSpec,
 }
 
 
-def from_json(data: object) -> NodeRecipe:
-    """The recipe of a plan (what `Recipe.model_dump(mode="json")` wrote)."""
-    top = _fields(NodeRecipe, data, "recipe")
+def from_json(data: object) -> Recipe:
+    """The recipe of a plan (what `to_json` wrote), checked again by the dataclasses."""
+    top = _fields(Recipe, data, "recipe")
     for key, part in _PARTS.items():
         if key in top:
             top[key] = _build(part, _fields(part, top[key], f"recipe.{key}"), f"recipe.{key}")
-    return _build(NodeRecipe, top, "recipe")
+    return _build(Recipe, top, "recipe")
 
 
 def _build(kind: type, values: dict[str, Any], where: str) -> Any:
     try:
         return kind(**values)
-    except TypeError as exc:  # a required key missing
+    except (TypeError, ValueError) as exc:  # a required key missing, or a value refused
         raise NodeRecipeError(f"{where}: {exc}") from None
 
 

@@ -2,7 +2,7 @@
 
     python -m torch.distributed.run --nproc-per-node N -m bringup.node.burnin.trainer --plan PLAN
 
-PLAN is a JSON file: {"recipe": {...}, "deepspeed_config": {...} or null, "work_dir": "...",
+PLAN is a JSON file: {"recipe": {...}, "deepspeed_config": {...}, "work_dir": "...",
 "resume": null, "gather_adapters": true}. The model is built from the recipe's shape with
 random weights under deepspeed.zero.Init (ZeRO-3) or plainly (ZeRO-2), peft adds LoRA,
 and DeepSpeed trains it on the packed token stream of corpus.py. Every rank writes what it
@@ -49,8 +49,7 @@ from deepspeed.accelerator import get_accelerator
 
 from bringup.node.burnin import flops
 from bringup.node.burnin.corpus import Batch, JsonlCorpus, SyntheticCorpus
-from bringup.node.burnin.recipe import NodeRecipe as Recipe
-from bringup.node.burnin.recipe import from_json
+from bringup.node.burnin.recipe import Recipe, from_json
 
 RESTORE_LOSS_RTOL = 1e-3  # bf16 kernels may reorder sums; fp32 on CPU matches exactly
 
@@ -130,7 +129,8 @@ def build_model(recipe: Recipe, ds_config: dict[str, Any], device: torch.device)
             if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
                 module.reset_parameters()
     if recipe.train.gradient_checkpointing:
-        # Reentrant: non-reentrant checkpointing fails under ZeRO-3 (REFERENCE.md "DeepSpeed").
+        # Reentrant: non-reentrant checkpointing fails under ZeRO-3
+        # (huggingface/trl#2514; docs/reference.md#burn-in-recipes).
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
         model.enable_input_require_grads()
     lora = recipe.lora
@@ -338,7 +338,9 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
     recipe = from_json(plan["recipe"])  # validated by the controller (bringup/recipe.py)
     t = recipe.train
     gather = bool(plan.get("gather_adapters", True))
-    ds_config = plan.get("deepspeed_config") or _resolve_deepspeed_config(plan["recipe"])
+    ds_config = plan.get("deepspeed_config")
+    if not ds_config:  # the recipe's DeepSpeed file lives with the controller, not here
+        raise ValueError("the plan has no deepspeed_config (the controller resolves it)")
     corpus = build_corpus(recipe)
     model = build_model(recipe, ds_config, rank.device)
     fingerprint = base_fingerprint(model)
@@ -421,13 +423,6 @@ def train(plan: dict[str, Any], rank: Rank, work: Path) -> None:
     _write_rank_summary(work, rank, fingerprint)
     if rank.rank == 0:
         _write_json(work / "result.json", result)
-
-
-def _resolve_deepspeed_config(recipe: dict[str, Any]) -> dict[str, Any]:
-    """The config from the recipe's file, where bringup is installed whole (not a shipped zip)."""
-    from bringup import recipe as recipes  # pydantic: the controller side
-
-    return recipes.deepspeed_config(recipes.parse(recipe, "plan"))
 
 
 def _resume(engine: Any, checkpoint: Path, result: dict[str, Any]) -> int:

@@ -24,9 +24,10 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from bringup.node.parsers.smi import parse_q_text, parse_query_csv
-from bringup.node.probes.telemetry import Sample, Timeline
+from bringup.node.parsers.smi_csv import parse_query_csv
+from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.result import ParseError
+from bringup.node.timeline import Sample, Timeline
 
 MHZ = 1_000_000
 DMON_DEFAULT_INTERVAL_S = 1.0  # dmon's default delay (-d 1)
@@ -317,7 +318,7 @@ def detect_csv_series(text: str) -> bool:
 def parse_csv_series(text: str) -> Timeline:
     """The timeline of `nvidia-smi --query-gpu=timestamp,... --format=csv -l N` output.
 
-    Each row is read by the single-capture parser (smi.parse_query_csv) under the header,
+    Each row is read by the single-capture parser (smi_csv.parse_query_csv) under the header,
     so the columns mean the same in both; the timestamp column places it in time.
     """
     header, rows = _csv_series_rows(text)

@@ -1,7 +1,7 @@
 """Parse fio's JSON output (`fio --output-format=json`) into per-job figures in SI units.
 
 fio's schema changed over the years, and the parser accepts each form seen in real logs
-(REFERENCE.md "fio JSON"; tests/fixtures/fio/):
+(docs/reference.md#nvme-and-fio; tests/fixtures/fio/):
 
 - bandwidth: `bw_bytes` in B/s since fio 3; older versions only have `bw` in KiB/s;
 - IOPS: a float, or an int in fio 2.x;

@@ -35,9 +35,9 @@ LOG_TAIL_BYTES = 200_000  # of the trainer's log kept in raw/: its end says why 
 
 @dataclass
 class Params:
-    recipe: dict[str, Any] = field(default_factory=dict)  # a validated recipe (recipe.py)
-    # The DeepSpeed config resolved by the controller (recipe.deepspeed_config), so a node
-    # needs no copy of burnin/deepspeed/; {} = resolve it on the node.
+    recipe: dict[str, Any] = field(default_factory=dict)  # to_json of a validated recipe
+    # The DeepSpeed config resolved by the controller (bringup/recipe.py deepspeed_config),
+    # so a node needs no copy of burnin/deepspeed/.
     deepspeed_config: dict[str, Any] = field(default_factory=dict)
     nproc: int = 0  # ranks on this node; 0 = one per GPU (1 where there is none)
     nnodes: int = 1  # > 1: one job across nodes (`--joint`); this node is node_rank
@@ -141,6 +141,8 @@ FACTS = BurninFacts
 def collect(params: Params) -> ProbeOutput:
     if not params.recipe:
         raise ProbeError("burnin: no recipe given")
+    if not params.deepspeed_config:
+        raise ProbeError("burnin: no deepspeed_config given (the controller resolves the recipe's)")
     python = params.python or sys.executable
     work = Path(params.work_dir or tempfile.mkdtemp(prefix="bringup-burnin-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -149,7 +151,7 @@ def collect(params: Params) -> ProbeOutput:
         "work_dir": str(work),
         "resume": params.resume,
         "gather_adapters": params.gather_adapters,
-        "deepspeed_config": params.deepspeed_config or None,
+        "deepspeed_config": params.deepspeed_config,
     }
     (work / "plan.json").write_text(json.dumps(plan, indent=2))
     nproc = params.nproc or _gpu_count() or 1

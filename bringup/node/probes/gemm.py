@@ -23,7 +23,8 @@ from bringup.node.probes.telemetry import Sampler, Timeline
 from bringup.node.result import ProbeError, ProbeOutput
 
 # The sweep of ml-engineering's mamf-finder, reduced to the shapes that matter on
-# H100/H200/B200: M from 2048 to 16384 at N = K = 8192 (REFERENCE.md "Achievable ceilings").
+# H100/H200/B200: M from 2048 to 16384 at N = K = 8192
+# (docs/reference.md#achievable-matmul-ceilings).
 GPU_M_SIZES = [2048, 4096, 8192, 12288, 16384]
 GPU_NK = 8192
 CPU_M_SIZES = [64, 128, 256]

@@ -1,128 +1,27 @@
 """The `gpu` probe: what NVML says about every GPU of the node.
 
-Facts only: counts, identities, error counters, links, clocks, temperatures and the
-decoded clocks event reasons. The same dataclasses are filled by the nvidia-smi parsers
-(`smi.py`), so a log someone sent is judged exactly like a live node.
+Facts only (gpu_facts.py): counts, identities, error counters, links, clocks,
+temperatures and the decoded clocks event reasons. Where pynvml is absent it reads
+`nvidia-smi -q -x` with the parser that also reads logs someone sent (parsers/smi_xml.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows, decode_clock_event_reasons
+from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.tool import run, which
-
-# Clocks event reasons (nvml.h, nvmlClocksEventReason*; REFERENCE.md "NVML").
-CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-
-
-def decode_clock_event_reasons(mask: int) -> list[str]:
-    """Names of the bits set in an NVML clocks event reasons mask, lowest bit first."""
-    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
-    unknown = mask & ~sum(CLOCK_EVENT_REASONS)
-    if unknown:
-        names.append(f"unknown_0x{unknown:x}")
-    return names
-
-
-@dataclass
-class RemappedRows:
-    """Row remapping counters (A100 and newer): pending needs a reset, failure needs RMA."""
-
-    correctable: int
-    uncorrectable: int
-    pending: bool
-    failure: bool
-
-
-@dataclass
-class NvLink:
-    """One NVLink of a GPU."""
-
-    link: int
-    active: bool
-    speed_bytes_per_s: float | None = None  # per direction, as `nvidia-smi nvlink -s`
-
-
-@dataclass
-class Gpu:
-    """One GPU. None means the source did not report the field (not zero, not false)."""
-
-    index: int
-    name: str
-    uuid: str | None = None
-    serial: str | None = None
-    pci_bus_id: str | None = None
-    pci_device_id: str | None = None  # e.g. "0x2335"
-    vbios_version: str | None = None
-    compute_capability: str | None = None  # "9.0"
-    memory_total_bytes: int | None = None
-    persistence_mode: bool | None = None
-    mig_mode: bool | None = None
-    ecc_mode: bool | None = None  # current ECC mode enabled
-    ecc_uncorrected_volatile: int | None = None
-    ecc_uncorrected_aggregate: int | None = None
-    ecc_corrected_volatile: int | None = None
-    remapped_rows: RemappedRows | None = None
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None  # the GPU's own maximum (device max where reported)
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    power_draw_w: float | None = None
-    power_limit_w: float | None = None  # enforced
-    power_default_limit_w: float | None = None
-    temperature_c: float | None = None
-    memory_temperature_c: float | None = None  # HBM
-    slowdown_temperature_c: float | None = None
-    shutdown_temperature_c: float | None = None
-    memory_max_temperature_c: float | None = None
-    gpu_max_operating_temperature_c: float | None = None
-    # Drivers 550+ report thresholds relative to T.Limit instead of as temperatures:
-    # the T.Limit margin is how far the GPU is below its max operating limit (NVML
-    # nvmlDeviceGetMarginTemperature, nvidia-smi "GPU T.Limit Temp"), and slowdown starts
-    # at the T.Limit "GPU Slowdown T.Limit Temp" (e.g. -2 C: 2 degrees past the limit).
-    tlimit_margin_c: float | None = None
-    slowdown_tlimit_c: float | None = None
-    sm_clock_hz: int | None = None
-    sm_clock_max_hz: int | None = None
-    memory_clock_hz: int | None = None
-    memory_clock_max_hz: int | None = None
-    clock_event_reasons: list[str] | None = None  # decoded names; None = not reported
-    nvlink_version: int | None = None  # 4 = NVLink 4 (Hopper), 5 = NVLink 5 (Blackwell)
-    nvlinks: list[NvLink] = field(default_factory=list)
-    fabric_state: str | None = None  # "completed", "in_progress", "not_supported", ...
-    fabric_status: str | None = None  # "success" or the error
-
-
-@dataclass
-class GpuFacts:
-    """Everything the gpu probe saw on one node."""
-
-    source: str  # "nvml", "nvidia-smi -q", "nvidia-smi -q -x", "nvidia-smi --query-gpu", ...
-    driver_version: str | None = None
-    cuda_driver_version: str | None = None  # the CUDA version the driver supports, "12.9"
-    attached_gpus: int | None = None  # as the tool reported; may exceed len(gpus) in a trimmed log
-    gpus: list[Gpu] = field(default_factory=list)
-
 
 # --- collection -------------------------------------------------------------------------
 
 # NVML's nvmlNvlinkVersion enum -> NVLink generation (nvml.h: 6 = 4.0, 7 = 5.0).
 _NVLINK_ENUM_TO_VERSION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
 _FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
-_NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (REFERENCE.md "NVLink")
+_NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (docs/reference.md#nvlink)
 
 
 @dataclass
@@ -170,8 +69,6 @@ def _nvml_reason(exc: Exception) -> str:
 
 
 def _read_smi_xml(smi: str, timeout_s: float, raw: dict[str, str]) -> GpuFacts:
-    from bringup.node.parsers.smi import parse_q_xml
-
     result = run([smi, "-q", "-x"], timeout_s)
     raw["nvidia-smi-q-x.xml"] = result.stdout
     if result.returncode != 0:

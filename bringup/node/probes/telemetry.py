@@ -20,52 +20,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from bringup.node.probes.gpu import decode_clock_event_reasons
+from bringup.node.gpu_facts import decode_clock_event_reasons
 from bringup.node.result import ProbeError, ProbeOutput
-
-
-@dataclass
-class Sample:
-    """One reading of one GPU; None means NVML did not report the field."""
-
-    t_s: float  # seconds since the sampler started
-    gpu: int
-    sm_clock_hz: int | None = None
-    memory_clock_hz: int | None = None
-    temperature_c: float | None = None
-    memory_temperature_c: float | None = None  # HBM
-    power_w: float | None = None
-    power_limit_w: float | None = None  # enforced
-    utilization_pct: float | None = None
-    clock_event_reasons: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Timeline:
-    """What a sampler saw, in time order (samples of one tick share their t_s)."""
-
-    interval_s: float
-    gpus: int
-    samples: list[Sample] = field(default_factory=list)
-    # GPU index (as a string, JSON keys) -> reason -> seconds spent in it during the run,
-    # from NVML's cumulative counters (stop minus start); {} where the driver has none.
-    throttle_time_s: dict[str, dict[str, float]] = field(default_factory=dict)
-    error: str | None = None  # why sampling could not start, or why it stopped early
-    dropped: int = 0  # samples given up to keep memory bounded
-    # Per GPU (index as a string), read once at start where the source knows them: the
-    # default board power limit (to tell a lowered limit) and the HBM maximum temperature.
-    power_default_limit_w: dict[str, float] = field(default_factory=dict)
-    memory_max_temperature_c: dict[str, float] = field(default_factory=dict)
-
-    def duration_s(self) -> float:
-        """Seconds from the first to the last sample plus one interval (0 without samples)."""
-        if not self.samples:
-            return 0.0
-        return self.samples[-1].t_s - self.samples[0].t_s + self.interval_s
+from bringup.node.timeline import Sample, Timeline
 
 
 class Source(Protocol):
@@ -268,9 +229,12 @@ def _difference(
 
 # --- NVML --------------------------------------------------------------------------------
 
-# NVML field ids of the cumulative throttle-time counters (REFERENCE.md "NVML"; nvml.h
-# NVML_FI_DEV_CLOCKS_EVENT_REASON_*). nvml.h documents them in nanoseconds (DCGM mirrors
-# them as DCGM_FI_DEV_CLOCKS_EVENT_REASON_*_NS); nvidia-smi -q prints them converted to us.
+# NVML field ids of the cumulative throttle-time counters (nvml.h
+# NVML_FI_DEV_CLOCKS_EVENT_REASON_*; docs/reference.md#nvml). nvml.h documents them in
+# nanoseconds (DCGM mirrors them as DCGM_FI_DEV_CLOCKS_EVENT_REASON_*_NS); nvidia-smi -q
+# prints them converted to us. The thermal and power-brake ids are those of nvml.h from
+# CUDA 13.0 (R580) on; CUDA 12.9 (R575) numbered them 251-253 and CUDA 12.8 had none
+# (docs/reference.md#known-gaps).
 THROTTLE_COUNTER_FIELDS: dict[str, int] = {
     "sw_power_cap": 74,
     "sync_boost": 76,

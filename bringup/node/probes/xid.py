@@ -1,9 +1,9 @@
 """The `xid` probe: NVIDIA Xid (GPU) and SXid (NVSwitch) events from the kernel log.
 
-The driver logs every GPU error as one kernel line, `NVRM: Xid (PCI:dddd:bb:dd): N, ...`
-(REFERENCE.md "XID"); NVSwitches log `nvidia-nvswitchN: SXid (PCI:...): N, ...`. This probe
-reads the kernel log of the last `window_s` seconds and lists those events. It never judges:
-what a code means and what to do about it is `bringup.checks.xid`.
+The driver logs every GPU error as one kernel line, `NVRM: Xid (PCI:dddd:bb:dd): N, ...`;
+NVSwitches log `nvidia-nvswitchN: SXid (PCI:...): N, ...` (docs/reference.md#xid-catalogue).
+This probe reads the kernel log of the last `window_s` seconds and lists those events. It
+never judges: what a code means and what to do about it is `bringup.checks.xid`.
 """
 
 from __future__ import annotations

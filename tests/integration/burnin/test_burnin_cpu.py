@@ -160,7 +160,8 @@ import json, dataclasses
 from bringup import recipe
 from bringup.node.probes import burnin
 r = recipe.with_overrides(recipe.load("tiny"), steps=3, checkpoint_interval=2)
-out = burnin.collect(burnin.Params(recipe=r.model_dump(mode="json"), nproc=1,
+out = burnin.collect(burnin.Params(recipe=recipe.to_json(r), nproc=1,
+                     deepspeed_config=recipe.deepspeed_config(r),
                      work_dir={str(tmp_path / "work")!r}, gather_adapters=False))
 print(json.dumps(dataclasses.asdict(out.facts)))
 """

@@ -11,10 +11,12 @@ from bringup.checks import nccl as checks
 from bringup.checks.catalog import judge_probe
 from bringup.facts import ProbeRecord, decode
 from bringup.findings import Status
-from bringup.node import collective
-from bringup.node.collective import Layout, bus_factor, layout, make_row, sweep
-from bringup.node.probes.nccl import NcclFacts, Params, parse_nccl_tests
+from bringup.node.collective import launcher
+from bringup.node.collective.measure import Layout, bus_factor, layout, make_row, sweep
+from bringup.node.nccl_facts import NcclFacts, Params
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.protocol import run_all
+from bringup.node.rendezvous import free_port
 from bringup.node.result import ProbeError
 from bringup.profile import load as load_profile
 
@@ -104,7 +106,7 @@ def test_make_row_busbw_is_algbw_times_factor() -> None:
 
 def test_events_skip_foreign_lines() -> None:
     stdout = 'NCCL INFO x\n{"event": "start", "nranks": 2}\n{broken\n{"no": "event"}\n'
-    assert collective.events(stdout) == [{"event": "start", "nranks": 2}]
+    assert launcher.events(stdout) == [{"event": "start", "nranks": 2}]
 
 
 @pytest.mark.parametrize(
@@ -119,7 +121,7 @@ def test_events_skip_foreign_lines() -> None:
     ],
 )
 def test_last_error(stderr: str, line: str) -> None:
-    assert collective.last_error(stderr) == line
+    assert launcher.last_error(stderr) == line
 
 
 # --- real runs with gloo on CPU ---------------------------------------------------------------
@@ -143,7 +145,7 @@ def check_rows(facts: NcclFacts, n: int) -> None:
 
 
 def test_two_ranks_every_collective() -> None:
-    output = collective.collect(small(collectives=ALL), gpus=0)
+    output = launcher.collect(small(collectives=ALL), gpus=0)
     facts: NcclFacts = output.facts
     runs = [facts, *facts.others]
     assert [f.collective for f in runs] == ALL
@@ -179,7 +181,7 @@ def facts_busbw(facts: NcclFacts, row: object) -> list[float]:
 
 def test_four_ranks_all_reduce_and_alltoall() -> None:
     params = small(ranks=4, collectives=["all_reduce", "alltoall"], max_bytes=256 * KIB)
-    facts: NcclFacts = collective.collect(params, gpus=0).facts
+    facts: NcclFacts = launcher.collect(params, gpus=0).facts
     assert facts.nranks == 4 and facts.complete
     check_rows(facts, 4)
     check_rows(facts.others[0], 4)
@@ -194,7 +196,7 @@ def test_four_ranks_all_reduce_and_alltoall() -> None:
 
 
 def test_without_validation_wrong_counts_are_not_given() -> None:
-    facts: NcclFacts = collective.collect(small(check=False, max_bytes=16 * KIB), gpus=0).facts
+    facts: NcclFacts = launcher.collect(small(check=False, max_bytes=16 * KIB), gpus=0).facts
     assert facts.complete and facts.out_of_bounds is None
     assert all(r.oop_wrong is None and r.ip_wrong is None for r in facts.rows)
 
@@ -202,11 +204,11 @@ def test_without_validation_wrong_counts_are_not_given() -> None:
 def test_ranks_that_cannot_meet_fail_with_the_ranks_own_error(tmp_path: Path) -> None:
     # This node is rank 1 of a 2-node job whose first node never comes: the client cannot
     # reach the rendezvous and says so within rendezvous_timeout_s.
-    port = collective.free_port("127.0.0.1")
+    port = free_port("127.0.0.1")
     params = small(
         ranks=1, nnodes=2, node_rank=1, master_port=port, rendezvous_timeout_s=3, timeout_s=60
     )
-    output = collective.collect(params, gpus=0)
+    output = launcher.collect(params, gpus=0)
     facts: NcclFacts = output.facts
     assert not facts.complete and facts.rows == []
     (error,) = facts.errors
@@ -220,9 +222,9 @@ def test_ranks_that_cannot_meet_fail_with_the_ranks_own_error(tmp_path: Path) ->
 
 def test_a_hung_rendezvous_is_stopped_at_the_deadline() -> None:
     # Rank 0 of a 2-node job waits for a node that never comes; our deadline ends it first.
-    params = small(ranks=1, nnodes=2, master_port=collective.free_port("127.0.0.1"))
+    params = small(ranks=1, nnodes=2, master_port=free_port("127.0.0.1"))
     params.rendezvous_timeout_s, params.timeout_s = 120, 4
-    facts: NcclFacts = collective.collect(params, gpus=0).facts
+    facts: NcclFacts = launcher.collect(params, gpus=0).facts
     assert not facts.complete
     assert facts.errors == ["torch engine timed out after 4 s; ranks were stopped"]
 
@@ -240,7 +242,7 @@ def test_a_hung_rendezvous_is_stopped_at_the_deadline() -> None:
 )
 def test_what_cannot_run_is_a_probe_error(params: Params, gpus: int, message: str) -> None:
     with pytest.raises(ProbeError, match=message):
-        collective.collect(params, gpus)
+        launcher.collect(params, gpus)
 
 
 # --- the probe through the node protocol ------------------------------------------------------

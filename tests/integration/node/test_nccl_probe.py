@@ -14,8 +14,9 @@ import pytest
 
 from bringup.checks import nccl as checks
 from bringup.findings import Status
+from bringup.node.nccl_facts import NcclFacts, Params
 from bringup.node.probes import nccl
-from bringup.node.probes.nccl import NcclFacts, Params, parse_nccl_tests
+from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.result import ProbeError
 from bringup.profile import load as load_profile
 
