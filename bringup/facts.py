@@ -6,6 +6,7 @@ JSON a node sent (or a file someone recorded) back into those dataclasses.
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
 from typing import Any
 
@@ -56,3 +57,36 @@ def decode(record: ProbeRecord) -> Any:
         raise FactsError(
             f"facts of probe {record.probe!r} invalid at {where}: {err['msg']}"
         ) from None
+
+
+# Probes whose facts class exists but that a catalog may not list yet; decoded directly.
+_EXTRA_FACTS: dict[str, str] = {"nccl": "bringup.node.probes.nccl"}
+
+
+def decode_record(record: ProbeRecord) -> tuple[Any | None, str | None]:
+    """(facts dataclass, None), or (None, why not): failed probe, unknown or invalid schema.
+
+    Never raises: a report shows every record it can. An unknown probe (one added after
+    this version was written) is not an error: its facts are shown as recorded, and the
+    reason says so.
+    """
+    if not record.ok:
+        return None, record.error or "probe failed without a reason"
+    if record.probe in PROBES:
+        try:
+            return decode(record), None
+        except FactsError as exc:
+            return None, str(exc)
+    module = _EXTRA_FACTS.get(record.probe)
+    if module is None:
+        return None, f"probe {record.probe!r} not known to this report: shown as recorded"
+    facts_type = importlib.import_module(module).FACTS
+    try:
+        return TypeAdapter(facts_type).validate_python(record.facts), None
+    except ValidationError as exc:
+        return None, f"facts of probe {record.probe!r} invalid: {_first_line(exc)}"
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

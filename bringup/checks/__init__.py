@@ -4,24 +4,29 @@ Each module of this package is one subject and exports `CHECKS: list[Check]`;
 `catalog.py` lists the modules. A check returns findings without the node name
 (the caller fills it in), and when everything is fine it still returns one PASS
 finding that says what was verified, so the table shows that it ran.
+
+One fault, one FAIL: where two probes see the same fault (a missing GPU is both in NVML
+and in the topology matrix), one check owns it and reads the other probe's facts as its
+`context`, to carry that evidence in its message; the other check says who judged it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bringup.findings import Finding, Status
-from bringup.profile import Profile
 
 
 @dataclass(frozen=True)
 class Check:
     name: str  # "<subject>.<what>", e.g. "gpu.remapped_rows"
     probe: str  # the probe whose facts it reads
-    judge: Callable[[Any, Profile], list[Finding]]
+    # judge(facts, profile), or judge(facts, profile, context_facts) with a context
+    judge: Callable[..., list[Finding]]
     description: str
+    # Another probe whose facts the judge also reads (None when the node did not record it).
+    context: str | None = None
 
 
 def finding(

@@ -179,16 +179,16 @@ def judge_checkpoint(facts: BurninFacts, profile: Profile) -> list[Finding]:
 def judge_mfu(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.mfu: model FLOP/s per GPU against the profile's dense BF16 peak (informative)."""
     peak = profile_peak(profile) if facts.device_kind == "cuda" else None
-    return [mfu_finding(facts, peak, profile_ceiling(profile))]
+    return [judge_mfu_against(facts, peak, profile_ceiling(profile))]
 
 
-def mfu_finding(
+def judge_mfu_against(
     facts: BurninFacts, peak: tuple[float, str] | None, ceiling: tuple[float, str] | None
 ) -> Finding:
     """The MFU figure against `peak`, and against a measured matmul `ceiling` when known.
 
     Both are (FLOP/s, what it is). Informative: the profile has no MFU floor; a drop is
-    judged against a baseline (`compare`).
+    judged against a baseline (`judge_baseline`).
     """
     node = summarize("", facts, peak, ceiling)
     model = node.model_flops_per_s_per_gpu
@@ -326,7 +326,7 @@ def _when(gpu: GpuTelemetry, reason: str) -> str:
     return f"({', '.join(parts)})" if parts else ""
 
 
-def compare(current: Baseline, previous: Baseline) -> list[Finding]:
+def judge_baseline(current: Baseline, previous: Baseline) -> list[Finding]:
     """burnin.baseline: each node's tokens/s and MFU against a previous baseline."""
     found: list[Finding] = []
     before = {n.node: n for n in previous.nodes}

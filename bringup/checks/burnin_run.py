@@ -20,7 +20,7 @@ from typing import Any
 from bringup import profile as profiles
 from bringup import recipe as recipes
 from bringup.baseline import NodeBaseline
-from bringup.checks.burnin import CHECKS, mfu_finding, profile_ceiling, profile_peak
+from bringup.checks.burnin import CHECKS, judge_mfu_against, profile_ceiling, profile_peak
 from bringup.checks.catalog import judge_probe
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
@@ -29,7 +29,7 @@ from bringup.node.probes.burnin import BurninFacts
 NODE_SPREAD = 0.05  # a node whose median step time is 5% above the nodes' median: WARN
 
 
-def node_spread_findings(nodes: list[NodeBaseline]) -> list[Finding]:
+def judge_node_spread(nodes: list[NodeBaseline]) -> list[Finding]:
     """burnin.node_spread: each node's median step time against the median of all nodes."""
     medians = {n.node: n.step_time_median_s for n in nodes if n.step_time_median_s}
     if len(medians) < 2:
@@ -91,7 +91,7 @@ def merge_job(nodes: list[str], results: dict[str, BurninFacts]) -> BurninFacts:
     return dataclasses.replace(first, ranks=ranks, nnodes=len(nodes))
 
 
-def job_finding(nodes: list[str], reason: str | None, facts: BurninFacts | None) -> Finding:
+def judge_job(nodes: list[str], reason: str | None, facts: BurninFacts | None) -> Finding:
     """burnin.job: did every node's ranks meet and train to the end."""
     if reason is not None or facts is None:
         return Finding(
@@ -151,7 +151,7 @@ def judge_burnin(
         peak = profile_peak(chosen)
     gemm = gemm_ceiling(node)
     ceiling = gemm or (profile_ceiling(chosen) if chosen else None)
-    findings.append(mfu_finding(facts, peak, ceiling))
+    findings.append(judge_mfu_against(facts, peak, ceiling))
     gemm_facts, gemm_error = _decoded(node, "gemm")
     if chosen is not None and "gemm" in node.probes:  # the gemm probe's own checks
         findings += judge_probe("gemm", gemm_facts, gemm_error, chosen)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bringup.checks import Check, finding, fio, gpu, host, nccl, nvme, topology, xid
@@ -28,15 +29,28 @@ def checks_for(probe: str) -> list[Check]:
     return [c for c in CHECKS if c.probe == probe]
 
 
-def judge_probe(probe: str, facts: Any, error: str | None, profile: Profile) -> list[Finding]:
-    """Findings of every check that reads `probe`; an unmeasured probe makes each an ERROR."""
+def judge_probe(
+    probe: str,
+    facts: Any,
+    error: str | None,
+    profile: Profile,
+    context: Mapping[str, Any] | None = None,
+) -> list[Finding]:
+    """Findings of every check that reads `probe`; an unmeasured probe makes each an ERROR.
+
+    `context` holds the node's other probes' facts (probe -> facts), for the checks that
+    read another probe as evidence; without it they judge `facts` alone. Every ERROR of an
+    unmeasured probe carries the same message (the probe's error) and a check name
+    starting with the probe's: a console can show them as one line.
+    """
     findings: list[Finding] = []
     for check in checks_for(probe):
         if error is not None:
             findings.append(finding(check.name, Status.ERROR, error))
             continue
+        extra = [(context or {}).get(check.context)] if check.context else []
         try:
-            findings.extend(check.judge(facts, profile))
+            findings.extend(check.judge(facts, profile, *extra))
         except Exception as exc:  # a bug in one check must not hide the others' verdicts
             message = f"check crashed: {type(exc).__name__}: {exc}"
             findings.append(finding(check.name, Status.ERROR, message))
@@ -45,7 +59,8 @@ def judge_probe(probe: str, facts: Any, error: str | None, profile: Profile) -> 
 
 def judge_node(node: NodeFacts, profile: Profile) -> list[Finding]:
     """Findings for every probe recorded for a node, each stamped with the node's name."""
-    findings: list[Finding] = []
+    decoded: dict[str, Any] = {}
+    errors: dict[str, str] = {}
     for record in node.probes.values():
         facts, error = None, record.error
         if record.ok:
@@ -55,5 +70,12 @@ def judge_node(node: NodeFacts, profile: Profile) -> list[Finding]:
                 error = str(exc)
         elif error is None:
             error = "probe failed without a reason"
-        findings.extend(judge_probe(record.probe, facts, error, profile))
+        if error is None:
+            decoded[record.probe] = facts
+        else:
+            errors[record.probe] = error
+    findings: list[Finding] = []
+    for record in node.probes.values():
+        probe = record.probe
+        findings.extend(judge_probe(probe, decoded.get(probe), errors.get(probe), profile, decoded))
     return [f.model_copy(update={"node": node.node}) for f in findings]

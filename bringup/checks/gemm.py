@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 
 from bringup.checks import Check, finding
-from bringup.checks.throttle import diagnose, gemm_flops
+from bringup.checks.throttle import gemm_flops, judge_throttling
 from bringup.findings import Finding, Status
 from bringup.node.probes.gemm import GemmFacts
 from bringup.node.timeline import Timeline
@@ -88,14 +88,15 @@ def _fp8_and_hbm(facts: GemmFacts) -> str:
 def judge_gemm_diagnosis(facts: GemmFacts, profile: Profile) -> list[Finding]:
     """Why a GPU is slow under the matmul load (telemetry recorded while it ran)."""
     if facts.timeline is None:  # the gemm step of a suite, without sampling: stragglers only
-        found = [f for f in diagnose(None, facts, profile) if f.check == "diagnose.straggler"]
+        found = judge_throttling(None, facts, profile)
+        found = [f for f in found if f.check == "diagnose.straggler"]
         return found or [finding("diagnose.straggler", Status.PASS, "no GPU far below the median")]
-    return diagnose(facts.timeline, facts, profile)
+    return judge_throttling(facts.timeline, facts, profile)
 
 
 def judge_telemetry(facts: Timeline, profile: Profile) -> list[Finding]:
     """Why the GPUs are slow while a job runs (no load of bringup's own)."""
-    return diagnose(facts, None, profile)
+    return judge_throttling(facts, None, profile)
 
 
 CHECKS = [

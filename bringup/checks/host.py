@@ -25,7 +25,7 @@ IOMMU_ON = ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation", "iomm
 IOMMU_PASSTHROUGH = ("iommu=pt", "iommu.passthrough=1", "iommu.passthrough=on")
 
 
-def cpu_governor(facts: HostFacts, profile: Profile) -> list[Finding]:
+def judge_cpu_governor(facts: HostFacts, profile: Profile) -> list[Finding]:
     """Every CPU runs the profile's cpufreq governor (performance by default)."""
     name, want = "host.cpu_governor", profile.host.cpu_governor
     if not facts.governors:
@@ -50,7 +50,7 @@ def cpu_governor(facts: HostFacts, profile: Profile) -> list[Finding]:
     ]
 
 
-def memlock(facts: HostFacts, profile: Profile) -> list[Finding]:
+def judge_memlock(facts: HostFacts, profile: Profile) -> list[Finding]:
     """The locked-memory limit lets RDMA and NCCL pin their buffers."""
     name, need = "host.memlock", profile.host.min_memlock_bytes
     soft, hard = facts.memlock_soft_bytes, facts.memlock_hard_bytes
@@ -79,7 +79,7 @@ def memlock(facts: HostFacts, profile: Profile) -> list[Finding]:
     ]
 
 
-def free_space(facts: HostFacts, profile: Profile) -> list[Finding]:
+def judge_free_space(facts: HostFacts, profile: Profile) -> list[Finding]:
     """Each data and checkpoint path has at least the profile's free space."""
     name, need = "host.free_space", profile.host.min_free_bytes
     if not facts.free_space:
@@ -112,7 +112,7 @@ def free_space(facts: HostFacts, profile: Profile) -> list[Finding]:
     return [finding(name, Status.PASS, message)]
 
 
-def iommu(facts: HostFacts, profile: Profile) -> list[Finding]:
+def judge_iommu(facts: HostFacts, profile: Profile) -> list[Finding]:
     """The IOMMU is off or in passthrough: DMA translation slows GPUDirect P2P and RDMA."""
     name = "host.iommu"
     flags = facts.iommu or "no IOMMU parameters on the kernel command line"
@@ -142,7 +142,7 @@ def iommu(facts: HostFacts, profile: Profile) -> list[Finding]:
     return [finding(name, Status.PASS, f"IOMMU {state}: {flags}")]
 
 
-def ib_ports(facts: HostFacts, profile: Profile) -> list[Finding]:
+def judge_ib_ports(facts: HostFacts, profile: Profile) -> list[Finding]:
     """Every RDMA port is ACTIVE/LinkUp, and all ports trained at the same rate."""
     name = "host.ib_ports"
     ports = facts.ib_ports
@@ -215,9 +215,13 @@ def _limit_text(n: int | None) -> str:
 
 
 CHECKS: list[Check] = [
-    Check("host.cpu_governor", "host", cpu_governor, "CPUs run the profile's cpufreq governor"),
-    Check("host.memlock", "host", memlock, "the memlock limit lets RDMA/NCCL pin memory"),
-    Check("host.free_space", "host", free_space, "data/checkpoint paths have enough free space"),
-    Check("host.iommu", "host", iommu, "the IOMMU is off or in passthrough (iommu=pt)"),
-    Check("host.ib_ports", "host", ib_ports, "RDMA ports are ACTIVE/LinkUp at one rate"),
+    Check(
+        "host.cpu_governor", "host", judge_cpu_governor, "CPUs run the profile's cpufreq governor"
+    ),
+    Check("host.memlock", "host", judge_memlock, "the memlock limit lets RDMA/NCCL pin memory"),
+    Check(
+        "host.free_space", "host", judge_free_space, "data/checkpoint paths have enough free space"
+    ),
+    Check("host.iommu", "host", judge_iommu, "the IOMMU is off or in passthrough (iommu=pt)"),
+    Check("host.ib_ports", "host", judge_ib_ports, "RDMA ports are ACTIVE/LinkUp at one rate"),
 ]

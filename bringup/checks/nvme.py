@@ -68,7 +68,7 @@ def memory_reason(path: NvmePath) -> str | None:
     return None
 
 
-def unmeasured(check: str, path: NvmePath, test: str) -> Finding | None:
+def _unmeasured(check: str, path: NvmePath, test: str) -> Finding | None:
     """The ERROR for a path, or one fio test of it, that could not be measured."""
     reason = path.error or path.test_errors.get(test)
     if reason is None:
@@ -76,7 +76,7 @@ def unmeasured(check: str, path: NvmePath, test: str) -> Finding | None:
     return finding(check, Status.ERROR, f"{path_label(path)}: {reason}", action=UNMEASURED_ACTION)
 
 
-def per_path(
+def judge_each_path(
     check: str,
     facts: NvmeFacts,
     test: str,
@@ -96,7 +96,7 @@ def per_path(
     problems: list[Finding] = []
     summaries: list[str] = []
     for path in facts.paths:
-        error = unmeasured(check, path, test)
+        error = _unmeasured(check, path, test)
         verdict = error if error is not None else judge_one(path)
         if isinstance(verdict, Finding):
             problems.append(verdict)
@@ -163,7 +163,7 @@ def judge_seq_read(facts: NvmeFacts, profile: Profile) -> list[Finding]:
     def one(path: NvmePath) -> Finding | str:
         return judge_floor(check, path, "sequential read", path.seq_read_bytes_per_s, floor)
 
-    return per_path(
+    return judge_each_path(
         check,
         facts,
         "seq_read",
@@ -183,7 +183,7 @@ def judge_seq_write(facts: NvmeFacts, profile: Profile) -> list[Finding]:
     def one(path: NvmePath) -> Finding | str:
         return judge_floor(check, path, "sequential write", path.seq_write_bytes_per_s, floor)
 
-    return per_path(
+    return judge_each_path(
         check,
         facts,
         "seq_write",
@@ -209,7 +209,7 @@ def judge_checkpoint(facts: NvmeFacts, profile: Profile) -> list[Finding]:
 
     ok = "checkpoint written and fsynced"
     ok += f" {at_least(floor)}" if floor is not None else " (no floor in the profile)"
-    return per_path(
+    return judge_each_path(
         check,
         facts,
         "checkpoint",
@@ -241,7 +241,7 @@ def judge_concurrent_read(facts: NvmeFacts, profile: Profile) -> list[Finding]:
         each = (path.concurrent_read_bytes_per_s or 0) / readers / GB
         return f"{verdict} with {readers} readers ({each:.2f} GB/s each)"
 
-    return per_path(
+    return judge_each_path(
         check,
         facts,
         "concurrent_read",
@@ -271,7 +271,7 @@ def judge_rand_read(facts: NvmeFacts, profile: Profile) -> list[Finding]:
         p99 = "" if path.rand_read_p99_s is None else f", p99 {path.rand_read_p99_s * 1e3:.2f} ms"
         return f"{label} {iops} IOPS{p99}"
 
-    return per_path(
+    return judge_each_path(
         check,
         facts,
         "rand_read",

@@ -1,6 +1,6 @@
 """Throttling diagnosis: why a GPU is slow, from a telemetry timeline and the gemm figures.
 
-A pure function, `diagnose(timeline, gemm, profile) -> findings`, with one rule per cause:
+A pure function, `judge_throttling(timeline, gemm, profile) -> findings`, one rule per cause:
 SW power cap (limit lowered, or draw pinned at the limit while slow), HW slowdown, HW
 thermal slowdown, HW power brake, SW thermal slowdown, sync boost, applications clocks,
 a straggler (far below the node median with no throttle reason), and HBM temperature near
@@ -109,7 +109,9 @@ def below_median(flops: dict[int, float]) -> dict[int, float]:
 # --- the rules ---------------------------------------------------------------------------
 
 
-def diagnose(timeline: Timeline | None, gemm: GemmFacts | None, profile: Profile) -> list[Finding]:
+def judge_throttling(
+    timeline: Timeline | None, gemm: GemmFacts | None, profile: Profile
+) -> list[Finding]:
     """Findings for every cause of slowness the timeline and the gemm figures show."""
     if timeline is None or not timeline.samples:
         reason = timeline.error if timeline is not None and timeline.error else "no samples"
@@ -405,7 +407,7 @@ def _straggler(
 FLEET_MIN_NODES = 3  # with two nodes a median cannot tell the slow one from the spread
 
 
-def fleet_stragglers(gemm_by_node: dict[str, GemmFacts]) -> list[Finding]:
+def judge_gemm_stragglers(gemm_by_node: dict[str, GemmFacts]) -> list[Finding]:
     """Nodes whose median GPU is far below the fleet's median node (GPU figures only).
 
     The per-node rules compare GPUs within a node, so a node whose GPUs are all equally

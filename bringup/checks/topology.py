@@ -1,9 +1,15 @@
-"""Checks on the `nvidia-smi topo -m` matrix: GPU count, NVLink between every GPU pair, NICs."""
+"""Checks on the `nvidia-smi topo -m` matrix: GPU count, NVLink between every GPU pair, NICs.
+
+Where the node also has the gpu probe's facts (NVML), they are the context of two checks:
+a GPU count both sources agree on is gpu.count's finding, not this one's; and a GPU cut
+off from NVLink is this module's finding, carrying what NVML says of its links.
+"""
 
 from __future__ import annotations
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
+from bringup.node.gpu_facts import GpuFacts
 from bringup.node.probes.topology import TopologyFacts, TopoPair
 from bringup.profile import Profile
 
@@ -20,8 +26,14 @@ def _nvlink_down(gpu: int | None = None) -> str:
     )
 
 
-def check_gpu_count(facts: TopologyFacts, profile: Profile) -> list[Finding]:
-    """The matrix shows as many GPUs as the profile says the node has."""
+def judge_gpu_count(
+    facts: TopologyFacts, profile: Profile, gpus: GpuFacts | None = None
+) -> list[Finding]:
+    """The matrix shows as many GPUs as the profile says the node has.
+
+    When NVML (`gpus`) counts as many GPUs as the matrix shows, a wrong count is one
+    fault seen twice: gpu.count judges it, and this check says so.
+    """
     name = "topology.gpu_count"
     seen, expected = facts.gpu_count, profile.gpu.count
 
@@ -48,6 +60,9 @@ def check_gpu_count(facts: TopologyFacts, profile: Profile) -> list[Finding]:
         )
         action = "rerun `nvidia-smi topo -m` and keep its whole output"
         return verdict(Status.ERROR, message, action)
+    if gpus is not None and _nvml_count(gpus) == seen:
+        message = f"{seen} GPUs in the topology, as NVML lists: the count is judged by gpu.count"
+        return verdict(Status.SKIP, message)
     if seen < expected:
         action = (
             "a GPU is missing from the driver's view: check `nvidia-smi -L`, "
@@ -58,8 +73,19 @@ def check_gpu_count(facts: TopologyFacts, profile: Profile) -> list[Finding]:
     return verdict(Status.FAIL, f"{seen} GPUs, expected {expected}", action)
 
 
-def check_nvlink(facts: TopologyFacts, profile: Profile) -> list[Finding]:
-    """Every GPU pair is joined by the profile's NV# (e.g. NV18 on HGX H100/H200/B200/B300)."""
+def _nvml_count(gpus: GpuFacts) -> int:
+    """The GPUs NVML or a log says are present: as gpu.count counts them (attached or listed)."""
+    return max(len(gpus.gpus), gpus.attached_gpus or 0)
+
+
+def judge_nvlink(
+    facts: TopologyFacts, profile: Profile, gpus: GpuFacts | None = None
+) -> list[Finding]:
+    """Every GPU pair is joined by the profile's NV# (e.g. NV18 on HGX H100/H200/B200/B300).
+
+    A GPU with no NVLink to any other GPU is this check's finding, also when NVML
+    (`gpus`) reports its links down: the message carries what NVML says.
+    """
     name = "topology.nvlink"
     if profile.nvlink is None:
         reason = f"profile {profile.name!r} has no NVLink (PCIe-only node)"
@@ -74,13 +100,13 @@ def check_nvlink(facts: TopologyFacts, profile: Profile) -> list[Finding]:
     wrong = [p for p in facts.pairs if p.link != f"NV{want}"]
     findings: list[Finding] = []
     if wrong and all(p.nvlinks == 0 for p in facts.pairs):
-        findings.append(_no_nvlink_at_all(name, facts.pairs, want))
+        findings.append(_no_nvlink_at_all(name, facts.pairs, want, gpus))
     elif len(wrong) == len(facts.pairs) > 1 and len({p.link for p in wrong}) == 1:
         # Every pair NV12 where NV18 is expected: one node-wide finding, not 28 alike.
         findings.append(_every_pair(name, wrong, want))
     else:
-        cut_off = _gpus_without_nvlink(facts.pairs)
-        findings += [_gpu_without_nvlink(name, g, facts, want) for g in cut_off]
+        cut_off = gpus_without_nvlink(facts)
+        findings += [_gpu_without_nvlink(name, g, facts, want, gpus) for g in cut_off]
         # A cut-off GPU's pairs are already named by its finding: one line, not seven.
         findings += [
             _wrong_pair(name, p, want) for p in wrong if p.a not in cut_off and p.b not in cut_off
@@ -95,18 +121,47 @@ def check_nvlink(facts: TopologyFacts, profile: Profile) -> list[Finding]:
     return findings
 
 
-def _gpus_without_nvlink(pairs: list[TopoPair]) -> list[int]:
-    """GPUs with no NVLink to any other GPU (while other pairs have NVLink)."""
+def gpus_without_nvlink(facts: TopologyFacts) -> list[int]:
+    """GPUs the matrix shows with no NVLink to any other GPU (all of them: none has NVLink).
+
+    Exactly the GPUs topology.nvlink names as cut off, or all of a node without NVLink.
+    """
+    pairs = facts.pairs
     gpus = sorted({p.a for p in pairs} | {p.b for p in pairs})
     return [g for g in gpus if all(p.nvlinks == 0 for p in pairs if g in (p.a, p.b))]
 
 
-def _no_nvlink_at_all(name: str, pairs: list[TopoPair], want: int) -> Finding:
+def _nvml_links(gpus: GpuFacts | None, index: int) -> str:
+    """' and NVML reports all 18 links down': NVML's view of one GPU's links ('' if none)."""
+    gpu = next((g for g in gpus.gpus if g.index == index), None) if gpus is not None else None
+    if gpu is None or not gpu.nvlinks:
+        return ""
+    total, down = len(gpu.nvlinks), sum(1 for link in gpu.nvlinks if not link.active)
+    if down == total:
+        return f" and NVML reports all {total} links down"
+    if down:
+        return f" and NVML reports {down} of {total} links down"
+    return f", yet NVML reports all {total} links active"
+
+
+def _nvml_nodewide(gpus: GpuFacts | None) -> str:
+    """'; NVML reports all links down on 8/8 GPUs' ('' when NVML reported no link state)."""
+    reporting = [g for g in gpus.gpus if g.nvlinks] if gpus is not None else []
+    if not reporting:
+        return ""
+    down = sum(1 for g in reporting if not any(link.active for link in g.nvlinks))
+    return f"; NVML reports all links down on {down}/{len(reporting)} GPUs"
+
+
+def _no_nvlink_at_all(
+    name: str, pairs: list[TopoPair], want: int, gpus: GpuFacts | None
+) -> Finding:
     links = "/".join(sorted({p.link for p in pairs}))
     return finding(
         name,
         Status.FAIL,
-        f"no NVLink between any GPUs: all {len(pairs)} pairs {links}, expected NV{want}",
+        f"no NVLink between any GPUs: all {len(pairs)} pairs {links}, expected NV{want}"
+        f"{_nvml_nodewide(gpus)}",
         value=links,
         expected=f"NV{want}",
         action=f"NVLink is down on the whole node: {_nvlink_down()}; "
@@ -131,15 +186,21 @@ def _every_pair(name: str, pairs: list[TopoPair], want: int) -> Finding:
     )
 
 
-def _gpu_without_nvlink(name: str, gpu: int, facts: TopologyFacts, want: int) -> Finding:
+def _gpu_without_nvlink(
+    name: str, gpu: int, facts: TopologyFacts, want: int, gpus: GpuFacts | None
+) -> Finding:
     """One finding for a GPU cut off from the NVLink fabric (vllm-project/vllm#16336)."""
     mine = [p for p in facts.pairs if gpu in (p.a, p.b)]
     links = "/".join(sorted({p.link for p in mine}))
     others = f"all {len(mine)}" if facts.complete else f"all {len(mine)} read"
+    message = f"GPU{gpu} has no NVLink to any other GPU ({links} to {others}"
+    nvml = _nvml_links(gpus, gpu)
+    # Both sources in one line; the NV# expected is then in the finding's `expected` only.
+    message += f", topo -m){nvml}" if nvml else f"), expected NV{want}"
     return finding(
         name,
         Status.FAIL,
-        f"GPU{gpu} has no NVLink to any other GPU ({links} to {others}), expected NV{want}",
+        message,
         value=links,
         expected=f"NV{want}",
         action=f"GPU{gpu} NVLink down: {_nvlink_down(gpu)}; reseat / RMA GPU{gpu}",
@@ -193,7 +254,7 @@ def _incomplete(name: str, judged: int, total: int) -> Finding:
     )
 
 
-def check_nic_affinity(facts: TopologyFacts, profile: Profile) -> list[Finding]:
+def judge_nic_affinity(facts: TopologyFacts, profile: Profile) -> list[Finding]:
     """Each GPU has a NIC behind at most PCIe bridges (PIX/PXB), for GPUDirect RDMA."""
     name = "topology.nic_affinity"
     if not facts.nic_details:
@@ -236,19 +297,21 @@ CHECKS: list[Check] = [
     Check(
         "topology.gpu_count",
         "topology",
-        check_gpu_count,
+        judge_gpu_count,
         "the topology matrix shows the profile's GPU count",
+        context="gpu",
     ),
     Check(
         "topology.nvlink",
         "topology",
-        check_nvlink,
+        judge_nvlink,
         "every GPU pair is joined by the profile's NV#",
+        context="gpu",
     ),
     Check(
         "topology.nic_affinity",
         "topology",
-        check_nic_affinity,
+        judge_nic_affinity,
         "every GPU has a NIC at PIX/PXB (WARN only)",
     ),
 ]

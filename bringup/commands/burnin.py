@@ -318,7 +318,7 @@ def _judge_each(
 ) -> tuple[list[Finding], list[baselines.NodeBaseline]]:
     """Every node trained on its own: each judged, then the nodes' step times compared."""
     from bringup import baseline as baselines
-    from bringup.checks.burnin_run import judge_burnin, node_spread_findings
+    from bringup.checks.burnin_run import judge_burnin, judge_node_spread
     from bringup.findings import Status
 
     findings: list[Finding] = []
@@ -334,7 +334,7 @@ def _judge_each(
             facts, peak, ceiling, chosen = result
             run.manifest.profile = run.manifest.profile or (chosen.name if chosen else None)
             node_bases.append(baselines.summarize(node, facts, peak, ceiling))
-    findings += node_spread_findings(node_bases)
+    findings += judge_node_spread(node_bases)
     return findings, node_bases
 
 
@@ -353,9 +353,9 @@ def _judge_joint(
     from bringup.checks.burnin import judge_throttle
     from bringup.checks.burnin_run import (
         job_error,
-        job_finding,
         job_name,
         judge_burnin,
+        judge_job,
         merge_job,
     )
     from bringup.facts import decode
@@ -374,7 +374,7 @@ def _judge_joint(
             results[node] = decode(record)
     reason = job_error(names, results)
     if reason is not None:
-        return [*findings, job_finding(names, reason, None)], []
+        return [*findings, judge_job(names, reason, None)], []
     complete = {n: r for n, r in results.items() if isinstance(r, BurninFacts)}
     merged = merge_job(names, complete)
     first = run.facts_of(names[0])
@@ -382,7 +382,7 @@ def _judge_joint(
         update={"facts": dataclasses.asdict(merged)}
     )
     judged, result = judge_burnin(first, recipe, prof, peak_tflops)
-    findings.append(job_finding(names, None, merged))
+    findings.append(judge_job(names, None, merged))
     findings += [f.model_copy(update={"node": f.node or names[0]}) for f in judged]
     for node in names[1:]:  # the other nodes' GPUs: their own telemetry
         findings += [
@@ -405,14 +405,14 @@ def _finish(
 ) -> None:
     """Write the baseline (when any node reported), the findings, the manifest; show; exit."""
     from bringup import baseline as baselines
-    from bringup.checks.burnin import compare
+    from bringup.checks.burnin import judge_baseline
     from bringup.rundir import now
 
     if node_bases:
         base = baselines.build(node_bases, recipe, run.manifest.profile, now())
         baselines.write(run.path / "baseline.json", base)
         if previous is not None:
-            findings += compare(base, previous)
+            findings += judge_baseline(base, previous)
     run.add_findings(findings)
     code = finish_run(run, findings)
     _show(run, findings, as_json)

@@ -91,7 +91,7 @@ def diagnose(
     as_json: JsonOpt = False,
 ) -> None:
     """Load all GPUs with matmuls while sampling NVML at 5-10 Hz; say which GPU is slow, why."""
-    from bringup.checks.throttle import fleet_stragglers
+    from bringup.checks.throttle import judge_gemm_stragglers
     from bringup.fleet.plan import FleetError, plan_node
     from bringup.fleet.run import run as run_fleet
 
@@ -114,7 +114,7 @@ def diagnose(
         outcomes = run_fleet(plans, run, forks=chosen.forks)
     findings = [f for outcome in outcomes for f in outcome.findings]
     # The nodes against each other: one GPU node far behind the rest.
-    across = fleet_stragglers(recorded_gemm([run.facts_of(plan.node) for plan in plans]))
+    across = judge_gemm_stragglers(recorded_gemm([run.facts_of(plan.node) for plan in plans]))
     run.add_findings(across)
     findings += across
     code = finish_run(run, findings)

@@ -3,20 +3,40 @@
     bringup exporter --runs-dir runs                     the newest run, on 127.0.0.1:9400
     bringup exporter --run runs/<run> --textfile x.prom  once, for node_exporter's textfile
 
-The metrics themselves are built by bringup/report/prometheus.py.
+The metrics themselves are built by bringup/report/prometheus.py, from the report that
+`report_of` builds at each scrape (the same judgement as `bringup report`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bringup.commands.common import fail
 
+if TYPE_CHECKING:
+    from bringup.report.model import Report
+
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 9400
+
+
+def report_of(run_dir: Path) -> Report:
+    """The report of a run, with the run's own profile when it still loads."""
+    from bringup import profile as profile_mod
+    from bringup.commands.report import build_report
+    from bringup.report.rundata import load
+
+    run = load(run_dir)
+    prof = None
+    if run.manifest and run.manifest.profile:
+        try:
+            prof = profile_mod.load(run.manifest.profile)
+        except profile_mod.ProfileError:
+            prof = None  # default tolerances; the report says so, the metrics need not
+    return build_report(run, prof)
 
 
 def exporter(
@@ -55,7 +75,7 @@ def exporter(
         load(first)
     except (ExporterError, RunDataError) as exc:
         fail(str(exc))
-    registry = registry_for(source)
+    registry = registry_for(source, report_of)
     if textfile is not None:
         if not textfile.name.endswith(".prom"):
             fail(f"--textfile {textfile}: node_exporter reads only files ending in .prom")

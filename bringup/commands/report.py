@@ -1,6 +1,9 @@
 """`bringup report RUN_DIR [--baseline OLD_RUN] [--format ...] [--out DIR]`.
 
 Reads a run directory only (never probes) and writes HTML, Markdown, JUnit or JSON.
+What only the whole run shows is judged here by bringup/checks (completeness, stragglers,
+the baseline comparison), then bringup/report shows it all: `build_report`, which the
+exporter uses too.
 """
 
 from __future__ import annotations
@@ -63,11 +66,44 @@ def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | Non
         return None
 
 
+def build_report(
+    run: RunData,
+    prof: profile_mod.Profile | None,
+    baseline: RunData | None = None,
+    generated_at: str | None = None,
+) -> Report:
+    """Judge what the run as a whole shows, then build its report from facts and findings."""
+    from bringup.checks.catalog import CHECKS
+    from bringup.checks.completeness import judge_completeness
+    from bringup.checks.regression import judge_regressions
+    from bringup.checks.stragglers import judge_stragglers
+    from bringup.measurements import measure_fleet, tolerances
+    from bringup.report.model import build
+
+    limits = tolerances(prof)
+    now = measure_fleet(run.facts, prof)
+    # Why the run was never judged: the reader's line about findings.jsonl says it.
+    unjudged = None
+    if run.findings is None:
+        unjudged = next((p for p in run.problems if p.startswith("findings.jsonl")), "no findings")
+    judged = judge_completeness(
+        str(run.path),
+        unjudged,
+        run.manifest.status if run.manifest is not None else None,
+        run.node_problems,
+    )
+    judged += judge_stragglers(now, limits)
+    if baseline is not None:
+        then = measure_fleet(baseline.facts, prof)
+        judged += judge_regressions(now, then, limits, baseline.path.name)
+    order = [check.name for check in CHECKS]
+    return build(run, prof, judged, order, baseline, generated_at)
+
+
 def make_report(
     run_dir: Path, baseline_dir: Path | None, profile_name: str | None
 ) -> tuple[Report, profile_mod.Profile | None]:
     """Read the run (and baseline) directories and build the report; bad input exits 2."""
-    from bringup.report.model import build
     from bringup.report.rundata import RunDataError, load
 
     try:
@@ -76,7 +112,7 @@ def make_report(
     except RunDataError as exc:
         fail(str(exc))
     prof = resolve_profile(profile_name, run)
-    return build(run, prof, baseline), prof
+    return build_report(run, prof, baseline), prof
 
 
 def write(

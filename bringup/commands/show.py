@@ -1,4 +1,8 @@
-"""Findings on a terminal (rich): one node's table, a fleet's matrix, what to do, the counts."""
+"""Findings on a terminal (rich): one node's table, a fleet's matrix, what to do, the counts.
+
+A probe that could not run on a node is one line here, not one ERROR per check it would
+have fed (findings.jsonl, JSON and JUnit keep one finding per check): see one_per_probe.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,49 @@ def status_text(status: Status) -> Text:
     return Text(status.value, style=STYLES[status])
 
 
+def one_per_probe(findings: list[Finding]) -> list[Finding]:
+    """The findings with the checks of a probe that could not run folded into one line.
+
+    checks/catalog.py's judge_probe gives every check of such a probe an ERROR whose message
+    is the probe's error, and every check is named after its probe ("gpu.count"): ERRORs of
+    one node with one subject and one message, from two checks or more, are that one fault.
+    They become one finding in the place of the first, named after the bare probe ("gpu"),
+    its message saying how many checks were not judged.
+    """
+    groups = _unrun_probes(findings)
+    shown: list[Finding] = []
+    for f in findings:
+        group = groups.get(_probe_key(f)) if f.status is Status.ERROR else None
+        if group is None:
+            shown.append(f)
+        elif f is group[0]:
+            message = f"{f.message} - {_checks(group)} checks not judged"
+            shown.append(f.model_copy(update={"check": _probe_key(f)[1], "message": message}))
+    return shown
+
+
+def _unrun_probes(findings: list[Finding]) -> dict[tuple[str, str, str], list[Finding]]:
+    """(node, probe, error) -> the ERRORs it gave, for each probe that fed two checks or more."""
+    groups: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
+    for f in findings:
+        if f.status is Status.ERROR:
+            groups[_probe_key(f)].append(f)
+    return {key: group for key, group in groups.items() if _checks(group) > 1}
+
+
+def _checks(group: list[Finding]) -> int:
+    return len({f.check for f in group})
+
+
+def _probe_key(f: Finding) -> tuple[str, str, str]:
+    return (f.node, f.check.split(".")[0], f.message)
+
+
+def _is_probe_line(f: Finding) -> bool:
+    """A line of one_per_probe: every check is named "<subject>.<what>", a probe line not."""
+    return "." not in f.check
+
+
 def _value(f: Finding) -> str:
     if f.value is None:
         return ""
@@ -48,7 +95,7 @@ def node_table(findings: list[Finding], title: str) -> Table:
     table.add_column("status", no_wrap=True)
     table.add_column("value\nexpected", justify="right", max_width=16, overflow="fold")
     table.add_column("message / action", ratio=1)
-    for f in findings:
+    for f in one_per_probe(findings):
         text = Text(f.message)
         if f.action and f.status not in (Status.PASS, Status.SKIP):
             text.append(f"\n→ {f.action}", style="cyan")
@@ -62,6 +109,7 @@ def fleet_matrix(findings: list[Finding], nodes: list[str]) -> Table:
     Subjects (gpu, topology, host, ...) rather than every check as columns, so that a
     fleet table stays readable in a terminal; the checks behind a bad cell are named in it.
     """
+    findings = one_per_probe(findings)
     subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings))
     cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     for f in findings:
@@ -81,14 +129,19 @@ def _cell(findings: list[Finding]) -> Text:
     status = worst(findings)
     text = status_text(status)
     if status not in (Status.PASS, Status.SKIP):
-        names = dict.fromkeys(f.check.split(".", 1)[-1] for f in findings if f.status == status)
+        names = dict.fromkeys(
+            "not judged" if _is_probe_line(f) else f.check.split(".", 1)[-1]
+            for f in findings
+            if f.status == status
+        )
         text.append(" " + ", ".join(names))
     return text
 
 
 def problems_by_action(findings: list[Finding]) -> Table:
     """The failing findings grouped by the action that fixes them, worst first."""
-    bad = [f for f in findings if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
+    shown = one_per_probe(findings)
+    bad = [f for f in shown if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
     groups: dict[str, list[Finding]] = defaultdict(list)
     for f in bad:
         groups[f.action or "investigate"].append(f)
@@ -106,7 +159,7 @@ def _where(group: list[Finding], shown: int = 2) -> str:
     """Each node's messages, at most `shown` per node so eight alike GPUs stay one line."""
     by_node: dict[str, list[str]] = defaultdict(list)
     for f in group:
-        by_node[f.node].append(f.message)
+        by_node[f.node].append(f"{f.check}: {f.message}" if _is_probe_line(f) else f.message)
     lines = []
     for node, messages in by_node.items():
         more = f" (+{len(messages) - shown} more)" if len(messages) > shown else ""
@@ -143,9 +196,15 @@ def show_findings(out: Console, findings: list[Finding], nodes: list[str], title
 
 
 def summary_line(findings: list[Finding]) -> Text:
+    """The count of each status (one per finding), and how many of them no probe could feed."""
     counts = {s: sum(1 for f in findings if f.status == s) for s in Status}
     text = Text()
     for status, n in counts.items():
         if n:
             text.append(f"{n} {status.value}  ", style=STYLES[status])
+    unrun = _unrun_probes(findings)
+    if unrun:
+        checks = sum(_checks(group) for group in unrun.values())
+        probes = "1 probe" if len(unrun) == 1 else f"{len(unrun)} probes"
+        text.append(f"({checks} checks not judged: {probes} could not run)", style="dim")
     return text

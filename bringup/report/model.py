@@ -1,9 +1,11 @@
-"""The report: everything the renderers show, built from run directories only.
+"""The report: everything the renderers show, built from run directories and findings.
 
-`build(run, profile, baseline)` is the one entry point. The report adds its own findings to
-the run's (stragglers `fleet.*`, changes `baseline.*`, missing pieces `report.*`) so the
-verdict, JUnit and the exporter all judge the same list. The order of everything is fixed
-(nodes by name, checks in catalog order), so the same data gives the same report.
+`build(run, profile, judged, check_order, baseline)` is the one entry point. The report
+judges nothing: `judged` are the findings only a whole run shows (stragglers `fleet.*`,
+changes `baseline.*`, missing pieces `report.*`, from bringup/checks), added to the run's
+own so that the verdict, JUnit and the exporter all read the same list. The order of
+everything is fixed (nodes by name, checks in `check_order`, the catalog's), so the same
+data gives the same report.
 """
 
 from __future__ import annotations
@@ -14,16 +16,12 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from bringup import __version__
-from bringup.checks import finding
-from bringup.checks.catalog import CHECKS
 from bringup.findings import Finding, Status, worst
-from bringup.profile import DEFAULT_TOLERANCES, MetricTolerance, Profile
+from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
+from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
-from bringup.report.measurements import NodeMeasurements, measure
 from bringup.report.rundata import RunData
-from bringup.report.statistics import MetricStats, check_medians, statistics_of, straggler_findings
-
-_CHECK_ORDER = {c.name: i for i, c in enumerate(CHECKS)}
+from bringup.report.statistics import MetricStats, check_medians, statistics_of
 
 
 class CheckRow(BaseModel):
@@ -85,44 +83,39 @@ class Report(BaseModel):
     findings: list[Finding]  # the run's and the report's, in report order
 
 
-def check_order(f: Finding) -> tuple[str, int, str]:
-    """Sort key: node, then the catalog's check order, then unknown checks by name."""
-    return (f.node, _CHECK_ORDER.get(f.check, len(_CHECK_ORDER)), f.check)
-
-
 def build(
     run: RunData,
     profile: Profile | None,
+    judged: list[Finding],
+    check_order: list[str],
     baseline: RunData | None = None,
     generated_at: str | None = None,
 ) -> Report:
-    """The report of a run (and its comparison with a baseline run)."""
-    tolerances: dict[str, MetricTolerance] = (
-        profile.tolerances if profile is not None else dict(DEFAULT_TOLERANCES)
-    )
+    """The report of a run (and its comparison with a baseline run).
+
+    `judged`: the findings of the whole run (and of the baseline comparison) that the run
+    directory does not hold; `check_order`: check names in the order tables show them.
+    """
+    limits = tolerances(profile)
     nodes = run.nodes
-    peak = profile.gpu.bf16_dense_tflops * 1e12 if profile is not None else None
-    measured = {
-        n: measure(run.facts[n], peak) if n in run.facts else NodeMeasurements(node=n)
-        for n in nodes
-    }
-    findings = list(run.findings or [])
-    findings.extend(_missing_findings(run))
-    fleet = statistics_of(list(measured.values()), tolerances)
-    findings.extend(straggler_findings(fleet))
+    measured = {m.node: m for m in measure_fleet(run.facts, profile)}
+    measured = {n: measured.get(n, NodeMeasurements(node=n)) for n in nodes}
+    findings = [*(run.findings or []), *judged]
+    order = {name: i for i, name in enumerate(check_order)}
+    # Node, then the check order given, then unknown checks by name. A stable sort:
+    # findings of one node and check keep the order the check wrote them in.
+    findings.sort(key=lambda f: (f.node, order.get(f.check, len(order)), f.check))
+    fleet = statistics_of(list(measured.values()), limits, findings)
     comparison = None
     if baseline is not None:
-        then = [measure(baseline.facts[n], peak) for n in sorted(baseline.facts)]
         comparison = baseline_mod.compare(
             list(measured.values()),
-            then,
-            tolerances,
+            measure_fleet(baseline.facts, profile),
+            limits,
+            findings,
             baseline_run=baseline.path.name,
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
         )
-        findings.extend(baseline_mod.findings_of(comparison))
-    # A stable sort: findings of one node and check keep the order the check wrote them in.
-    findings.sort(key=check_order)
     medians = check_medians(findings)
     node_reports = [
         _node_report(n, measured[n], findings, medians, run.node_problems.get(n, [])) for n in nodes
@@ -151,42 +144,6 @@ def build(
         baseline=comparison,
         findings=findings,
     )
-
-
-def _missing_findings(run: RunData) -> list[Finding]:
-    """ERROR findings for what the run should hold and does not: never read as a pass."""
-    out: list[Finding] = []
-    if run.findings is None:
-        reason = next((p for p in run.problems if p.startswith("findings.jsonl")), "no findings")
-        out.append(
-            finding(
-                "report.findings",
-                Status.ERROR,
-                reason,
-                action=f"judge the recorded facts: `bringup check --replay {run.path}`",
-            )
-        )
-    if run.manifest is not None and run.manifest.status not in ("complete", "interrupted"):
-        # An interrupted run already carries its own `run` ERROR finding (cli.py).
-        out.append(
-            finding(
-                "report.run",
-                Status.ERROR,
-                f"the run did not complete (status {run.manifest.status!r}): probes after the "
-                "last recorded one did not run",
-                action="rerun (`bringup check --resume RUN_DIR` where available)",
-            )
-        )
-    for node, lines in sorted(run.node_problems.items()):
-        for line in lines:
-            f = finding(
-                "report.missing",
-                Status.ERROR,
-                line,
-                action="rerun the missing probes on this node, then report again",
-            )
-            out.append(f.model_copy(update={"node": node}))
-    return out
 
 
 def _node_report(

@@ -18,7 +18,7 @@ matplotlib.use("Agg")  # before anything draws: no display on a controller or in
 
 from matplotlib.figure import Figure
 
-from bringup.report.measurements import Curve, Timeline
+from bringup.measurements import Curve, Timeline
 
 RC = {
     "svg.hashsalt": "bringup-report",  # stable element ids

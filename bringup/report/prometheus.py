@@ -7,6 +7,8 @@ exposition once for node_exporter's textfile collector, atomically (prometheus-c
 `write_to_textfile`: a temporary file renamed over the target), and exits.
 
 Served on 127.0.0.1 unless `--address` says otherwise: the metrics name the fleet's nodes.
+The report of a run comes from the caller (`report_of`, bringup/commands/exporter.py):
+it judges the whole run with the checks, which this module does not import.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from bringup import profile as profile_mod
 from bringup.findings import Status
-from bringup.report.model import Report, build
+from bringup.report.model import Report
 from bringup.report.rundata import RunDataError, load
 
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -50,18 +51,6 @@ def latest_run(runs_dir: Path) -> Path:
     if not candidates:
         raise ExporterError(f"{runs_dir}: no run directory (with a manifest.json) in it")
     return max(candidates)[2]
-
-
-def report_of(run_dir: Path) -> Report:
-    """The report model of a run, with the run's own profile when it still loads."""
-    run = load(run_dir)
-    prof = None
-    if run.manifest and run.manifest.profile:
-        try:
-            prof = profile_mod.load(run.manifest.profile)
-        except profile_mod.ProfileError:
-            prof = None  # default tolerances; the report says so, the metrics need not
-    return build(run, prof)
 
 
 def metrics_of(report: Report) -> Iterator[Metric]:
@@ -180,15 +169,16 @@ def _measurements(report: Report) -> Iterator[GaugeMetricFamily]:
 class RunCollector(Collector):
     """Re-reads the run on every scrape; an unreadable run is `bringup_exporter_up 0`."""
 
-    def __init__(self, source: Callable[[], Path]) -> None:
+    def __init__(self, source: Callable[[], Path], report_of: Callable[[Path], Report]) -> None:
         self.source = source
+        self.report_of = report_of
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(
             "bringup_exporter_up", "1 when the run directory could be read at this scrape."
         )
         try:
-            report = report_of(self.source())
+            report = self.report_of(self.source())
         except (ExporterError, RunDataError) as exc:
             # A scrape must not fail with a 500: say it, keep serving.
             print(f"bringup exporter: {exc}", file=sys.stderr)
@@ -200,9 +190,12 @@ class RunCollector(Collector):
         yield from metrics_of(report)
 
 
-def registry_for(source: Callable[[], Path]) -> CollectorRegistry:
+def registry_for(
+    source: Callable[[], Path], report_of: Callable[[Path], Report]
+) -> CollectorRegistry:
+    """A registry whose every scrape exports `report_of(source())`: the run it names now."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RunCollector(source))
+    registry.register(RunCollector(source, report_of))
     return registry
 
 

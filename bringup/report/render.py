@@ -13,9 +13,9 @@ from pathlib import Path
 import jinja2
 
 from bringup.findings import Finding, Status
+from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.profile import Profile
 from bringup.report import plots
-from bringup.report.measurements import METRICS, NodeMeasurements, shown
 from bringup.report.model import Report
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from bringup.facts import FactsError, NodeFacts, ProbeRecord, decode
+from bringup.facts import NodeFacts
 from bringup.findings import Finding
-from bringup.node.catalog import PROBES
 from bringup.rundir import Manifest
 
 
@@ -152,37 +150,6 @@ def expected_probes(run: RunData) -> list[str]:
     for node in sorted(run.facts):
         seen.update(dict.fromkeys(run.facts[node].probes))
     return list(seen)
-
-
-# --- decoding probe records -------------------------------------------------------------
-
-# Probes whose facts class exists but that a catalog may not list yet; decoded directly.
-_EXTRA_FACTS: dict[str, str] = {"nccl": "bringup.node.probes.nccl"}
-
-
-def decode_record(record: ProbeRecord) -> tuple[Any | None, str | None]:
-    """(facts dataclass, None), or (None, why not): failed probe, unknown or invalid schema.
-
-    An unknown probe (one added after this report was written) is not an error: the
-    report shows its facts generically, so the reason says so.
-    """
-    if not record.ok:
-        return None, record.error or "probe failed without a reason"
-    if record.probe in PROBES:
-        try:
-            return decode(record), None
-        except FactsError as exc:
-            return None, str(exc)
-    module = _EXTRA_FACTS.get(record.probe)
-    if module is None:
-        return None, f"probe {record.probe!r} not known to this report: shown as recorded"
-    import importlib
-
-    facts_type = importlib.import_module(module).FACTS
-    try:
-        return TypeAdapter(facts_type).validate_python(record.facts), None
-    except ValidationError as exc:
-        return None, f"facts of probe {record.probe!r} invalid: {_first_line(exc)}"
 
 
 def _first_line(exc: Exception) -> str:

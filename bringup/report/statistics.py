@@ -1,8 +1,6 @@
-"""Fleet statistics: per metric, the median and spread over the nodes of one run.
-
-A node worse than the median by more than the profile's `fleet_pct` is a straggler: it
-may still clear the profile's floor, but it is slower than its identical peers, which is
-what a synchronous training job waits for. Pure functions, no I/O.
+"""Fleet statistics as the report shows them: per metric, the median and spread over the
+nodes of one run, and the stragglers bringup/checks/stragglers.py judged (its `fleet.<metric>`
+findings). No verdict here: a straggler is shown because a finding says so. Pure.
 """
 
 from __future__ import annotations
@@ -11,12 +9,9 @@ import statistics
 
 from pydantic import BaseModel, Field
 
-from bringup.checks import finding
-from bringup.findings import Finding, Status
+from bringup.findings import Finding
+from bringup.measurements import METRICS, NodeMeasurements, metric_values, worse_pct
 from bringup.profile import MetricTolerance
-from bringup.report.measurements import METRICS, NodeMeasurements, shown
-
-MIN_NODES_FOR_STRAGGLERS = 3  # with two nodes the median cannot say which one is slow
 
 
 class Straggler(BaseModel):
@@ -42,24 +37,16 @@ class MetricStats(BaseModel):
     stragglers: list[Straggler] = Field(default_factory=list)
 
 
-def worse_pct(value: float, reference: float, better: str) -> float:
-    """How much worse `value` is than `reference`, in percent (negative: better)."""
-    if reference == 0:
-        return 0.0
-    change = (value - reference) / abs(reference) * 100
-    return -change if better == "higher" else change
-
-
 def statistics_of(
-    nodes: list[NodeMeasurements], tolerances: dict[str, MetricTolerance]
+    nodes: list[NodeMeasurements],
+    tolerances: dict[str, MetricTolerance],
+    findings: list[Finding],
 ) -> list[MetricStats]:
-    """Median, spread and stragglers of every metric at least one node measured."""
+    """Median, spread and stragglers (as `findings` name them) of every metric measured."""
+    judged = {(f.node, f.check) for f in findings}
     result: list[MetricStats] = []
-    for metric, info in METRICS.items():
-        values = {m.node: m.metrics[metric] for m in nodes if metric in m.metrics}
-        if not values:
-            continue
-        tolerance = tolerances[metric]
+    for metric, values in metric_values(nodes).items():
+        info, tolerance = METRICS[metric], tolerances[metric]
         median = statistics.median(values.values())
         low, high = min(values.values()), max(values.values())
         stats = MetricStats(
@@ -73,40 +60,15 @@ def statistics_of(
             minimum=low,
             maximum=high,
             spread_pct=(high - low) / abs(median) * 100 if median else 0.0,
-            values=dict(sorted(values.items())),
+            values=values,
         )
-        if len(values) >= MIN_NODES_FOR_STRAGGLERS:
-            for node, value in sorted(values.items()):
-                worse = worse_pct(value, median, tolerance.better)
-                if worse > tolerance.fleet_pct:
-                    stats.stragglers.append(Straggler(node=node, value=value, worse_pct=worse))
+        stats.stragglers = [
+            Straggler(node=node, value=value, worse_pct=worse_pct(value, median, tolerance.better))
+            for node, value in values.items()
+            if (node, f"fleet.{metric}") in judged
+        ]
         result.append(stats)
     return result
-
-
-def straggler_findings(stats: list[MetricStats]) -> list[Finding]:
-    """A WARN per straggler: slower than its peers, even if above the profile's floor."""
-    findings = []
-    for s in stats:
-        for straggler in s.stragglers:
-            direction = "below" if s.better == "higher" else "above"
-            message = (
-                f"{s.label} {shown(s.metric, straggler.value)} is {straggler.worse_pct:.1f}% "
-                f"{direction} the fleet median {shown(s.metric, s.median)} "
-                f"(tolerance {s.fleet_pct:g}%, {s.nodes} nodes)"
-            )
-            f = finding(
-                f"fleet.{s.metric}",
-                Status.WARN,
-                message,
-                value=round(straggler.value / METRICS[s.metric].scale, 2),
-                expected=f"within {s.fleet_pct:g}% of {shown(s.metric, s.median)}",
-                unit=s.unit,
-                action="compare with its peers: rerun the probe on this node, then look for "
-                "throttling (clock event reasons), a degraded link or a slower disk",
-            )
-            findings.append(f.model_copy(update={"node": straggler.node}))
-    return findings
 
 
 def check_medians(findings: list[Finding]) -> dict[str, float]:

@@ -21,7 +21,7 @@ def node_baseline(node: str, median: float | None) -> NodeBaseline:
 
 
 def test_node_spread_warns_for_the_node_behind_the_median() -> None:
-    found = nodes.node_spread_findings(
+    found = nodes.judge_node_spread(
         [node_baseline("n1", 1.0), node_baseline("n2", 1.04), node_baseline("n3", 1.1)]
     )
     assert {f.node: f.status for f in found} == {
@@ -37,7 +37,7 @@ def test_node_spread_warns_for_the_node_behind_the_median() -> None:
 
 
 def test_node_spread_needs_two_nodes_with_times() -> None:
-    assert nodes.node_spread_findings([node_baseline("n1", 1.0), node_baseline("n2", None)]) == []
+    assert nodes.judge_node_spread([node_baseline("n1", 1.0), node_baseline("n2", None)]) == []
 
 
 def facts(error: str | None = None, stopped_by: str | None = "steps", ranks=()) -> BurninFacts:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.checks.throttle import diagnose, fleet_stragglers
+from bringup.checks.throttle import judge_gemm_stragglers, judge_throttling
 from bringup.commands.diagnose import recorded_gemm
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
@@ -73,7 +73,7 @@ def problems(findings: list[Finding]) -> list[tuple[str, Status, str]]:
 
 def test_the_real_healthy_capture_yields_no_warning() -> None:
     real = parse_q_series((FIXTURES / "smi" / "ugpuexp-h200-q-load.txt").read_text())
-    findings = diagnose(real, None, H200)
+    findings = judge_throttling(real, None, H200)
     assert [(f.check, f.status) for f in findings] == [("diagnose.throttle", Status.PASS)]
     assert findings[0].message == (
         "1 GPUs, 1 samples over 1 s: no throttle reason, no straggler, HBM below its limit"
@@ -81,7 +81,7 @@ def test_the_real_healthy_capture_yields_no_warning() -> None:
 
 
 def test_the_healthy_node_with_gemm_yields_no_warning() -> None:
-    findings = diagnose(healthy(), gemm(), H200)
+    findings = judge_throttling(healthy(), gemm(), H200)
     assert problems(findings) == []
     assert findings[0].message == (
         "8 GPUs, 80 samples over 2 s: no throttle reason, no straggler, HBM below its limit"
@@ -91,7 +91,7 @@ def test_the_healthy_node_with_gemm_yields_no_warning() -> None:
 def test_real_dmon_captures_yield_no_warning() -> None:
     for name in ("deepspeech-178-4gpu-pucvmet-load.txt", "pytorch-97459-a100-dmon-appclocks.txt"):
         timeline = parse_dmon((FIXTURES / "dmon" / name).read_text())
-        assert problems(diagnose(timeline, None, load("a100"))) == [], name
+        assert problems(judge_throttling(timeline, None, load("a100"))) == [], name
 
 
 def test_hw_thermal_slowdown_names_time_temperatures_and_the_median() -> None:
@@ -105,7 +105,7 @@ def test_hw_thermal_slowdown_names_time_temperatures_and_the_median() -> None:
         temperature_c=87.0,
         memory_temperature_c=94.0,
     )
-    findings = diagnose(hot, gemm({5: 0.88}), H200)
+    findings = judge_throttling(hot, gemm({5: 0.88}), H200)
     assert problems(findings) == [
         (
             "diagnose.hw_thermal_slowdown",
@@ -124,7 +124,7 @@ def test_hw_thermal_slowdown_names_time_temperatures_and_the_median() -> None:
 def test_power_limit_lowered_on_every_gpu_is_one_finding() -> None:
     # Edit: enforced limit 500 W (someone ran nvidia-smi -pl 500) on all GPUs.
     capped = edit(healthy(), None, TICKS, power_limit_w=500.0, power_w=499.0)
-    assert problems(diagnose(capped, gemm(), H200)) == [
+    assert problems(judge_throttling(capped, gemm(), H200)) == [
         (
             "diagnose.power_cap",
             Status.FAIL,
@@ -136,7 +136,7 @@ def test_power_limit_lowered_on_every_gpu_is_one_finding() -> None:
 
 def test_power_limit_lowered_on_one_gpu_names_it() -> None:
     capped = edit(healthy(), 2, TICKS, power_limit_w=600.0)
-    assert [m for _, _, m in problems(diagnose(capped, gemm(), H200))] == [
+    assert [m for _, _, m in problems(judge_throttling(capped, gemm(), H200))] == [
         "GPU 2: SW power cap at 600 W of 700 W default: the power limit was lowered: "
         "restore it (`nvidia-smi -pl`) and find what set it"
     ]
@@ -145,7 +145,7 @@ def test_power_limit_lowered_on_one_gpu_names_it() -> None:
 def test_draw_pinned_at_the_limit_while_slow_warns() -> None:
     # Edit: GPU 1 in SW power cap the whole time at 700 W of 700 W, 15% slower.
     pinned = edit(healthy(), 1, TICKS, clock_event_reasons=["sw_power_cap"], power_w=700.0)
-    assert problems(diagnose(pinned, gemm({1: 0.85}), H200)) == [
+    assert problems(judge_throttling(pinned, gemm({1: 0.85}), H200)) == [
         (
             "diagnose.power_cap",
             Status.WARN,
@@ -158,7 +158,7 @@ def test_draw_pinned_at_the_limit_while_slow_warns() -> None:
 
 def test_draw_pinned_at_the_limit_at_full_speed_is_expected() -> None:
     pinned = edit(healthy(), None, TICKS, clock_event_reasons=["sw_power_cap"], power_w=700.0)
-    findings = diagnose(pinned, gemm(), H200)
+    findings = judge_throttling(pinned, gemm(), H200)
     assert problems(findings) == []
     assert findings[0].message == (
         "GPU 0: SW power cap 100% of the time, drawing 700 W of 700 W limit: "
@@ -209,7 +209,7 @@ def test_draw_pinned_at_the_limit_at_full_speed_is_expected() -> None:
 def test_each_reason_rule(reasons: list[str], check: str, status: Status, message: str) -> None:
     # Edit: GPU 3 shows the reason(s) in 5 of 10 ticks; nothing else changes.
     timeline = edit(healthy(), 3, 5, clock_event_reasons=reasons)
-    assert problems(diagnose(timeline, gemm(), H200)) == [(check, status, message)]
+    assert problems(judge_throttling(timeline, gemm(), H200)) == [(check, status, message)]
 
 
 def test_a_short_hardware_slowdown_only_warns() -> None:
@@ -220,23 +220,22 @@ def test_a_short_hardware_slowdown_only_warns() -> None:
         samples=timeline.samples
         + [dataclasses.replace(s, t_s=s.t_s + TICKS * INTERVAL) for s in healthy().samples],
     )
-    assert [f.status for f in diagnose(longer, None, H200) if f.status is not Status.PASS] == [
-        Status.WARN
-    ]
+    found = judge_throttling(longer, None, H200)
+    assert [f.status for f in found if f.status is not Status.PASS] == [Status.WARN]
 
 
 def test_nvml_counters_win_over_sample_shares() -> None:
     # Edit: no reason in any sample, but NVML's counter says 1 s of HW thermal slowdown
     # on GPU 6 over the 2 s run (between samples).
     timeline = dataclasses.replace(healthy(), throttle_time_s={"6": {"hw_thermal_slowdown": 1.0}})
-    assert [m for _, _, m in problems(diagnose(timeline, None, H200))] == [
+    assert [m for _, _, m in problems(judge_throttling(timeline, None, H200))] == [
         "GPU 6: HW thermal slowdown 50% of the time, GPU at 52 °C, HBM at 41 °C: "
         "check airflow / cold plate"
     ]
 
 
 def test_straggler_without_a_throttle_reason() -> None:
-    findings = diagnose(healthy(), gemm({4: 0.80}), H200)
+    findings = judge_throttling(healthy(), gemm({4: 0.80}), H200)
     assert problems(findings) == [
         (
             "diagnose.straggler",
@@ -249,7 +248,7 @@ def test_straggler_without_a_throttle_reason() -> None:
 
 def test_hbm_at_its_maximum_fails() -> None:
     hot = edit(healthy(), 7, 1, memory_temperature_c=95.0)
-    assert problems(diagnose(hot, gemm(), H200)) == [
+    assert problems(judge_throttling(hot, gemm(), H200)) == [
         (
             "diagnose.hbm_temperature",
             Status.FAIL,
@@ -262,12 +261,12 @@ def test_no_telemetry_is_an_error_and_the_gemm_part_still_counts() -> None:
     empty = Timeline(
         interval_s=0.2, gpus=0, error="no NVIDIA driver found (libnvidia-ml.so not loadable)"
     )
-    assert problems(diagnose(empty, gemm({4: 0.8}), H200))[0] == (
+    assert problems(judge_throttling(empty, gemm({4: 0.8}), H200))[0] == (
         "diagnose.telemetry",
         Status.ERROR,
         "no telemetry: no NVIDIA driver found (libnvidia-ml.so not loadable)",
     )
-    assert [f.check for f in diagnose(empty, gemm({4: 0.8}), H200)] == [
+    assert [f.check for f in judge_throttling(empty, gemm({4: 0.8}), H200)] == [
         "diagnose.telemetry",
         "diagnose.straggler",
     ]
@@ -278,7 +277,7 @@ def test_profile_without_hbm_limit_skips_the_hbm_rule() -> None:
     data["thermal"]["memory_max_c"] = None
     profile = Profile.model_validate(data)
     hot = edit(healthy(), 7, 1, memory_temperature_c=99.0)
-    assert problems(diagnose(hot, gemm(), profile)) == []
+    assert problems(judge_throttling(hot, gemm(), profile)) == []
 
 
 # --- across nodes: the fleet straggler ------------------------------------------------------
@@ -297,8 +296,8 @@ def test_a_node_slow_on_every_gpu_stands_out_of_the_fleet() -> None:
     # per-node straggler rule cannot see it, the fleet comparison does.
     fleet = {"node01": node_gemm(1.0), "node02": node_gemm(1.0), "node03": node_gemm(0.85)}
     fleet["node04"] = node_gemm(1.0, {2: 0.8})  # one slow GPU: the node's median is unmoved
-    assert problems(diagnose(healthy(), fleet["node03"], H200)) == []
-    findings = fleet_stragglers(fleet)
+    assert problems(judge_throttling(healthy(), fleet["node03"], H200)) == []
+    findings = judge_gemm_stragglers(fleet)
     assert [(f.node, f.check, f.status) for f in findings] == [
         ("node01", "diagnose.fleet_straggler", Status.PASS),
         ("node02", "diagnose.fleet_straggler", Status.PASS),
@@ -316,10 +315,10 @@ def test_a_node_slow_on_every_gpu_stands_out_of_the_fleet() -> None:
 
 
 def test_fleet_comparison_needs_three_gpu_nodes() -> None:
-    assert fleet_stragglers({"a": node_gemm(1.0), "b": node_gemm(0.5)}) == []
+    assert judge_gemm_stragglers({"a": node_gemm(1.0), "b": node_gemm(0.5)}) == []
     cpu = GemmFacts("cpu", "wall-clock", "2.13.0", [GemmGpu(0, "cpu", bf16_flops_per_s=3.3e11)])
     # Nodes measured on a CPU (simulated nodes sharing one machine) are never compared.
-    assert fleet_stragglers({"a": node_gemm(1.0), "b": node_gemm(1.0), "c": cpu}) == []
+    assert judge_gemm_stragglers({"a": node_gemm(1.0), "b": node_gemm(1.0), "c": cpu}) == []
 
 
 def test_fleet_gemm_is_read_from_the_recorded_facts() -> None:
@@ -337,7 +336,7 @@ def test_fleet_gemm_is_read_from_the_recorded_facts() -> None:
     nodes = [node(f"n{i}", node_gemm(s)) for i, s in enumerate([1.0, 1.0, 0.7])]
     recorded = recorded_gemm([*nodes, node("failed", None)])
     assert sorted(recorded) == ["n0", "n1", "n2"]
-    assert [f.status for f in fleet_stragglers(recorded)] == [
+    assert [f.status for f in judge_gemm_stragglers(recorded)] == [
         Status.PASS,
         Status.PASS,
         Status.FAIL,

@@ -14,15 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bringup.checks import gpu as checks
+from bringup.checks.gpu.identity import version_at_least
+from bringup.checks.gpu.thermals import REASON_WORDS
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.parsers.nvlink_status import nvlink_version_from_speed, parse_nvlink_status
 from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.parsers.smi_xml import parse_q_xml
+from bringup.node.probes.topology import TopologyFacts, parse_topo
 from bringup.profile import Profile
 from tests.support.profiles import h100_profile
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "smi"
+# vllm-project/vllm#16336: a B200 node whose GPU2 has no NVLink to any other GPU (cut paste).
+VLLM_TOPO = SMI.parent / "topo" / "vllm-16336-b200x8-degraded-gpu2-no-nvlink-TRUNCATED.txt"
 MIB = 2**20
 
 # The tests pin messages against the numbers of the H100 test profile, so they do not read
@@ -82,9 +87,18 @@ def edit(facts: GpuFacts, index: int, **changes: object) -> GpuFacts:
     return facts
 
 
-def judge(name: str, facts: GpuFacts, profile: Profile = PROFILE) -> list[Finding]:
+def judge(
+    name: str,
+    facts: GpuFacts,
+    profile: Profile = PROFILE,
+    topology: TopologyFacts | None = None,
+) -> list[Finding]:
+    """Run one check; `topology` is the context the catalog passes from the same node."""
     (check,) = [c for c in checks.CHECKS if c.name == name]
-    return check.judge(facts, profile)
+    if topology is None:
+        return check.judge(facts, profile)
+    assert check.context == "topology"
+    return check.judge(facts, profile, topology)
 
 
 def summary(findings: list[Finding]) -> list[tuple[str, str, str]]:
@@ -220,6 +234,21 @@ def test_count_missing_gpu_fails() -> None:
     assert finding.action is not None and "XID 79" in finding.action
 
 
+def test_count_seen_by_the_topology_too_is_one_finding_with_both() -> None:
+    facts = h100_load()
+    del facts.gpus[5]
+    facts.attached_gpus = 7
+    matrix = TopologyFacts(gpu_count=7, min_nvlinks=18, nics=[])
+    finding = only(judge("gpu.count", facts, topology=matrix))
+    assert (finding.status, finding.message) == (
+        Status.FAIL,
+        "7 GPUs, expected 8 (the topology matrix shows 7 too)",
+    )
+    # A matrix that disagrees is not quoted: topology.gpu_count judges that one itself.
+    six = only(judge("gpu.count", facts, topology=TopologyFacts(6, 18, [])))
+    assert six.message == "7 GPUs, expected 8"
+
+
 def test_count_trimmed_log_says_so() -> None:
     # telegraf's sample: <attached_gpus>4</attached_gpus> but one <gpu> element.
     facts = parse_q_xml(read("telegraf-a100-sxm4-x4-mig-535-q-x.xml"))
@@ -310,11 +339,11 @@ def test_driver_not_reported_is_an_error() -> None:
 
 
 def test_driver_version_compares_numerically_not_as_text() -> None:
-    assert checks.version_at_least("590.48.01", "580.65.06") is True
-    assert checks.version_at_least("580.9.0", "580.65.06") is False  # "9" > "65" as text
-    assert checks.version_at_least("13", "13.0") is True
-    assert checks.version_at_least("12.9", "13.0") is False
-    assert checks.version_at_least("r580", "580") is None
+    assert version_at_least("590.48.01", "580.65.06") is True
+    assert version_at_least("580.9.0", "580.65.06") is False  # "9" > "65" as text
+    assert version_at_least("13", "13.0") is True
+    assert version_at_least("12.9", "13.0") is False
+    assert version_at_least("r580", "580") is None
     facts = h100_load()
     facts.driver_version = "590.48.01-beta"
     finding = only(judge("gpu.driver", facts))
@@ -643,6 +672,27 @@ def test_nvlink_all_links_down_says_so() -> None:
     )
 
 
+def test_nvlink_of_a_gpu_the_topology_shows_cut_off_is_the_topology_finding() -> None:
+    facts = with_nvlinks(h100_load())
+    facts.gpus[2].nvlinks = [NvLink(link=n, active=False) for n in range(18)]
+    matrix = parse_topo(VLLM_TOPO.read_text())
+    assert summary(judge("gpu.nvlink", facts, topology=matrix)) == [
+        ("gpu.nvlink", "PASS", "7/8 GPUs: 18/18 NVLink 4 links active"),
+        (
+            "gpu.nvlink",
+            "SKIP",
+            "GPU 2: all 18 links down: judged by topology.nvlink "
+            "(no NVLink to any other GPU in the topology matrix)",
+        ),
+    ]
+    # Links down on a GPU the matrix shows NVLinked stay this check's FAIL.
+    facts.gpus[4].nvlinks[3] = NvLink(link=3, active=False)
+    assert [f.status for f in judge("gpu.nvlink", facts, topology=matrix)] == [
+        Status.SKIP,
+        Status.FAIL,
+    ]
+
+
 def test_nvlink_real_a100_links_against_an_h100_profile() -> None:
     # Perlmutter's A100s: 12 links at 25 GB/s, where an H100 has 18 at 26.562 GB/s.
     status = parse_nvlink_status(read("simllm-perlmutter-a100x4-nvlink-s.txt"))
@@ -736,7 +786,7 @@ _gpus = st.builds(
     slowdown_temperature_c=_maybe_float,
     memory_max_temperature_c=_maybe_float,
     clock_event_reasons=st.none()
-    | st.lists(st.sampled_from([*checks.REASON_WORDS, "gpu_idle", "unknown_0x200"])),
+    | st.lists(st.sampled_from([*REASON_WORDS, "gpu_idle", "unknown_0x200"])),
     nvlink_version=st.none() | st.integers(1, 6),
     nvlinks=st.lists(
         st.builds(NvLink, st.integers(0, 17), st.booleans(), _maybe_float), max_size=18

@@ -345,15 +345,15 @@ def test_checks_are_exported() -> None:
 
 
 def test_cpu_governor(facts: host.HostFacts, profile: Profile) -> None:
-    skipped = only(checks.cpu_governor(dataclasses.replace(facts, governors={}), profile))
+    skipped = only(checks.judge_cpu_governor(dataclasses.replace(facts, governors={}), profile))
     assert skipped.status is Status.SKIP
     assert "cpufreq" in skipped.message
     ok = only(
-        checks.cpu_governor(dataclasses.replace(facts, governors={"performance": 8}), profile)
+        checks.judge_cpu_governor(dataclasses.replace(facts, governors={"performance": 8}), profile)
     )
     assert (ok.status, ok.message) == (Status.PASS, "8/8 CPUs at governor performance")
     mixed = {"performance": 6, "powersave": 2}
-    warn = only(checks.cpu_governor(dataclasses.replace(facts, governors=mixed), profile))
+    warn = only(checks.judge_cpu_governor(dataclasses.replace(facts, governors=mixed), profile))
     assert warn.status is Status.WARN
     assert warn.message == "2/8 CPUs not at governor performance: 2 at powersave"
     assert warn.value == 2
@@ -365,61 +365,61 @@ def test_cpu_governor(facts: host.HostFacts, profile: Profile) -> None:
 def test_memlock(facts: host.HostFacts, profile: Profile) -> None:
     eight_mib = 8 * 1024 * 1024
     limited = dataclasses.replace(facts, memlock_soft_bytes=eight_mib, memlock_hard_bytes=eight_mib)
-    warn = only(checks.memlock(limited, profile))
+    warn = only(checks.judge_memlock(limited, profile))
     assert warn.status is Status.WARN
     assert "8 MiB" in warn.message
     assert (warn.value, warn.expected, warn.unit) == (eight_mib, "unlimited", "bytes")
     assert "`* - memlock unlimited` in /etc/security/limits.conf" in (warn.action or "")
     unlimited = dataclasses.replace(facts, memlock_soft_bytes=None, memlock_hard_bytes=None)
-    assert only(checks.memlock(unlimited, profile)).status is Status.PASS
+    assert only(checks.judge_memlock(unlimited, profile)).status is Status.PASS
     enough = with_host(profile, min_memlock_bytes=eight_mib)
-    assert only(checks.memlock(limited, enough)).status is Status.PASS
+    assert only(checks.judge_memlock(limited, enough)).status is Status.PASS
     more = with_host(profile, min_memlock_bytes=2 * eight_mib)
-    assert only(checks.memlock(limited, more)).status is Status.WARN
+    assert only(checks.judge_memlock(limited, more)).status is Status.WARN
 
 
 def test_free_space(facts: host.HostFacts, profile: Profile) -> None:
     space = facts.free_space[0]
     assert space.free_bytes is not None
-    ok = only(checks.free_space(facts, with_host(profile, min_free_bytes=1)))
+    ok = only(checks.judge_free_space(facts, with_host(profile, min_free_bytes=1)))
     assert ok.status is Status.PASS
     assert ok.message.startswith("1/1 paths have ≥ 0 GB free: /tmp ")
     short = with_host(profile, min_free_bytes=space.free_bytes + 1)
-    fail = only(checks.free_space(facts, short))
+    fail = only(checks.judge_free_space(facts, short))
     assert fail.status is Status.FAIL
     assert fail.message.startswith("/tmp: ")
     assert (fail.value, fail.unit) == (round(space.free_bytes / 1e9, 1), "GB")
     missing = dataclasses.replace(facts, free_space=[host.PathSpace("/data", error="gone")])
-    error = only(checks.free_space(missing, profile))
+    error = only(checks.judge_free_space(missing, profile))
     assert (error.status, error.message) == (Status.ERROR, "free space of /data not measured: gone")
     none = dataclasses.replace(facts, free_space=[])
-    assert only(checks.free_space(none, profile)).status is Status.SKIP
+    assert only(checks.judge_free_space(none, profile)).status is Status.SKIP
 
 
 def test_iommu(facts: host.HostFacts, profile: Profile) -> None:
     translated = dataclasses.replace(facts, iommu_groups=40, iommu_group_types={"DMA-FQ": 40})
-    warn = only(checks.iommu(translated, profile))
+    warn = only(checks.judge_iommu(translated, profile))
     assert warn.status is Status.WARN
     assert warn.value == 40
     assert "iommu=pt" in (warn.action or "")
     passthrough = dataclasses.replace(facts, iommu_groups=40, iommu_group_types={"identity": 40})
-    assert only(checks.iommu(passthrough, profile)).status is Status.PASS
+    assert only(checks.judge_iommu(passthrough, profile)).status is Status.PASS
     on = dataclasses.replace(facts, iommu_groups=None, iommu_group_types={}, iommu="intel_iommu=on")
-    assert only(checks.iommu(on, profile)).status is Status.WARN
+    assert only(checks.judge_iommu(on, profile)).status is Status.WARN
     csit = dataclasses.replace(on, iommu=host.iommu_flags(CSIT_CMDLINE))
-    assert only(checks.iommu(csit, profile)).status is Status.PASS
+    assert only(checks.judge_iommu(csit, profile)).status is Status.PASS
     off = dataclasses.replace(facts, iommu_groups=0, iommu_group_types={}, iommu=None)
-    assert only(checks.iommu(off, profile)).status is Status.PASS
+    assert only(checks.judge_iommu(off, profile)).status is Status.PASS
 
 
 def test_ib_ports(facts: host.HostFacts, profile: Profile, tmp_path: Path) -> None:
     none = dataclasses.replace(facts, ib_ports=[])
-    assert only(checks.ib_ports(none, profile)).status is Status.SKIP
+    assert only(checks.judge_ib_ports(none, profile)).status is Status.SKIP
 
     for n in range(8):
         write_ib_port(tmp_path / "good", f"mlx5_{n}", 1, IB_ACTIVE_NDR)
     good = dataclasses.replace(facts, ib_ports=host.read_ib_ports(tmp_path / "good"))
-    ok = only(checks.ib_ports(good, profile))
+    ok = only(checks.judge_ib_ports(good, profile))
     assert ok.status is Status.PASS
     assert ok.message == "8/8 RDMA ports ACTIVE/LinkUp (InfiniBand): 8 at 400 Gb/sec (4X NDR)"
 
@@ -429,7 +429,7 @@ def test_ib_ports(facts: host.HostFacts, profile: Profile, tmp_path: Path) -> No
     write_ib_port(tmp_path / "bad", "mlx5_6", 1, IB_INIT_LINKUP)
     bad = {p.device: p for p in host.read_ib_ports(tmp_path / "bad")}
     mixed = [bad.get(p.device, p) for p in ports]
-    findings = checks.ib_ports(dataclasses.replace(facts, ib_ports=mixed), profile)
+    findings = checks.judge_ib_ports(dataclasses.replace(facts, ib_ports=mixed), profile)
     by_status = {(f.status, f.message.split(" ")[0]) for f in findings}
     assert by_status == {
         (Status.FAIL, "mlx5_3"),

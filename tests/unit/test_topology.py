@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from bringup.checks import topology as checks
 from bringup.findings import Finding, Status
+from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink
 from bringup.node.probes import topology
 from bringup.node.probes.topology import TopologyFacts, TopoPair, parse_topo
 from bringup.node.result import ParseError, ProbeError
@@ -400,10 +401,29 @@ def profile(count: int = 8, per_pair: int | None = 18) -> Profile:
     )
 
 
-def judge(facts: TopologyFacts, prof: Profile, check: str) -> list[Finding]:
+def judge(
+    facts: TopologyFacts, prof: Profile, check: str, gpus: GpuFacts | None = None
+) -> list[Finding]:
+    """Run one check; `gpus` is the NVML context the catalog passes from the same node."""
     (found,) = [c for c in checks.CHECKS if c.name == check]
     assert found.probe == "topology"
-    return found.judge(facts, prof)
+    if gpus is None:
+        return found.judge(facts, prof)
+    assert found.context == "gpu"
+    return found.judge(facts, prof, gpus)
+
+
+def nvml(count: int, down: dict[int, int] | None = None) -> GpuFacts:
+    """NVML's view of `count` GPUs of 18 links each; `down`: GPU -> how many links down."""
+    gpus = [
+        Gpu(
+            index=i,
+            name="NVIDIA B200",
+            nvlinks=[NvLink(link=n, active=n >= (down or {}).get(i, 0)) for n in range(18)],
+        )
+        for i in range(count)
+    ]
+    return GpuFacts(source="nvml", gpus=gpus)
 
 
 def summary(findings: list[Finding]) -> list[tuple[Status, str]]:
@@ -438,6 +458,43 @@ def test_seven_gpus_fail_the_gpu_count() -> None:
     assert summary(judge(facts, profile(), "topology.nvlink")) == [
         (Status.PASS, "21/21 GPU pairs NV18")
     ]
+
+
+def test_a_count_nvml_agrees_with_is_judged_by_gpu_count() -> None:
+    facts = parse_topo(drop_gpu7(text(B200)))
+    (f,) = judge(facts, profile(), "topology.gpu_count", nvml(7))
+    assert (f.status, f.message) == (
+        Status.SKIP,
+        "7 GPUs in the topology, as NVML lists: the count is judged by gpu.count",
+    )
+    # NVML lists 8: the matrix itself is wrong, and this check says so.
+    (wrong,) = judge(facts, profile(), "topology.gpu_count", nvml(8))
+    assert (wrong.status, wrong.message) == (Status.FAIL, "7 GPUs, expected 8")
+
+
+def test_gpu_cut_off_carries_what_nvml_says_of_its_links() -> None:
+    facts = parse(VLLM)
+    findings = judge(facts, profile(), "topology.nvlink", nvml(8, down={2: 18}))
+    assert summary(findings)[0] == (
+        Status.FAIL,
+        "GPU2 has no NVLink to any other GPU (NODE/SYS to all 5 read, topo -m) "
+        "and NVML reports all 18 links down",
+    )
+    assert findings[0].expected == "NV18"
+    (up, *_) = judge(facts, profile(), "topology.nvlink", nvml(8))
+    assert up.message.endswith(", topo -m), yet NVML reports all 18 links active")
+    assert checks.gpus_without_nvlink(facts) == [2]
+
+
+def test_node_without_nvlink_carries_what_nvml_says() -> None:
+    (f,) = judge(
+        parse(RTX4090), profile(), "topology.nvlink", nvml(8, down=dict.fromkeys(range(8), 18))
+    )
+    assert f.message == (
+        "no NVLink between any GPUs: all 28 pairs SYS, expected NV18; "
+        "NVML reports all links down on 8/8 GPUs"
+    )
+    assert checks.gpus_without_nvlink(parse(RTX4090)) == list(range(8))
 
 
 def test_degraded_vllm_node_names_gpu2() -> None:

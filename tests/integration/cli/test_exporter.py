@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bringup.commands.exporter import report_of
 from bringup.report.prometheus import ExporterError, latest_run, registry_for, serve
 from tests.support.report_runs import demo_run, with_measurements, write_run
 
@@ -42,7 +43,7 @@ def value(parsed: dict, name: str, **labels: str) -> float:
 
 
 def test_exposition_values(rich: Path) -> None:
-    parsed = samples(generate_latest(registry_for(lambda: rich)).decode())
+    parsed = samples(generate_latest(registry_for(lambda: rich, report_of)).decode())
     assert value(parsed, "bringup_exporter_up") == 1.0
     assert value(parsed, "bringup_run_accepted") == 0.0
     # Status codes: 0 PASS ... 3 FAIL.
@@ -66,13 +67,13 @@ def test_exposition_values(rich: Path) -> None:
     )
     assert value(parsed, "bringup_gpu_temperature_celsius", node="b300-node01", gpu="0") == 34.0
     assert value(parsed, "bringup_xid_events", node="b300-node05") == 1.0
-    assert value(parsed, "bringup_findings", status="FAIL") == 12.0  # 6 planted + 6 nccl
+    assert value(parsed, "bringup_findings", status="FAIL") == 10.0  # 4 planted + 6 nccl
     info = [k for k in parsed if k[0] == "bringup_run_info"]
     assert dict(info[0][1])["profile"] == "b300"
 
 
 def test_unreadable_run_is_up_0_not_an_error(tmp_path: Path) -> None:
-    parsed = samples(generate_latest(registry_for(lambda: tmp_path / "gone")).decode())
+    parsed = samples(generate_latest(registry_for(lambda: tmp_path / "gone", report_of)).decode())
     assert parsed == {("bringup_exporter_up", frozenset()): 0.0}
 
 
@@ -94,7 +95,7 @@ def test_latest_run_by_start_time(rich: Path, tmp_path: Path) -> None:
 
 
 def test_server_on_localhost(rich: Path) -> None:
-    server, _ = serve(registry_for(lambda: rich), "127.0.0.1", 0)
+    server, _ = serve(registry_for(lambda: rich, report_of), "127.0.0.1", 0)
     try:
         host, port = server.server_address[:2]
         assert host == "127.0.0.1"
@@ -120,7 +121,7 @@ def test_textfile_is_written_by_the_command(rich: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     parsed = samples(target.read_text())
-    assert value(parsed, "bringup_check_status", node="b300-node03", check="gpu.nvlink") == 3
+    assert value(parsed, "bringup_check_status", node="b300-node03", check="topology.nvlink") == 3
     assert [p.name for p in tmp_path.iterdir()] == ["bringup.prom"]  # no temporary left
 
 

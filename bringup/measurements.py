@@ -1,4 +1,8 @@
-"""The figures of one node that a report shows, compares across the fleet and to a baseline.
+"""The figures of a node that reports show and checks judge across a fleet and a baseline.
+
+`measure` reads one node's probe records into NodeMeasurements; the helpers at the end
+compare such figures (across nodes, against an earlier run) without judging them: the
+verdicts are bringup/checks' (stragglers.py, regression.py), the tables the report's.
 
 Known probes (gpu, nvme, xid, nccl) are read through their dataclasses. Probes whose
 schema is still being written in other issues (burnin, gemm) are read from their JSON by
@@ -14,12 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bringup.facts import NodeFacts
+from bringup.facts import NodeFacts, decode_record
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.nccl_facts import NcclFacts
 from bringup.node.probes.nvme import NvmeFacts
 from bringup.node.probes.xid import XidFacts
-from bringup.report.rundata import decode_record
+from bringup.profile import DEFAULT_TOLERANCES, MetricTolerance, Profile
 
 LARGE_MESSAGE_BYTES = 1 << 30  # busbw is judged on messages >= 1 GiB, as checks/nccl.py does
 
@@ -43,6 +47,11 @@ METRICS: dict[str, MetricInfo] = {
         label="NVMe sequential write (worst path)", unit="GB/s", scale=1e9
     ),
 }
+
+
+def tolerances(profile: Profile | None) -> dict[str, MetricTolerance]:
+    """Per metric, how far a node may trail its fleet or its baseline: the profile's or defaults."""
+    return profile.tolerances if profile is not None else dict(DEFAULT_TOLERANCES)
 
 
 def shown(metric: str, value: float | None) -> str:
@@ -151,6 +160,12 @@ class NodeMeasurements(BaseModel):
     burnin: dict[str, str] = Field(default_factory=dict)  # scalar facts of the burn-in
     timelines: list[Timeline] = Field(default_factory=list, exclude=True)  # bulky: not in JSON
     probes: list[ProbeSummary] = Field(default_factory=list)
+
+
+def measure_fleet(facts: dict[str, NodeFacts], profile: Profile | None) -> list[NodeMeasurements]:
+    """Every node's figures, in node-name order (the profile gives the peak for the MFU)."""
+    peak = profile.gpu.bf16_dense_tflops * 1e12 if profile is not None else None
+    return [measure(facts[name], peak) for name in sorted(facts)]
 
 
 def measure(node: NodeFacts, peak_flops_per_s: float | None = None) -> NodeMeasurements:
@@ -417,3 +432,68 @@ def _scalars(facts: dict[str, Any], limit: int = 40) -> dict[str, str]:
         if len(out) >= limit:
             break
     return out
+
+
+# --- comparing figures (across the fleet, against a baseline), judging none --------------
+
+
+def metric_values(nodes: list[NodeMeasurements]) -> dict[str, dict[str, float]]:
+    """Metric -> node -> value, in METRICS then node-name order, for the metrics measured."""
+    values = {
+        metric: dict(sorted((m.node, m.metrics[metric]) for m in nodes if metric in m.metrics))
+        for metric in METRICS
+    }
+    return {metric: by_node for metric, by_node in values.items() if by_node}
+
+
+def change_pct(old: float, new: float) -> float:
+    """Signed change from `old` to `new`, in percent of `old` (0 when `old` is 0)."""
+    return (new - old) / abs(old) * 100 if old else 0.0
+
+
+def worse_pct(value: float, reference: float, better: str) -> float:
+    """How much worse `value` is than `reference`, in percent (negative: better)."""
+    if reference == 0:
+        return 0.0
+    change = change_pct(reference, value)
+    return -change if better == "higher" else change
+
+
+class IdentityChange(BaseModel):
+    node: str
+    field: str  # "GPU 3 serial", "driver", ...
+    baseline: str
+    current: str
+
+
+def identity_changes(
+    node: str, then: NodeMeasurements, now: NodeMeasurements
+) -> list[IdentityChange]:
+    """Serial and VBIOS per GPU index, driver, CUDA and GPU count; unknown on either side: skip."""
+    a, b = then.identity, now.identity
+    changes: list[IdentityChange] = []
+
+    def differ(field: str, old: object, new: object) -> None:
+        if old is not None and new is not None and old != new:
+            changes.append(
+                IdentityChange(node=node, field=field, baseline=str(old), current=str(new))
+            )
+
+    differ("GPU count", a.gpu_count, b.gpu_count)
+    differ("driver", a.driver, b.driver)
+    differ("CUDA (driver)", a.cuda, b.cuda)
+    for index in range(min(len(a.serials), len(b.serials))):
+        differ(f"GPU {index} serial", a.serials[index], b.serials[index])
+    for index in range(min(len(a.vbios), len(b.vbios))):
+        differ(f"GPU {index} VBIOS", a.vbios[index], b.vbios[index])
+    return changes
+
+
+def new_xids(then: list[XidRow], now: list[XidRow]) -> list[XidRow]:
+    """Events of the new kernel log whose line the baseline's log did not hold.
+
+    By the whole line: the same event read again (the log window covers both runs) has
+    the same text and timestamp; a new event differs at least in its timestamp.
+    """
+    seen = {(x.line or f"{x.xid} {x.pci} {x.timestamp} {x.message}") for x in then}
+    return [x for x in now if (x.line or f"{x.xid} {x.pci} {x.timestamp} {x.message}") not in seen]

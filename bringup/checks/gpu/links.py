@@ -1,0 +1,292 @@
+"""The GPUs' links: PCIe width and generation, NVLink state per GPU, NVLink fabric registration.
+
+Every judge is pure: `GpuFacts + Profile -> list[Finding]` (gpu.nvlink also reads the
+topology matrix, when the node has one: a GPU cut off from NVLink is the topology's finding).
+"""
+
+from __future__ import annotations
+
+from bringup.checks import finding
+from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
+from bringup.checks.topology import gpus_without_nvlink
+from bringup.findings import Finding, Status
+from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.probes.topology import TopologyFacts
+from bringup.profile import Profile
+
+# `nvidia-smi nvlink -s` prints link speeds with three decimals ("26.562 GB/s") or none
+# ("25 GB/s"): a hundredth of a GB/s absorbs that rounding.
+NVLINK_SPEED_TOLERANCE_GB_S = 0.01
+
+
+# ---------------------------------------------------------------------------------------
+# gpu.pcie
+
+
+def _is_idle(gpu: Gpu) -> bool | None:
+    """Whether the GPU said it is idle; None when the clocks event reasons are unknown."""
+    if gpu.clock_event_reasons is None:
+        return None
+    return "gpu_idle" in gpu.clock_event_reasons
+
+
+def _pcie_width(gpu: Gpu, profile: Profile) -> Finding | None:
+    """The link trained at its full width: the GPU's own max and the profile's."""
+    current = gpu.pcie_width_current
+    if current is None:
+        return None
+    expected = max(profile.gpu.pcie_width, gpu.pcie_width_max or 0)
+    if current >= expected:
+        return None
+    return finding(
+        "gpu.pcie",
+        Status.FAIL,
+        f"{gpu_label(gpu)}: PCIe x{current}, expected x{expected}",
+        value=current,
+        expected=f"x{expected}",
+        unit="lanes",
+        action=f"reseat {gpu_label(gpu)} / check the riser",
+    )
+
+
+def _pcie_gen_max(gpu: Gpu, profile: Profile) -> Finding | None:
+    """The GPU's own maximum generation is what the profile expects (a Gen4 part?)."""
+    gen_max = gpu.pcie_gen_max
+    if gen_max is None or gen_max >= profile.gpu.pcie_gen:
+        return None
+    return finding(
+        "gpu.pcie",
+        Status.WARN,
+        f"{gpu_label(gpu)}: PCIe Gen{gen_max} max, expected Gen{profile.gpu.pcie_gen}",
+        value=gen_max,
+        expected=f"Gen{profile.gpu.pcie_gen}",
+        unit="PCIe gen",
+        action="the GPU reports a lower PCIe generation than its model should: "
+        "check the VBIOS and the platform's PCIe settings",
+    )
+
+
+def _expected_gen(gpu: Gpu, profile: Profile) -> int:
+    """The generation the link should run at under load: the GPU's own max, else the profile's."""
+    return gpu.pcie_gen_max if gpu.pcie_gen_max is not None else profile.gpu.pcie_gen
+
+
+def _gen_not_judged(gpu: Gpu, profile: Profile) -> bool:
+    """True when the link runs below its generation but the GPU is (or may be) idle.
+
+    GPUs drop the PCIe generation at idle to save power (Gen1 at idle is normal), so a
+    low generation only means something while the GPU is working.
+    """
+    current = gpu.pcie_gen_current
+    low = current is not None and current < _expected_gen(gpu, profile)
+    return low and _is_idle(gpu) is not False
+
+
+def _pcie_gen_current(gpu: Gpu, profile: Profile) -> Finding | None:
+    """Under load, the link runs at the generation the GPU can do."""
+    current, expected = gpu.pcie_gen_current, _expected_gen(gpu, profile)
+    if current is None or current >= expected or _gen_not_judged(gpu, profile):
+        return None
+    return finding(
+        "gpu.pcie",
+        Status.FAIL,
+        f"{gpu_label(gpu)}: PCIe Gen{current} while busy, expected Gen{expected}",
+        value=current,
+        expected=f"Gen{expected}",
+        unit="PCIe gen",
+        action=f"reseat {gpu_label(gpu)} / check the riser and the BIOS PCIe speed setting",
+    )
+
+
+def _pcie_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
+    if gpu.pcie_width_current is None and gpu.pcie_gen_current is None:
+        return None
+    found = (
+        _pcie_width(gpu, profile),
+        _pcie_gen_max(gpu, profile),
+        _pcie_gen_current(gpu, profile),
+    )
+    return [f for f in found if f is not None]
+
+
+def _idle_gen_skip(gpus: list[Gpu], profile: Profile) -> list[Finding]:
+    """One SKIP per (now, max) generation pair naming the GPUs not judged because idle."""
+    groups: dict[tuple[int | None, int, bool], list[Gpu]] = {}
+    for gpu in gpus:
+        if _gen_not_judged(gpu, profile):
+            key = (gpu.pcie_gen_current, _expected_gen(gpu, profile), _is_idle(gpu) is True)
+            groups.setdefault(key, []).append(gpu)
+    return [
+        finding(
+            "gpu.pcie",
+            Status.SKIP,
+            f"{gpu_list(idle)}: gen not judged {'at idle' if known else '(idle state unknown)'} "
+            f"(Gen{now} now, max Gen{expected})",
+            value=now,
+            expected=f"Gen{expected}",
+            unit="PCIe gen",
+            action="judge the PCIe generation under load (e.g. during the burn-in)",
+        )
+        for (now, expected, known), idle in groups.items()
+    ]
+
+
+def judge_pcie(facts: GpuFacts, profile: Profile) -> list[Finding]:
+    """Link width always; link generation only while the GPU is busy."""
+    spec = profile.gpu
+    findings = judge_each_gpu(
+        "gpu.pcie",
+        facts,
+        lambda gpu: _pcie_one(gpu, profile),
+        ok=f"PCIe x{spec.pcie_width}, Gen{spec.pcie_gen} capable",
+        unreported="PCIe link not reported",
+    )
+    return findings + _idle_gen_skip(facts.gpus, profile)
+
+
+# ---------------------------------------------------------------------------------------
+# gpu.nvlink
+
+
+def _links(numbers: list[int]) -> str:
+    return ("link " if len(numbers) == 1 else "links ") + ", ".join(map(str, numbers))
+
+
+def _nvlink_one(gpu: Gpu, profile: Profile, cut_off: bool) -> list[Finding] | None:
+    """All the profile's links up, at the profile's version and speed.
+
+    `cut_off`: the topology matrix shows this GPU without NVLink to any other GPU; its
+    links down are then topology.nvlink's finding, and here a SKIP that points to it.
+    """
+    spec = profile.nvlink
+    if spec is None or not gpu.nvlinks:
+        return None
+    check, name = "gpu.nvlink", gpu_label(gpu)
+    action = "check fabric manager / reseat the GPU baseboard, RMA if persistent"
+    found = []
+    active = [link for link in gpu.nvlinks if link.active]
+    if len(active) < spec.links_per_gpu:
+        down = [link.link for link in gpu.nvlinks if not link.active]
+        if not active:
+            what = f"all {len(down)} links down"
+        elif down:
+            what = f"{_links(down)} down"
+        else:
+            what = f"{len(gpu.nvlinks)} links reported"
+        if cut_off:
+            found.append(
+                finding(
+                    check,
+                    Status.SKIP,
+                    f"{name}: {what}: judged by topology.nvlink "
+                    "(no NVLink to any other GPU in the topology matrix)",
+                    value=len(active),
+                    expected=str(spec.links_per_gpu),
+                    unit="links",
+                )
+            )
+        else:
+            found.append(
+                finding(
+                    check,
+                    Status.FAIL,
+                    f"{name}: {what} ({len(active)}/{spec.links_per_gpu} active)",
+                    value=len(active),
+                    expected=str(spec.links_per_gpu),
+                    unit="links",
+                    action=action,
+                )
+            )
+    if gpu.nvlink_version is not None and gpu.nvlink_version != spec.version:
+        found.append(
+            finding(
+                check,
+                Status.FAIL,
+                f"{name}: NVLink {gpu.nvlink_version}, expected NVLink {spec.version}",
+                value=gpu.nvlink_version,
+                expected=str(spec.version),
+                action="wrong GPU generation for this profile: check the profile chosen",
+            )
+        )
+    slow = [
+        link.link
+        for link in active
+        if link.speed_bytes_per_s is not None
+        and link.speed_bytes_per_s / 1e9 < spec.link_speed_gb_s - NVLINK_SPEED_TOLERANCE_GB_S
+    ]
+    if slow:
+        speed = min(link.speed_bytes_per_s or 0.0 for link in active) / 1e9
+        found.append(
+            finding(
+                check,
+                Status.WARN,
+                f"{name}: {'all links' if len(slow) == len(active) else _links(slow)} "
+                f"at {speed:.3f} GB/s, "
+                f"expected {spec.link_speed_gb_s:.3f} GB/s",
+                value=speed,
+                expected=f">= {spec.link_speed_gb_s}",
+                unit="GB/s",
+                action=action,
+            )
+        )
+    return found
+
+
+def judge_nvlink(
+    facts: GpuFacts, profile: Profile, topology: TopologyFacts | None = None
+) -> list[Finding]:
+    """Every GPU's links up at the profile's version and speed (NVML, or `nvlink -s`)."""
+    check, spec = "gpu.nvlink", profile.nvlink
+    if not facts.gpus:
+        return [no_gpus(check)]
+    if spec is None:
+        return [finding(check, Status.SKIP, "the profile expects no NVLink (PCIe system)")]
+    cut_off = set(gpus_without_nvlink(topology)) if topology is not None else set()
+    return judge_each_gpu(
+        check,
+        facts,
+        lambda gpu: _nvlink_one(gpu, profile, gpu.index in cut_off),
+        ok=f"{spec.links_per_gpu}/{spec.links_per_gpu} NVLink {spec.version} links active",
+        unreported="NVLink state not reported",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# gpu.fabric
+
+
+def _normal(text: str) -> str:
+    """'In Progress' -> 'in_progress': NVML names and nvidia-smi words compare equal."""
+    return "_".join(text.lower().split())
+
+
+def _fabric_one(gpu: Gpu) -> list[Finding] | None:
+    """NVSwitch systems: Fabric Manager registered the GPU in the NVLink fabric."""
+    if gpu.fabric_state is None or _normal(gpu.fabric_state) == "not_supported":
+        return None
+    state, status = _normal(gpu.fabric_state), gpu.fabric_status
+    if state == "completed" and (status is None or _normal(status) == "success"):
+        return []
+    # The status is shown as reported: it is the error the operator will search for.
+    detail = f"fabric state {state}" + (f", status {status}" if status else "")
+    return [
+        finding(
+            "gpu.fabric",
+            Status.FAIL,
+            f"{gpu_label(gpu)}: {detail}",
+            value=state,
+            expected="completed / success",
+            action="fabric manager has not finished: `systemctl status nvidia-fabricmanager` "
+            "(its version must match the driver)",
+        )
+    ]
+
+
+def judge_fabric(facts: GpuFacts, profile: Profile) -> list[Finding]:
+    return judge_each_gpu(
+        "gpu.fabric",
+        facts,
+        _fabric_one,
+        ok="fabric registration completed",
+        unreported="fabric state not reported (pre-Hopper driver or not an NVSwitch system)",
+    )

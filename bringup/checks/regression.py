@@ -1,0 +1,143 @@
+"""What got worse since a baseline run: metrics beyond tolerance, identity, new XIDs.
+
+At handover the renter keeps the run directory as the baseline; later,
+`bringup report NEW_RUN --baseline OLD_RUN` compares node by node (by node name):
+
+- a metric worse than the baseline by more than the profile's `baseline_pct`, in the
+  metric's own direction (busbw down, a latency up), is a FAIL `baseline.<metric>`;
+- an identity change (GPU serial, VBIOS, driver, GPU count) is a WARN `baseline.identity`:
+  the hardware or software is not what was measured at handover, and the provider should
+  say why;
+- an Xid/SXid line that the baseline's kernel log did not hold is a FAIL `baseline.xid`;
+- a node of the baseline absent from the new run is an ERROR `baseline.node`.
+
+Pure: over both runs' measurements (bringup/measurements.py) and the profile's tolerances.
+"""
+
+from __future__ import annotations
+
+from bringup.checks import finding
+from bringup.findings import Finding, Status
+from bringup.measurements import (
+    METRICS,
+    IdentityChange,
+    NodeMeasurements,
+    XidRow,
+    change_pct,
+    identity_changes,
+    new_xids,
+    shown,
+    worse_pct,
+)
+from bringup.profile import MetricTolerance
+
+
+def judge_regressions(
+    current: list[NodeMeasurements],
+    baseline: list[NodeMeasurements],
+    tolerances: dict[str, MetricTolerance],
+    baseline_run: str,
+) -> list[Finding]:
+    """Every node of both runs against itself in the baseline; nodes only in the baseline.
+
+    Regressions first, then identity changes, new XIDs and missing nodes, each in node order.
+    """
+    now = {m.node: m for m in current}
+    then = {m.node: m for m in baseline}
+    since = f"the baseline {baseline_run}"
+    both = sorted(set(now) & set(then))
+    regressed = [
+        f
+        for node in both
+        for metric in METRICS
+        if metric in then[node].metrics and metric in now[node].metrics
+        for f in _metric(node, metric, then[node], now[node], tolerances[metric], since)
+    ]
+    identity = [
+        _identity(node, changes, since)
+        for node in both
+        if (changes := identity_changes(node, then[node], now[node]))
+    ]
+    xids = [
+        _xids(node, events, since)
+        for node in both
+        if (events := new_xids(then[node].xids, now[node].xids))
+    ]
+    missing = [
+        _on(
+            node,
+            finding(
+                "baseline.node",
+                Status.ERROR,
+                f"in {since} but not in this run: not measured",
+                action="include the node in the run (--limit, inventory) and rerun",
+            ),
+        )
+        for node in sorted(set(then) - set(now))
+    ]
+    return [*regressed, *identity, *xids, *missing]
+
+
+def _on(node: str, f: Finding) -> Finding:
+    return f.model_copy(update={"node": node})
+
+
+def _metric(
+    node: str,
+    metric: str,
+    then: NodeMeasurements,
+    now: NodeMeasurements,
+    tolerance: MetricTolerance,
+    since: str,
+) -> list[Finding]:
+    """A FAIL when the metric is worse than the baseline by more than `baseline_pct`."""
+    old, new = then.metrics[metric], now.metrics[metric]
+    if worse_pct(new, old, tolerance.better) <= tolerance.baseline_pct:
+        return []
+    info, change = METRICS[metric], change_pct(old, new)
+    word = "down" if change < 0 else "up"
+    message = (
+        f"{info.label} {word} {abs(change):.1f}% since {since}: "
+        f"{shown(metric, new)} now, {shown(metric, old)} "
+        f"then (tolerance {tolerance.baseline_pct:g}%)"
+    )
+    f = finding(
+        f"baseline.{metric}",
+        Status.FAIL,
+        message,
+        value=round(new / info.scale, 2),
+        expected=f"within {tolerance.baseline_pct:g}% of {shown(metric, old)}",
+        unit=info.unit,
+        action="worse than at handover: rerun the probe, then ask the provider what changed "
+        "(firmware, driver, cabling, a replaced part)",
+    )
+    return [_on(node, f)]
+
+
+def _identity(node: str, changes: list[IdentityChange], since: str) -> Finding:
+    text = "; ".join(f"{c.field} {c.baseline} -> {c.current}" for c in changes)
+    f = finding(
+        "baseline.identity",
+        Status.WARN,
+        f"changed since {since}: {text}",
+        value=len(changes),
+        unit="changes",
+        action="ask the provider for the reason (an RMA'd GPU, a firmware or driver update); "
+        "the baseline figures of a replaced part no longer apply",
+    )
+    return _on(node, f)
+
+
+def _xids(node: str, events: list[XidRow], since: str) -> Finding:
+    codes = ", ".join(sorted({("SXid " if x.sxid else "Xid ") + str(x.xid) for x in events}))
+    f = finding(
+        "baseline.xid",
+        Status.FAIL,
+        f"{len(events)} new Xid/SXid events since {since}: {codes} "
+        f"(first: {(events[0].line or events[0].message).strip()})",
+        value=len(events),
+        expected="0 new events",
+        unit="events",
+        action="see the xid check's action for each code; report them to the provider",
+    )
+    return _on(node, f)

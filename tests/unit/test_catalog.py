@@ -1,0 +1,71 @@
+"""The catalog's rules that other code relies on, checked over every check module."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import bringup.checks
+from bringup.checks.catalog import CHECKS
+from bringup.node.catalog import PROBES
+
+
+def test_every_check_is_named_after_its_probe() -> None:
+    # The console folds a probe that could not run into one line by this prefix.
+    assert [c.name for c in CHECKS if not c.name.startswith(f"{c.probe}.")] == []
+    assert len({c.name for c in CHECKS}) == len(CHECKS)
+
+
+def test_a_context_is_a_probe_and_its_judge_takes_it() -> None:
+    with_context = [c for c in CHECKS if c.context is not None]
+    assert {c.name: c.context for c in with_context} == {
+        "gpu.count": "topology",
+        "gpu.nvlink": "topology",
+        "topology.gpu_count": "gpu",
+        "topology.nvlink": "gpu",
+    }
+    for check in with_context:
+        assert check.context in PROBES
+        assert len(inspect.signature(check.judge).parameters) == 3, check.name
+
+
+def test_every_function_that_returns_findings_is_a_judge() -> None:
+    misnamed = []
+    for info in pkgutil.walk_packages(bringup.checks.__path__, "bringup.checks."):
+        module = importlib.import_module(info.name)
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            if function.__module__ != module.__name__ or name.startswith("_"):
+                continue
+            returns = str(inspect.signature(function).return_annotation)
+            if "Finding" in returns and not name.startswith("judge_"):
+                misnamed.append(f"{module.__name__}.{name}")
+    # Not a judgement: the one Finding every GPU check gives when there is no GPU to judge.
+    assert misnamed == ["bringup.checks.gpu.per_gpu.no_gpus"]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a source file imports, lazily imported ones included."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_judging_and_showing_stay_apart() -> None:
+    """report -> facts, findings, profile, measurements; checks never import the report."""
+    package = Path(bringup.checks.__file__).parent.parent
+    report = {m for f in (package / "report").glob("*.py") for m in _imports(f)}
+    checks = {m for f in (package / "checks").rglob("*.py") for m in _imports(f)}
+    measurements = _imports(package / "measurements.py") | _imports(package / "facts.py")
+    assert sorted(m for m in report if m.startswith(("bringup.checks", "bringup.commands"))) == []
+    assert sorted(m for m in checks if m.startswith(("bringup.report", "bringup.commands"))) == []
+    assert (
+        sorted(m for m in measurements if m.startswith(("bringup.report", "bringup.checks"))) == []
+    )

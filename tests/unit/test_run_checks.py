@@ -1,0 +1,84 @@
+"""Judgements only a whole run shows: stragglers, regressions against a baseline, a run
+directory with pieces missing. Pure functions over measurements; the report tests run
+them on recorded run directories through `bringup report`.
+"""
+
+from __future__ import annotations
+
+from bringup.checks.completeness import judge_completeness
+from bringup.checks.regression import judge_regressions
+from bringup.checks.stragglers import judge_stragglers
+from bringup.findings import Status
+from bringup.measurements import Identity, NodeMeasurements, XidRow
+from bringup.profile import DEFAULT_TOLERANCES
+
+# nccl-tests#290, 8x H100 NVLS: in-place busbw at 4 GiB (tests/fixtures/nccl SOURCES.md).
+H100_BUSBW = 476.53e9
+XID79 = "NVRM: Xid (PCI:0000:ba:00): 79, pid=0, GPU has fallen off the bus."
+
+
+def node(name: str, busbw: float, serial: str = "1654922004001", *xids: str) -> NodeMeasurements:
+    return NodeMeasurements(
+        node=name,
+        identity=Identity(gpu_count=8, serials=[serial], driver="580.95.05"),
+        metrics={"nccl.busbw": busbw},
+        xids=[XidRow(xid=79, line=line) for line in xids],
+    )
+
+
+def test_a_node_below_the_fleet_median_is_a_straggler() -> None:
+    fleet = [node("n1", H100_BUSBW), node("n2", H100_BUSBW), node("n3", 0.9 * H100_BUSBW)]
+    (f,) = judge_stragglers(fleet, DEFAULT_TOLERANCES)
+    assert (f.node, f.check, f.status, f.value, f.unit) == (
+        "n3",
+        "fleet.nccl.busbw",
+        Status.WARN,
+        428.88,
+        "GB/s",
+    )
+    assert f.message == (
+        "NCCL all_reduce busbw (>= 1 GiB) 428.88 GB/s is 10.0% below the fleet median "
+        "476.53 GB/s (tolerance 5%, 3 nodes)"
+    )
+    # Within 5% of the median is no straggler; two nodes have no median to speak of.
+    assert judge_stragglers([*fleet[:2], node("n3", 0.96 * H100_BUSBW)], DEFAULT_TOLERANCES) == []
+    assert judge_stragglers(fleet[1:], DEFAULT_TOLERANCES) == []
+
+
+def test_regressions_identity_new_xids_and_missing_nodes() -> None:
+    then = [node("n1", H100_BUSBW), node("n2", H100_BUSBW, "1654922004001", XID79)]
+    now = [
+        node("n1", 0.9 * H100_BUSBW),
+        node("n2", 1.2 * H100_BUSBW, "1654922004999", XID79, XID79.replace("ba", "bb")),
+    ]
+    findings = judge_regressions(now, [*then, node("n3", H100_BUSBW)], DEFAULT_TOLERANCES, "old")
+    assert [(f.node, f.check, f.status) for f in findings] == [
+        ("n1", "baseline.nccl.busbw", Status.FAIL),  # n2 got faster: no regression
+        ("n2", "baseline.identity", Status.WARN),
+        ("n2", "baseline.xid", Status.FAIL),  # the Xid 79 seen at handover is not new
+        ("n3", "baseline.node", Status.ERROR),
+    ]
+    assert findings[0].message == (
+        "NCCL all_reduce busbw (>= 1 GiB) down 10.0% since the baseline old: "
+        "428.88 GB/s now, 476.53 GB/s then (tolerance 5%)"
+    )
+    assert findings[1].message == (
+        "changed since the baseline old: GPU 0 serial 1654922004001 -> 1654922004999"
+    )
+    assert findings[2].value == 1
+
+
+def test_what_a_run_directory_lacks_is_an_error() -> None:
+    findings = judge_completeness(
+        "runs/r1",
+        "findings.jsonl is missing: the run was never judged",
+        "running",
+        {"n2": ["probe 'nvme' never recorded (it did not run or did not finish)"]},
+    )
+    assert [(f.node, f.check, f.status) for f in findings] == [
+        ("", "report.findings", Status.ERROR),
+        ("", "report.run", Status.ERROR),
+        ("n2", "report.missing", Status.ERROR),
+    ]
+    assert findings[0].action == "judge the recorded facts: `bringup check --replay runs/r1`"
+    assert judge_completeness("runs/r1", None, "interrupted", {}) == []

@@ -1,0 +1,78 @@
+"""The console view of findings: a probe that could not run is one line, not one per check.
+
+The findings come from the real catalog judging a GPU-less node's records (the gpu and
+topology probes' own error messages when no driver is installed); findings.jsonl, JSON
+and JUnit keep one finding per check, only the console folds them.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from bringup.checks.catalog import checks_for, judge_node
+from bringup.commands.show import node_table, one_per_probe, show_findings, summary_line
+from bringup.facts import NodeFacts, ProbeRecord
+from bringup.findings import Finding, Status
+from bringup.profile import load
+
+B300 = load("b300")
+NO_NVML = "no NVIDIA driver found (libnvidia-ml.so not loadable)"
+NO_SMI = "no NVIDIA driver found (nvidia-smi not on PATH)"
+
+
+def gpuless(node: str) -> list[Finding]:
+    """A node without the NVIDIA driver, judged as `bringup check` judges it."""
+    records = {
+        "gpu": ProbeRecord(probe="gpu", ok=False, error=NO_NVML),
+        "topology": ProbeRecord(probe="topology", ok=False, error=NO_SMI),
+    }
+    facts = NodeFacts(node=node, bringup_version="0", collected_at="T", probes=records)
+    return judge_node(facts, B300)
+
+
+def rendered(*items: object) -> str:
+    console = Console(record=True, width=200, color_system=None)
+    for item in items:
+        console.print(item)
+    return console.export_text()
+
+
+def test_findings_stay_one_per_check() -> None:
+    findings = gpuless("node01")
+    assert len(checks_for("gpu")) == 12
+    assert [(f.check, f.status, f.message) for f in findings] == [
+        *[(c.name, Status.ERROR, NO_NVML) for c in checks_for("gpu")],
+        *[(c.name, Status.ERROR, NO_SMI) for c in checks_for("topology")],
+    ]
+
+
+def test_one_console_line_per_probe() -> None:
+    shown = one_per_probe(gpuless("node01"))
+    assert [(f.node, f.check, f.status, f.message) for f in shown] == [
+        ("node01", "gpu", Status.ERROR, f"{NO_NVML} - 12 checks not judged"),
+        ("node01", "topology", Status.ERROR, f"{NO_SMI} - 3 checks not judged"),
+    ]
+    text = rendered(node_table(gpuless("node01"), "node01"), summary_line(gpuless("node01")))
+    assert text.count("not judged") == 3  # two rows and the summary
+    assert "gpu.count" not in text
+    assert "15 ERROR  (15 checks not judged: 2 probes could not run)" in text
+
+
+def test_fleet_matrix_and_actions_name_the_probe_once_per_node() -> None:
+    findings = gpuless("node01") + gpuless("node02")
+    console = Console(record=True, width=200, color_system=None)
+    show_findings(console, findings, ["node01", "node02"], "check")
+    text = console.export_text()
+    assert text.count("ERROR not judged") == 4  # gpu and topology of two nodes
+    assert text.count(f"gpu: {NO_NVML} - 12 checks not judged") == 2
+    assert text.count(NO_NVML) == 2
+    assert "30 ERROR  (30 checks not judged: 4 probes could not run)" in text
+
+
+def test_an_error_of_one_check_is_shown_as_it_is() -> None:
+    crashed = Finding(node="n", check="gpu.ecc", status=Status.ERROR, message="check crashed")
+    other = crashed.model_copy(update={"check": "gpu.pcie", "message": "PCIe not read"})
+    assert one_per_probe([crashed, other]) == [crashed, other]
+    # The same message from two subjects is two faults, not one probe.
+    topo = crashed.model_copy(update={"check": "topology.nvlink"})
+    assert one_per_probe([crashed, topo]) == [crashed, topo]
