@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup setup-test demo test lint clean
+.PHONY: setup setup-test demo test test-fast lint clean
 
 # The controller and the dev tools: enough for the demo, check, inspect and report.
 $(BIN)/bringup: pyproject.toml
@@ -35,6 +35,10 @@ lint: setup
 
 test: setup-test lint ## lint, then every test (root-only and apt-backed tests skip with a reason)
 	$(BIN)/pytest -q
+
+# The inner loop: the pure, in-process tier (tests/unit), no torch or Ansible runs needed.
+test-fast: setup ## the unit tests only, in well under a minute
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

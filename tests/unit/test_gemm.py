@@ -1,68 +1,23 @@
-"""The gemm probe on the CPU (real torch, small shapes), its checks, and `bringup diagnose`.
+"""The gemm checks on recorded figures, and `bringup diagnose` bad input (in-process CLI).
 
-The GPU path (CUDA events, FP8, 8 GPUs at once) waits for a real GPU machine; here the
-same code runs on the CPU with wall-clock timing.
+tests/integration/node/test_gemm.py runs the probe for real with torch on the CPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from bringup.checks.gemm import judge_tflops
-from bringup.cli import app as cli_app
 from bringup.findings import Status
-from bringup.node.probes.gemm import GemmFacts, GemmGpu, Params, collect
+from bringup.node.probes.gemm import GemmFacts, GemmGpu
 from bringup.profile import load
-
-torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
+from tests.support.cli import invoke
 
 H200 = load("h200")
 # Best BF16 torch.mm on H100/H200 (docs/reference.md#achievable-matmul-ceilings).
 ACHIEVABLE = 794.5e12
-
-
-def test_cpu_sweep_measures_every_shape_and_keeps_the_best() -> None:
-    params = Params(m_sizes=[32, 64], nk=64, warmup=1, iterations=3, sustain_s=0.2)
-    facts = collect(params).facts
-    assert (facts.device, facts.timing, facts.timeline) == ("cpu", "wall-clock", None)
-    (cpu,) = facts.gpus
-    assert [(r.dtype, r.m, r.n, r.k) for r in cpu.sweep] == [
-        ("bf16", 32, 64, 64),
-        ("bf16", 64, 64, 64),
-    ]
-    best = max(cpu.sweep, key=lambda r: r.flops_per_s)
-    assert cpu.bf16_flops_per_s == best.flops_per_s and cpu.bf16_best == f"{best.m}x64x64"
-    for result in cpu.sweep:
-        assert result.flops_per_s == pytest.approx(2 * result.m * 64 * 64 / result.seconds)
-    assert cpu.fp8_flops_per_s is None  # no FP8 on the CPU path
-    assert cpu.hbm_bytes_per_s and cpu.hbm_bytes_per_s > 0
-    assert cpu.sustained_s and cpu.sustained_s >= 0.2 and cpu.sustained_bf16_flops_per_s
-    assert cpu.error is None
-
-
-def test_sampling_without_a_driver_keeps_the_gemm_figures() -> None:
-    params = Params(
-        m_sizes=[32], nk=32, warmup=1, iterations=2, sustain_s=0.1, sample_interval_s=0.05
-    )
-    facts = collect(params).facts
-    assert facts.timeline is not None
-    assert facts.timeline.error and facts.timeline.error.startswith("no NVIDIA driver found")
-    assert facts.gpus[0].bf16_flops_per_s
-
-
-def test_a_bad_device_is_a_probe_error() -> None:
-    from bringup.node.result import ProbeError
-
-    with pytest.raises(ProbeError, match="device must be auto, cuda or cpu"):
-        collect(Params(device="tpu"))
-    with pytest.raises(ProbeError, match="device cuda asked for, but torch sees no CUDA GPU"):
-        collect(Params(device="cuda"))
 
 
 def gpu_facts(scale: dict[int, float]) -> GemmFacts:
@@ -95,57 +50,6 @@ def test_cpu_figures_are_not_judged_against_the_profile() -> None:
     assert f.message == "measured on the CPU (no CUDA GPU): 0.33 TFLOP/s BF16, not comparable"
 
 
-def app() -> typer.Typer:
-    return cli_app
-
-
-def test_diagnose_local_on_cpu_measures_and_says_no_driver(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    result = CliRunner().invoke(
-        app(),
-        [
-            "diagnose",
-            "--local",
-            "--seconds",
-            "0.5",
-            "--profile",
-            "h200",
-            "--out",
-            str(out),
-            "--json",
-        ],
-    )
-    assert result.exit_code == 1, result.output
-    doc = json.loads(result.stdout)
-    checks = {(f["check"], f["status"]) for f in doc["findings"]}
-    assert checks == {("gemm.tflops", "SKIP"), ("diagnose.telemetry", "ERROR")}
-    telemetry = next(f for f in doc["findings"] if f["check"] == "diagnose.telemetry")
-    assert telemetry["message"].startswith("no telemetry: no NVIDIA driver found (")
-    facts = json.loads(next((out / "facts").glob("*.json")).read_text())
-    assert facts["probes"]["gemm"]["ok"] is True
-    assert facts["probes"]["gemm"]["facts"]["gpus"][0]["sustained_bf16_flops_per_s"] > 0
-
-
-def test_diagnose_watch_on_cpu_is_an_error_finding(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app(),
-        [
-            "diagnose",
-            "--local",
-            "--watch",
-            "--seconds",
-            "0.2",
-            "--out",
-            str(tmp_path / "w"),
-            "--json",
-        ],
-    )
-    assert result.exit_code == 1
-    (f,) = json.loads(result.stdout)["findings"]
-    assert (f["check"], f["status"]) == ("telemetry.diagnosis", "ERROR")
-    assert f["message"].startswith("no NVIDIA driver found (")
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -156,7 +60,7 @@ def test_diagnose_watch_on_cpu_is_an_error_finding(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
-    result = CliRunner().invoke(app(), args)
+    result = invoke(*args)
     assert result.exit_code == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

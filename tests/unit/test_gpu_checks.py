@@ -23,47 +23,16 @@ from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.probes.topology import TopologyFacts, parse_topo
 from bringup.profile import Profile
+from tests.support.profiles import h100_profile
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "smi"
 # vllm-project/vllm#16336: a B200 node whose GPU2 has no NVLink to any other GPU (cut paste).
 VLLM_TOPO = SMI.parent / "topo" / "vllm-16336-b200x8-degraded-gpu2-no-nvlink-TRUNCATED.txt"
 MIB = 2**20
 
-# An H100 SXM profile with the figures of docs/reference.md (#gpu-identity, #power-limits,
-# #driver-cuda-and-provisioning).
-# The tests pin messages against these numbers, so they do not read the shipped profile
-# (test_shipped_profile_judges_the_real_node_healthy does).
-H100_PROFILE = {
-    "name": "h100-test",
-    "description": "8x H100 80GB HBM3 HGX",
-    "gpu": {
-        "model": "NVIDIA H100 80GB HBM3",
-        "count": 8,
-        "memory_min_bytes": 81559 * MIB,
-        "compute_capability": "9.0",
-        "pci_device_id": "0x2330",
-        "power_limit_w": 700,
-        "bf16_dense_tflops": 989,
-        "pcie_gen": 5,
-        "pcie_width": 16,
-    },
-    "nvlink": {"version": 4, "links_per_gpu": 18, "per_pair": 18, "link_speed_gb_s": 26.562},
-    "software": {"min_driver": "580.65.06", "min_cuda": "13.0", "driver_branch": "R580"},
-    "nccl": {"allreduce_busbw_min_gb_s": 473},
-}
-
-
-def make_profile(**changes: dict[str, object] | None) -> Profile:
-    """The H100 test profile with some sections changed: make_profile(gpu={"count": 4})."""
-    data = {
-        key: dict(value) if isinstance(value, dict) else value
-        for key, value in H100_PROFILE.items()
-    }
-    for section, values in changes.items():
-        data[section] = None if values is None else {**(data.get(section) or {}), **values}
-    return Profile.model_validate(data)
-
-
+# The tests pin messages against the numbers of the H100 test profile, so they do not read
+# the shipped profile (test_shipped_profile_judges_the_real_node_healthy does).
+make_profile = h100_profile
 PROFILE = make_profile()
 
 
@@ -228,10 +197,8 @@ def test_idle_h100_node_is_healthy_and_idle_is_no_clock_event() -> None:
     ],
 )
 def test_shipped_profile_judges_the_real_node_healthy(profile_name: str, capture: str) -> None:
-    from bringup.profile import available, load
+    from bringup.profile import load
 
-    if profile_name not in available():
-        pytest.skip(f"checks/profiles/{profile_name}.yaml not written yet")
     facts = node_of_eight(parse_q_text(read(capture)))
     findings = [f for c in checks.CHECKS for f in c.judge(facts, load(profile_name))]
     assert [f.message for f in findings if f.status is not Status.PASS] == [

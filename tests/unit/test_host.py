@@ -1,7 +1,7 @@
 """The host probe and its checks.
 
 The parsers are tested on the real /proc and /sys text of the machine running the tests,
-against what the kernel reports through other interfaces (sysconf, statvfs, `ulimit`),
+against what the kernel reports through other interfaces (sysconf, statvfs),
 and on small samples copied from public sources (named at each sample). The checks are
 judged on facts that collect() gathered here, edited to make each failing case.
 """
@@ -12,9 +12,7 @@ import dataclasses
 import json
 import os
 import platform
-import resource
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,15 +109,6 @@ def test_meminfo_total_matches_sysconf() -> None:
 def test_os_release_pretty_name() -> None:
     expected = platform.freedesktop_os_release().get("PRETTY_NAME")
     assert host.parse_os_release(read("/etc/os-release")) == expected
-
-
-def test_memlock_limits_match_the_shell() -> None:
-    soft, hard = host.memlock_limits()
-    out = subprocess.run(["sh", "-c", "ulimit -l"], capture_output=True, text=True, check=True)
-    shell = out.stdout.strip()  # KiB, or "unlimited"
-    assert soft == (None if shell == "unlimited" else int(shell) * 1024)
-    raw_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
-    assert hard == (None if raw_hard == resource.RLIM_INFINITY else raw_hard)
 
 
 def test_path_space_matches_disk_usage(tmp_path: Path) -> None:

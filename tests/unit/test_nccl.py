@@ -18,6 +18,7 @@ from bringup.node.probes import nccl
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.result import ParseError
 from bringup.profile import Profile
+from tests.support.profiles import h100_profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.txt"))
@@ -38,24 +39,7 @@ GH200 = "nccltests-369-gh200x8-2node-cuda-busy-failure.txt"
 
 
 def make_profile(floor_gb_s: float) -> Profile:
-    return Profile.model_validate(
-        {
-            "name": "h100-test",
-            "description": "HGX H100 8-GPU (docs/reference.md#gpu-identity)",
-            "gpu": {
-                "model": "NVIDIA H100 80GB HBM3",
-                "count": 8,
-                "memory_min_bytes": 81559 * 2**20,
-                "compute_capability": "9.0",
-                "power_limit_w": 700,
-                "bf16_dense_tflops": 989,
-                "pcie_gen": 5,
-                "pcie_width": 16,
-            },
-            "software": {"min_driver": "550.54.15", "min_cuda": "12.4"},
-            "nccl": {"allreduce_busbw_min_gb_s": floor_gb_s},
-        }
-    )
+    return h100_profile(nccl={"allreduce_busbw_min_gb_s": floor_gb_s})
 
 
 # 8x H100 NVLS all-reduce: 473-482 GB/s (nccl-tests#212, #290; docs/reference.md#nccl-floors).

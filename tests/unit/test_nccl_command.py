@@ -1,13 +1,9 @@
-"""`bringup nccl`: planning a job and pairs, the pairwise verdicts, the command end to end,
-and `bringup inspect` on every nccl-tests fixture."""
+"""`bringup nccl`: planning a job and pairs, the pairwise verdicts, and `bringup inspect` on
+every nccl-tests fixture (tests/integration/cli runs the command end to end)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,19 +22,6 @@ from bringup.recognize import inspect_text
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"
 SINGLE = FIXTURES / "nccltests-290-h100x8-single-node-nvls.txt"
 GB = 1e9
-
-# The real CLI, in a child process.
-APP = "from bringup.cli import app\napp()\n"
-
-
-def bringup_nccl(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", APP, "nccl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
 
 # --- planning (pure) --------------------------------------------------------------------------
 
@@ -202,98 +185,6 @@ def test_other_collectives_are_judged_for_death_and_wrong_values() -> None:
     ]
 
 
-# --- the command, end to end --------------------------------------------------------------------
-
-
-def test_local_gloo_run_json(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    result = bringup_nccl(
-        "--local",
-        *(
-            "--backend",
-            "gloo",
-            "--ranks",
-            "2",
-            "-b",
-            "64K",
-            "-e",
-            "256K",
-            "--iters",
-            "2",
-            "-w",
-            "1",
-        ),
-        *("-p", "h100", "--out", out, "--json"),
-    )
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert doc["run_dir"] == str(out) and doc["exit_code"] == 0
-    (found,) = doc["findings"]
-    assert (found["check"], found["status"]) == ("nccl.allreduce_busbw", "WARN")
-    (facts,) = doc["facts"].values()
-    assert facts["engine"] == "torch" and facts["nranks"] == 2
-    assert [r["size_bytes"] for r in facts["rows"]] == [65536, 131072, 262144]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert (manifest["command"], manifest["status"], manifest["exit_code"]) == (
-        "nccl",
-        "complete",
-        0,
-    )
-    (node_raw,) = (out / "raw").iterdir()
-    assert (node_raw / "nccl" / "torch-all_reduce.txt").is_file()
-
-
-def test_local_human_output_shows_the_curve(tmp_path: Path) -> None:
-    result = bringup_nccl(
-        "--local",
-        *("--backend", "gloo", "--ranks", "2", "-b", "64K", "-e", "64K", "--iters", "1", "-w", "0"),
-        *("--out", tmp_path / "run"),
-    )
-    assert result.returncode == 0, result.stderr
-    assert "busbw out-of-place GB/s" in result.stdout and "64 KiB" in result.stdout
-    assert "nccl.allreduce_busbw" in result.stdout
-
-
-def test_local_run_that_cannot_measure_exits_1(tmp_path: Path) -> None:
-    # No GPU is visible and no CPU ranks were asked for: an ERROR finding, exit 1.
-    result = subprocess.run(
-        [sys.executable, "-c", APP, "nccl", "--local", "--out", str(tmp_path / "r"), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**_env(), "CUDA_VISIBLE_DEVICES": ""},
-    )
-    assert result.returncode == 1, result.stderr
-    (found,) = json.loads(result.stdout)["findings"]
-    assert found["status"] == "ERROR" and "no NVIDIA GPU found" in found["message"]
-
-
-def _env() -> dict[str, str]:
-    return dict(os.environ)
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ([], "say where to run: --local (this machine) or --nodes hosts.ini"),
-        (["--local", "--nodes", "x.ini"], "say where to run"),
-        (["--local", "--pairwise"], "--pairwise needs --nodes hosts.ini"),
-        (["--local", "-b", "8Q"], "not a size: '8Q'"),
-        (["--local", "-c", "allreduce"], "unknown collective ['allreduce']"),
-        (["--local", "--env", "NCCL_ALGO"], "expected NAME=VALUE"),
-        (["--local", "-p", "nosuch"], "nosuch"),
-        (["--nodes", "/nonexistent/hosts.ini"], "/nonexistent/hosts.ini"),
-        (["--local", "--slow-fraction", "2"], "--slow-fraction must be between 0 and 1"),
-    ],
-)
-def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    result = bringup_nccl(*args, "--out", tmp_path / "run")
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], lines
-    assert result.stdout == ""
-
-
 # --- bringup inspect on every nccl-tests fixture --------------------------------------------------
 
 
@@ -336,7 +227,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], message: 
 def test_inspect_each_fixture(
     name: str, collective: str | None, peak: float | None, avg: float | None, nranks: int | None
 ) -> None:
-    # What `bringup inspect FILE --json` prints as kind and facts (tests/cli runs the CLI).
+    # What `bringup inspect FILE --json` prints as kind and facts (integration/cli runs the CLI).
     inspected = inspect_text((FIXTURES / name).read_text(), load_profile("h100"))
     facts = inspected.facts_json()
     assert inspected.kind == "nccl" and inspected.findings

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from smi_fixtures import read
 
 from bringup.node.gpu_facts import NvLink
 from bringup.node.parsers.nvlink_status import nvlink_version_from_speed, parse_nvlink_status
 from bringup.node.result import ParseError
+from tests.support.smi_fixtures import read
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_sources import reference_anchors
 
 from bringup.profile import Profile, ProfileError, available, load, profiles_dir
+from tests.support.reference import reference_anchors
 
 SHIPPED = ["a100", "b200", "b300", "h100", "h200"]
 

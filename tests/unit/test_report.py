@@ -14,14 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from report_runs import (
-    busbw_down,
-    demo_run,
-    new_xid,
-    serial_changed,
-    with_measurements,
-    write_run,
-)
 from typer.testing import CliRunner
 
 from bringup import profile
@@ -32,6 +24,14 @@ from bringup.measurements import NodeMeasurements, _burnin
 from bringup.report import render
 from bringup.report.model import Report
 from bringup.report.rundata import load
+from tests.support.report_runs import (
+    busbw_down,
+    demo_run,
+    new_xid,
+    serial_changed,
+    with_measurements,
+    write_run,
+)
 
 B300 = profile.load("b300")
 # The demo's planted faults, as the checks judge them (README "make demo").
@@ -392,11 +392,10 @@ def test_an_unknown_metric_is_an_error() -> None:
 def test_gemm_tflops_from_a_real_cpu_gemm_run() -> None:
     """The gemm probe run for real (torch on CPU, small shapes), read by the report."""
     pytest.importorskip("torch")
-    from report_runs import record
-
     from bringup.facts import NodeFacts
     from bringup.measurements import measure
     from bringup.node.probes import gemm
+    from tests.support.report_runs import record
 
     facts = gemm.collect(gemm.Params(device="cpu", m_sizes=[256], nk=256, iterations=3)).facts
     node = NodeFacts(node="cpu", bringup_version="t", collected_at="t")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-from report_runs import demo_run, with_measurements, write_run
 
 from bringup import profile
 from bringup.commands.report import build_report
 from bringup.report.junit import to_junit
 from bringup.report.rundata import load
+from tests.support.report_runs import demo_run, with_measurements, write_run
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).resolve().parents[1] / "fixtures/junit/junit-10.xsd")
 B300 = profile.load("b300")

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
-from smi_fixtures import ALL_SMI, FIXTURES, only_gpu, read
 
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.parsers import nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.parsers.nvlink_status import NvlinkStatus
 from bringup.node.result import ParseError
+from tests.support.smi_fixtures import ALL_SMI, FIXTURES, only_gpu, read
 
 PARSERS: dict[str, Callable[[str], object]] = {
     "smi-q": smi_text.parse_q_text,

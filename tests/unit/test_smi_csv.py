@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from smi_fixtures import MIB, only_gpu, read
 
 from bringup.node.gpu_facts import Gpu, RemappedRows
 from bringup.node.parsers.smi_csv import parse_query_csv
 from bringup.node.result import ParseError
+from tests.support.smi_fixtures import MIB, only_gpu, read
 
 
 def test_query_csv_h100_212_columns() -> None:

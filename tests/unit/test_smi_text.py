@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from smi_fixtures import MIB, only_gpu, read
 
 from bringup.node.gpu_facts import Gpu, GpuFacts, RemappedRows
 from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.result import ParseError
+from tests.support.smi_fixtures import MIB, only_gpu, read
 
 
 def test_q_text_h100_idle_every_field() -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from smi_fixtures import MIB, only_gpu, read
 
 from bringup.node.gpu_facts import Gpu
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError
+from tests.support.smi_fixtures import MIB, only_gpu, read
 
 
 def test_q_xml_telegraf_a100_trimmed_mig() -> None:

@@ -1,0 +1,38 @@
+"""The real `bringup` CLI in a child process, as a user would run it: the `cli` fixture."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import run_cli
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run(
+    *args: str | Path,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+) -> Result:
+    proc = run_cli(*args, cwd=cwd, env=env, timeout=timeout)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., Result]:
+    return run

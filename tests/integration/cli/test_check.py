@@ -1,0 +1,145 @@
+"""`bringup check --local` / `--replay` and `snapshot` end to end on this (GPU-less) machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import REPO
+
+HOST = socket.gethostname()
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory, cli):
+    out = tmp_path_factory.mktemp("quick") / "run"
+    result = cli("check", "--local", "--suite", "quick", "--out", out, "--json")
+    return result, out
+
+
+def test_quick_check_reports_gpu_checks_as_error_without_a_driver(quick_run) -> None:
+    result, _ = quick_run
+    assert result.code == 1, result.stderr
+    doc = result.json()
+    gpu = [f for f in doc["findings"] if f["check"].startswith("gpu.")]
+    assert gpu, "the gpu checks must appear even without a GPU"
+    assert {f["status"] for f in gpu} == {"ERROR"}
+    assert all(f["message"].startswith("no NVIDIA driver found") for f in gpu)
+    topo = [f for f in doc["findings"] if f["check"].startswith("topology.")]
+    assert topo and {f["status"] for f in topo} == {"ERROR"}
+
+
+def test_quick_check_runs_host_checks_for_real(quick_run) -> None:
+    result, _ = quick_run
+    host = [f for f in result.json()["findings"] if f["check"].startswith("host.")]
+    assert host
+    assert all(f["status"] != "ERROR" for f in host), host
+    assert all(f["node"] == HOST for f in host)
+
+
+def test_quick_check_writes_the_run_directory(quick_run) -> None:
+    result, out = quick_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["exit_code"] == 1
+    assert manifest["nodes"] == [HOST]
+    assert manifest["suite"] == "quick" and manifest["profile"] == "b300"
+    facts = json.loads((out / "facts" / f"{HOST}.json").read_text())
+    assert list(facts["probes"]) == ["gpu", "topology", "host", "xid"]
+    assert facts["probes"]["host"]["ok"] is True
+    assert facts["probes"]["gpu"]["ok"] is False
+    lines = (out / "findings.jsonl").read_text().splitlines()
+    assert len(lines) == len(result.json()["findings"])
+    assert any((out / "raw" / HOST / "host").iterdir())
+
+
+def test_json_output_is_one_document(quick_run) -> None:
+    result, out = quick_run
+    doc = json.loads(result.stdout)  # raises if anything else was printed on stdout
+    assert doc["run_dir"] == str(out)
+    assert doc["exit_code"] == 1
+
+
+def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run, cli) -> None:
+    snap = tmp_path / "snap"
+    recorded = cli("snapshot", "--suite", "quick", "--out", snap, "--json")
+    assert recorded.code == 0, recorded.stderr
+    assert recorded.json()["probes"]["host"] is True
+    assert not (snap / "findings.jsonl").exists()  # a snapshot records, it does not judge
+    replayed = cli("check", "--replay", snap, "--out", tmp_path / "replay", "--json")
+    assert replayed.code == 1
+    live = quick_run[0].json()["findings"]
+    again = replayed.json()["findings"]
+    # The same checks reach the same verdicts (free space and the like may move a little).
+    assert [(f["check"], f["status"]) for f in again] == [(f["check"], f["status"]) for f in live]
+
+
+def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
+    suite = yaml.safe_load((REPO / "checks/suites/acceptance.yaml").read_text())
+    nvme = next(step for step in suite["probes"] if step["name"] == "nvme")
+    nvme["params"] = {
+        "size_bytes": 8 << 20,
+        "runtime_s": 1,
+        "ramp_s": 0,
+        "checkpoint_bytes": 16 << 20,
+    }
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump(suite))
+    data = tmp_path / "data"
+    data.mkdir()
+    result = cli(
+        "check",
+        "--local",
+        "--suite",
+        small,
+        "--data-dir",
+        data,
+        "--out",
+        tmp_path / "run",
+        "--json",
+    )
+    assert result.code == 1  # no GPU here
+    nvme_findings = [f for f in result.json()["findings"] if f["check"].startswith("nvme.")]
+    assert nvme_findings
+    assert all(f["status"] != "ERROR" for f in nvme_findings), nvme_findings
+    raw = list((tmp_path / "run" / "raw" / HOST / "nvme").iterdir())
+    assert any(p.suffix == ".json" for p in raw)
+    assert not any(p.name.startswith(".bringup-fio") for p in data.iterdir())
+
+
+def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path: Path, cli) -> None:
+    # An nvidia-smi that never answers, first on PATH: the topology probe hangs in it.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    marker = f"hung-{tmp_path.name}"
+    smi = tools / "nvidia-smi"
+    smi.write_text(f"#!/bin/bash\nexec -a {marker} sleep 300\n")
+    smi.chmod(0o755)
+    suite = yaml.safe_load((REPO / "checks/suites/quick.yaml").read_text())
+    for step in suite["probes"]:
+        if step["name"] in ("gpu", "topology"):  # both call nvidia-smi
+            step["timeout_s"] = 2
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(yaml.safe_dump(suite))
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    result = cli("check", "--local", "--suite", tiny, "--out", tmp_path / "run", "--json", env=env)
+    findings = result.json()["findings"]
+    hung = [f for f in findings if f["check"].startswith(("gpu.", "topology."))]
+    assert hung and all("timed out after 2 s" in f["message"] for f in hung)
+    assert any(f["check"].startswith("host.") and f["status"] != "ERROR" for f in findings)
+    # The tool the probe started went with it, though it ran in a session of its own.
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == ""
+
+
+def test_replay_of_a_directory_without_facts_is_bad_input(tmp_path: Path, cli) -> None:
+    result = cli("check", "--replay", tmp_path)
+    assert result.code == 2
+    assert "no facts/<node>.json found" in result.stderr
+    assert "Traceback" not in result.stderr

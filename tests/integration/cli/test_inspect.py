@@ -1,0 +1,124 @@
+"""`bringup inspect` on every recorded real output: the right kind, facts and exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support import FIXTURES
+
+
+def _kind_of(path: Path) -> str:
+    name = path.name
+    if path.parent.name == "smi":
+        if name.endswith(".xml"):
+            return "smi-xml"
+        if ".csv" in name:
+            return "smi-csv"
+        return "nvlink" if "nvlink-s" in name else "smi-q"
+    kinds = {"topo": "topo", "fio": "fio", "xid": "kernel-log", "nccl": "nccl", "dmon": "dmon"}
+    return kinds[path.parent.name]
+
+
+CASES = sorted(
+    p
+    for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon")
+    for p in (FIXTURES / kind).iterdir()
+    if p.name != "SOURCES.md"
+)
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fixture_is_recognised_and_parsed(path: Path, cli) -> None:
+    result = cli("inspect", path, "--json")
+    assert result.code in (0, 1), result.stderr
+    doc = result.json()
+    assert doc["kind"] == _kind_of(path)
+    assert doc["facts"] is not None, doc["findings"]
+    for f in doc["findings"]:
+        assert f["status"] in {"PASS", "WARN", "FAIL", "SKIP", "ERROR"}
+        assert f["check"] and f["message"]
+
+
+def test_topo_facts_carry_the_documented_keys(cli) -> None:
+    doc = cli("inspect", FIXTURES / "topo" / "simllm-vastai-h200x8-8nic.txt", "--json").json()
+    facts = doc["facts"]
+    assert facts["gpu_count"] == 8
+    assert facts["min_nvlinks"] == 18
+    assert facts["nics"] == [f"mlx5_{i}" for i in range(8)]
+
+
+def test_degraded_topology_names_the_gpu(cli) -> None:
+    path = FIXTURES / "topo" / "vllm-16336-b200x8-degraded-gpu2-no-nvlink-TRUNCATED.txt"
+    result = cli("inspect", path, "--profile", "b200", "--json")
+    assert result.code == 1
+    doc = result.json()
+    assert doc["facts"]["min_nvlinks"] == 0
+    failing = [f["message"] for f in doc["findings"] if f["status"] == "FAIL"]
+    assert any(m.startswith("GPU2 has no NVLink") for m in failing), failing
+
+
+def test_fio_facts_have_one_entry_per_job_in_bytes(cli) -> None:
+    path = FIXTURES / "fio" / "pkb-fio2.1.4-seqwrite-seqread-randwrite-randread-oldfmt.json"
+    jobs = cli("inspect", path, "--json").json()["facts"]["jobs"]
+    assert len(jobs) == 5
+    seq_write = jobs[0]
+    assert seq_write["write_bw_bytes"] == 68118 * 1024
+    assert seq_write["write_iops"] == 133
+    assert {"read_bw_bytes", "write_bw_bytes", "read_iops", "write_iops"} <= set(seq_write)
+
+
+def test_kernel_log_lists_xids(cli) -> None:
+    path = FIXTURES / "xid" / "mleng-a100-xid63-row-remapper.txt"
+    result = cli("inspect", path, "--json")
+    events = result.json()["facts"]["xids"]
+    assert [(e["xid"], e["pci"]) for e in events] == [(63, "0000:10:1c")]
+    assert "Row Remapper" in events[0]["message"]
+
+
+def test_inspect_as_text_prints_a_table(cli) -> None:
+    result = cli("inspect", FIXTURES / "smi" / "ugpuexp-h100-q-idle.txt", "--profile", "h100")
+    assert result.code in (0, 1)
+    assert "smi-q" in result.stdout
+    assert "gpu.ecc" in result.stdout
+
+
+def test_inspect_a_snapshot_directory_and_a_facts_file(tmp_path: Path, cli) -> None:
+    snap = tmp_path / "snap"
+    assert cli("snapshot", "--suite", "quick", "--out", snap).code == 0
+    from_dir = cli("inspect", snap, "--json")
+    facts_file = next((snap / "facts").glob("*.json"))
+    from_file = cli("inspect", facts_file, "--json")
+    assert from_dir.json()["kind"] == from_file.json()["kind"] == "facts"
+    assert from_dir.json()["findings"] == from_file.json()["findings"]
+
+
+def test_garbage_is_a_clear_error(tmp_path: Path, cli) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(range(256)) * 4)
+    result = cli("inspect", junk)
+    assert result.code == 2
+    assert "not a known tool output" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_forced_kind_on_the_wrong_text_gives_error_findings(cli) -> None:
+    path = FIXTURES / "fio" / "superbench-nvme-randrw-4jobs-group.json"
+    result = cli("inspect", path, "--kind", "topo", "--json")
+    assert result.code == 1
+    doc = result.json()
+    assert doc["facts"] is None
+    assert doc["findings"] and {f["status"] for f in doc["findings"]} == {"ERROR"}
+
+
+def test_missing_file_is_bad_input(tmp_path: Path, cli) -> None:
+    result = cli("inspect", tmp_path / "nope.txt")
+    assert result.code == 2
+    assert "cannot read" in result.stderr
+
+
+def test_json_documents_are_valid_json_only(cli) -> None:
+    result = cli("inspect", FIXTURES / "nccl" / "superbench-a100x8-allreduce.txt", "--json")
+    json.loads(result.stdout)

@@ -1,0 +1,27 @@
+"""Simulated clusters that always clean up, whatever the test did (tests/support/cluster.py
+holds the skip reason and the CLI runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bringup.sim.cluster import SimCluster
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[Callable[..., SimCluster]]:
+    """Start SimClusters under tmp_path; every one is stopped, whatever the test did."""
+    started: list[SimCluster] = []
+
+    def make(nodes: int, **kwargs: Any) -> SimCluster:
+        cluster = SimCluster(nodes, tmp_path / f"cluster{len(started)}", **kwargs)
+        started.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in started:
+        cluster.stop()

@@ -1,0 +1,176 @@
+"""`bringup provision` against a simulated cluster: real sshd in network namespaces.
+
+The namespaces share this machine's filesystem, so a real run changes THIS machine: only
+harmless, idempotent things run for real (apt packages of node_tools; the GPU roles skip
+themselves on a GPU-less node, which is what is shown). Everything else runs in --check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bringup.sim.cluster import SimCluster
+from tests.support.provision import needs_ansible, run_provision
+
+WHY_NOT = SimCluster.available()
+pytestmark = [
+    pytest.mark.provision,
+    needs_ansible,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"simulated cluster: {WHY_NOT}"),
+]
+
+# What node_tools installs (playbooks/roles/node_tools/defaults/main.yml, Debian 12).
+NODE_TOOLS = [
+    "python3-venv",
+    "fio",
+    "nvme-cli",
+    "numactl",
+    "pciutils",
+    "infiniband-diags",
+    "ibverbs-utils",
+    "linux-cpupower",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    with SimCluster(3, tmp_path_factory.mktemp("provision-cluster")) as sim:
+        yield sim
+
+
+def _json(result_stdout: str) -> dict[str, object]:
+    return json.loads(result_stdout)
+
+
+def test_check_mode_whole_site_and_an_unreachable_node(cluster: SimCluster, tmp_path: Path) -> None:
+    """--check of all roles on node01/02 while node03's sshd is down: the others finish."""
+    cluster.stop_sshd("node03")
+    try:
+        result = run_provision(
+            "--nodes", str(cluster.inventory), "--check", "--json", "--out", str(tmp_path / "r")
+        )
+    finally:
+        cluster.start_sshd("node03")
+    assert result.returncode == 1, result.stderr
+    doc = _json(result.stdout)
+    nodes = doc["nodes"]
+    for name in ("node01", "node02"):
+        assert nodes[name]["status"] in ("ok", "changed"), nodes[name]
+        assert nodes[name]["failed"] == 0 and nodes[name]["failed_task"] is None
+    assert nodes["node03"]["status"] == "unreachable"
+    statuses = {f["node"]: f["status"] for f in doc["findings"]}
+    assert statuses == {"node01": "PASS", "node02": "PASS", "node03": "UNREACHABLE"}
+    # The record: manifest, facts with a "provision" record, every task's outcome in raw/.
+    run = tmp_path / "r"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["command"] == "provision" and manifest["exit_code"] == 1
+    facts = json.loads((run / "facts" / "node01.json").read_text())
+    record = facts["probes"]["provision"]
+    assert record["ok"] is True and record["facts"]["check_mode"] is True
+    lines = (run / "raw/node01/provision/tasks.jsonl").read_text().splitlines()
+    tasks = [json.loads(x) for x in lines]
+    # Every GPU role ran its guard: no NVIDIA PCI device, so its GPU tasks were skipped.
+    said = {t["task"] for t in tasks}
+    for role in ("nvidia_driver", "fabric_manager", "cuda", "dcgm"):
+        assert any(t.startswith(f"{role} : Say why") for t in said), role
+    assert "nvidia_driver : Install the driver packages (open kernel modules)" not in {
+        t["task"] for t in tasks if t["status"] != "skipped"
+    }
+
+
+def _prefetch_packages() -> None:
+    """The simulated nodes have no route to a mirror: fetch node_tools' .debs into the
+    shared apt cache from this (root) namespace, so the nodes install them for real."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "--download-only", "-y", "-qq", *NODE_TOOLS],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot fetch the node_tools packages here: {proc.stderr.strip()[-200:]}")
+
+
+def test_real_run_twice_second_changes_nothing(cluster: SimCluster, tmp_path: Path) -> None:
+    """Every role but containers, for real (GPU roles skip themselves); rerun: changed=0."""
+    _prefetch_packages()
+    runs = []
+    for i in (1, 2):
+        result = run_provision(
+            "--nodes",
+            str(cluster.inventory),
+            "--limit",
+            "node01,node02",
+            "--skip-tags",
+            "containers",  # Docker would be installed on this machine for real
+            "--json",
+            "--out",
+            str(tmp_path / f"run{i}"),
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        runs.append(_json(result.stdout))
+    for name in ("node01", "node02"):
+        assert runs[0]["nodes"][name]["status"] in ("ok", "changed")
+        second = runs[1]["nodes"][name]
+        assert second["changed"] == 0, second
+        assert second["failed"] == 0 and second["status"] == "ok"
+    installed = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\n", *NODE_TOOLS],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert installed == ["ii"] * len(NODE_TOOLS)
+
+
+def test_ngc_key_never_reaches_a_file_or_log(cluster: SimCluster, tmp_path: Path) -> None:
+    """A docker that prints its password: the key gets to it, and nowhere else."""
+    key = f"nvapi-{secrets.token_hex(16)}"
+    received = tmp_path / "received.sha256"
+    docker = tmp_path / "leaky-docker"
+    docker.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  image) exit 1 ;;\n"  # the image is not there yet
+        "  login) pw=$(cat)\n"
+        f'    printf %s "$pw" | sha256sum | cut -d" " -f1 > {received}\n'
+        '    echo "login failed for password $pw"; echo "denied: $pw" >&2; exit 1 ;;\n'
+        "esac\n"
+        "exit 0\n"
+    )
+    docker.chmod(0o755)
+    run = tmp_path / "run"
+    env = dict(os.environ, NGC_API_KEY=key)
+    result = run_provision(
+        "--nodes",
+        str(cluster.inventory),
+        "--limit",
+        "node01",
+        "--playbook",
+        str(Path(__file__).with_name("ngc_secret.yml")),
+        "-e",
+        f"leaky_docker={docker}",
+        "--json",
+        "--out",
+        str(run),
+        env=env,
+    )
+    assert result.returncode == 1, result.stderr
+    doc = _json(result.stdout)
+    assert doc["nodes"]["node01"]["failed_task"] == "containers : Log in to nvcr.io"
+    assert doc["nodes"]["node01"]["message"] == "output hidden (no_log: true)"
+    # The key did reach docker (on stdin) ...
+    assert received.read_text().strip() == hashlib.sha256(key.encode()).hexdigest()
+    # ... and no file of the run, nor our output, holds it.
+    assert key not in result.stdout and key not in result.stderr
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert any("job_events" in str(p) for p in files)
+    leaked = [str(p) for p in files if key.encode() in p.read_bytes()]
+    assert leaked == []

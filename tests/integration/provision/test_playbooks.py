@@ -1,0 +1,140 @@
+"""The playbooks themselves: ansible-lint (production profile), syntax, and the fabric
+verification judged on recorded `nvidia-smi -q` outputs by Ansible itself."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import FIXTURES
+from tests.support.provision import (
+    ANSIBLE_LINT,
+    ANSIBLE_PLAYBOOK,
+    PLAYBOOKS,
+    ansible_env,
+    needs_ansible,
+)
+
+pytestmark = [pytest.mark.provision, needs_ansible]
+
+ROLES = ["node_tools", "nvidia_driver", "fabric_manager", "cuda", "dcgm", "containers"]
+SMI = FIXTURES / "smi"
+
+
+@pytest.mark.skipif(ANSIBLE_LINT is None, reason="ansible-lint not installed")
+def test_ansible_lint_production_profile_is_clean() -> None:
+    # --offline: no collection installs, no schema refresh (playbooks/.ansible-lint says so too).
+    proc = subprocess.run(
+        [str(ANSIBLE_LINT), "--offline", "--profile", "production", "--nocolor", "."],
+        cwd=PLAYBOOKS,
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr
+
+
+def test_syntax_check() -> None:
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "--syntax-check", "-i", "localhost,", "site.yml"],
+        cwd=PLAYBOOKS,
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_role_has_one_documented_defaults_file() -> None:
+    """Each variable of a role's defaults/main.yml has its own comment right above it."""
+    for role in [*ROLES, "hardware_facts", "nvidia_repo"]:
+        defaults = PLAYBOOKS / "roles" / role / "defaults" / "main.yml"
+        lines = defaults.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line and not line.startswith((" ", "#", "-")) and line != "---":
+                previous = lines[i - 1] if i else ""
+                assert previous.startswith("#"), (
+                    f"{defaults}:{i + 1}: {line.split(':')[0]} has no comment right above it"
+                )
+    for role in ROLES:
+        assert f"tags: [{role}]" in (PLAYBOOKS / "site.yml").read_text()
+
+
+FABRIC_PLAY = """
+- name: Judge a recorded nvidia-smi -q with the fabric_manager role's own expressions
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Load the role's verification expressions
+      ansible.builtin.include_vars: {vars}
+    - name: Report the verdict
+      ansible.builtin.debug:
+        msg: >-
+          VERDICT {{{{ fabric_manager_fabric_ok | bool }}}}
+          {{{{ fabric_manager_states | to_json }}}}
+      vars:
+        fabric_manager_smi_q:
+          stdout: >-
+            {{{{ lookup('ansible.builtin.file', smi_file)
+            | replace(mutate_from, mutate_to) }}}}
+"""
+
+
+def _fabric_verdict(tmp_path: Path, smi_file: Path, gpus: int, mutate: tuple[str, str]) -> str:
+    play = tmp_path / "fabric.yml"
+    play.write_text(FABRIC_PLAY.format(vars=PLAYBOOKS / "roles/fabric_manager/vars/main.yml"))
+    proc = subprocess.run(
+        [
+            str(ANSIBLE_PLAYBOOK),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(play),
+            "-e",
+            f"smi_file={smi_file}",
+            "-e",
+            f"hardware_facts_gpu_count={gpus}",
+            "-e",
+            f"mutate_from='{mutate[0]}'",
+            "-e",
+            f"mutate_to='{mutate[1]}'",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "VERDICT" in x)
+    return line.split("VERDICT", 1)[1].strip().rstrip('"')
+
+
+@pytest.mark.parametrize(
+    ("fixture", "gpus", "mutate", "expected"),
+    [
+        # Recorded H200 (driver 590.48.01): Fabric State Completed, Status Success.
+        ("ugpuexp-h200-q-load.txt", 1, ("x", "x"), 'True [["Completed", "Success"]]'),
+        # The same output while Fabric Manager has not finished.
+        (
+            "ugpuexp-h200-q-load.txt",
+            1,
+            (": Completed", ": In Progress"),
+            'False [["In Progress", "Success"]]',
+        ),
+        # One GPU reported where the node has eight: not every GPU registered.
+        ("ugpuexp-h200-q-load.txt", 8, ("x", "x"), 'False [["Completed", "Success"]]'),
+        # An A100 nvidia-smi -q (driver 510) without any Fabric section.
+        ("mleng-a100-sxm4-80gb-q-excerpt-remapped-rows-pending.txt", 1, ("x", "x"), "False []"),
+    ],
+)
+def test_fabric_verification_on_recorded_outputs(
+    tmp_path: Path, fixture: str, gpus: int, mutate: tuple[str, str], expected: str
+) -> None:
+    verdict = _fabric_verdict(tmp_path, SMI / fixture, gpus, mutate)
+    assert verdict.replace('\\"', '"') == expected

@@ -1,0 +1,41 @@
+"""The real `bringup` CLI, two ways.
+
+run_cli: in a child process (`python -m bringup.cli ARGS`), as a user starts it: its own
+interpreter, exit code, stdout and stderr apart. The integration tests use it.
+invoke: in this process (Typer's CliRunner on the real `bringup.cli.app`): fast, for tests of
+what a command says and exits with when nothing has to run for real.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import Result
+from typer.testing import CliRunner
+
+from bringup.cli import app
+
+
+def run_cli(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """`bringup ARGS` in a child process; env None keeps this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "bringup.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def invoke(*args: str | Path) -> Result:
+    """`bringup ARGS` in this process; result.stdout and result.stderr are kept apart."""
+    return CliRunner().invoke(app, [str(a) for a in args])

@@ -1,0 +1,65 @@
+"""The simulated-cluster tests' shared pieces: the skip reason and `bringup check` run
+against a cluster as a user runs it (clusters that always clean up: conftest.py there)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bringup.sim.cluster import SimCluster
+from tests.support import REPO
+from tests.support.cli import run_cli
+
+WHY_NOT = SimCluster.available()
+needs_cluster = pytest.mark.skipif(WHY_NOT is not None, reason=f"simulated cluster: {WHY_NOT}")
+
+
+@dataclass
+class CheckRun:
+    """One `bringup check --nodes ... --json` run: exit code, JSON document, stderr, wall time."""
+
+    code: int
+    doc: dict[str, Any]
+    stderr: str
+    wall_s: float
+
+    def statuses(self, node: str) -> dict[str, str]:
+        """check -> status of one node; a check with several findings keeps the worst."""
+        order = ["PASS", "SKIP", "WARN", "FAIL", "ERROR", "UNREACHABLE"]
+        result: dict[str, str] = {}
+        for f in self.doc["findings"]:
+            if f["node"] == node:
+                old = result.get(f["check"], "PASS")
+                result[f["check"]] = max(old, f["status"], key=order.index)
+        return result
+
+    def problems(self, node: str) -> dict[str, str]:
+        """check -> status of one node's findings that are not PASS or SKIP."""
+        return {c: s for c, s in self.statuses(node).items() if s not in ("PASS", "SKIP")}
+
+    def messages(self, node: str, check: str) -> list[str]:
+        return [
+            f["message"] for f in self.doc["findings"] if f["node"] == node and f["check"] == check
+        ]
+
+
+def run_check(
+    inventory: Path, *args: str, timeout_s: float = 120, profile: Path | None = None
+) -> CheckRun:
+    """`bringup check --nodes INVENTORY --json ARGS`: the real CLI in a child process."""
+    argv = ["check", "--nodes", str(inventory), "--json"]
+    if profile is not None:
+        argv += ["--profile", str(profile)]
+    started = time.monotonic()
+    proc = run_cli(*argv, *args, cwd=REPO, timeout=timeout_s)
+    wall = time.monotonic() - started
+    try:
+        doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    except json.JSONDecodeError:
+        raise AssertionError(f"stdout is not one JSON document: {proc.stdout[:500]}") from None
+    return CheckRun(proc.returncode, doc, proc.stderr, wall)

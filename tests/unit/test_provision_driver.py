@@ -1,0 +1,129 @@
+"""The provision driver's judgement: ansible-runner events -> per-node results -> findings,
+and its option checks (tests/integration/provision runs `bringup provision` itself)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.findings import Status
+from bringup.fleet.provision import (
+    Progress,
+    ProvisionError,
+    findings,
+    parse_extra_vars,
+    parse_tags,
+    result_message,
+)
+
+
+def _event(kind: str, host: str | None = None, **data: object) -> dict[str, object]:
+    """An ansible-runner event of the shape its job_events/*.json files hold."""
+    event_data = dict(data)
+    if host:
+        event_data["host"] = host
+    return {"event": kind, "event_data": event_data}
+
+
+def _play(progress: Progress) -> None:
+    """Two nodes: node01 changes one task; node02 fails at the same task (apt, no network)."""
+    task = {"task": "Install the node tools", "role": "node_tools"}
+    apt_failure = {
+        "msg": "'/usr/bin/apt-get -y install nvme-cli' failed: E: Failed to fetch",
+        "stderr": "W: Some index files failed\nE: Failed to fetch http://deb.debian.org/x.deb\n",
+        "rc": 100,
+    }
+    for event in [
+        _event("playbook_on_task_start", **task),
+        _event("runner_on_start", "node01", **task),
+        _event("runner_on_start", "node02", **task),
+        _event("runner_on_ok", "node01", res={"changed": True}, **task),
+        _event("runner_on_failed", "node02", res=apt_failure, ignore_errors=False, **task),
+        _event(
+            "runner_on_failed",
+            "node01",
+            res={"msg": "No package matching 'nvidia-open'"},
+            ignore_errors=True,
+            task="Install the driver packages",
+            role="nvidia_driver",
+        ),
+        _event(
+            "playbook_on_stats",
+            ok={"node01": 12, "node02": 3},
+            changed={"node01": 1},
+            failures={"node02": 1},
+            skipped={"node01": 48},
+            ignored={"node01": 1},
+            processed={"node01": 1, "node02": 1},
+        ),
+    ]:
+        progress.feed(event)
+
+
+def test_a_failed_node_is_named_with_its_task_and_reason_and_the_other_passes() -> None:
+    progress = Progress(["node01", "node02"])
+    _play(progress)
+    result = {f.node: f for f in findings(progress, check_mode=False, rc=2)}
+    assert result["node01"].status is Status.PASS
+    assert result["node01"].message == "12 ok, 1 changed, 48 skipped (1 task(s) changed)"
+    assert result["node02"].status is Status.FAIL
+    assert result["node02"].message == (
+        "failed at [node_tools : Install the node tools]: '/usr/bin/apt-get -y install "
+        "nvme-cli' failed: E: Failed to fetch — E: Failed to fetch http://deb.debian.org/x.deb"
+    )
+    # An error Ansible was told to ignore is kept in the task list, not counted as failure.
+    statuses = [t.status for t in progress.nodes["node01"].tasks]
+    assert statuses == ["changed", "ignored"]
+
+
+def test_check_mode_says_would_change() -> None:
+    progress = Progress(["node01", "node02"])
+    _play(progress)
+    f = findings(progress, check_mode=True, rc=2)[0]
+    assert f.message == "check mode: 12 ok, 1 changed, 48 skipped (1 task(s) would change)"
+
+
+def test_unreachable_and_unfinished_nodes() -> None:
+    progress = Progress(["node01", "node02", "node03"])
+    progress.feed(
+        _event(
+            "runner_on_unreachable",
+            "node01",
+            task="Gathering Facts",
+            res={"msg": "Failed to connect to the host via ssh: Connection refused"},
+        )
+    )
+    progress.feed(_event("playbook_on_stats", dark={"node01": 1}, ok={"node02": 5}))
+    result = {f.node: f for f in findings(progress, check_mode=False, rc=4)}
+    assert result["node01"].status is Status.UNREACHABLE
+    assert result["node01"].message == (
+        "unreachable at [Gathering Facts]: Failed to connect to the host via ssh: "
+        "Connection refused"
+    )
+    assert result["node02"].status is Status.PASS
+    # No recap for node03: it never ran, which is never a pass.
+    assert result["node03"].status is Status.ERROR
+    assert result["node03"].message == (
+        "provisioning did not finish: ansible-playbook exited 4 before its recap"
+    )
+
+
+def test_no_log_results_say_so_instead_of_their_content() -> None:
+    censored = {
+        "censored": "the output has been hidden due to the fact that 'no_log: true' was "
+        "specified for this result",
+        "changed": False,
+    }
+    assert result_message(censored) == "output hidden (no_log: true)"
+    assert result_message({"rc": 3}) == "exit status 3"
+    assert len(result_message({"msg": "x" * 1000})) == 300
+
+
+def test_tags_and_extra_vars_are_checked() -> None:
+    assert parse_tags("cuda, dcgm", "--tags") == ["cuda", "dcgm"]
+    with pytest.raises(ProvisionError, match=r"--tags cudaa: unknown tag \(known: node_tools"):
+        parse_tags("cudaa", "--tags")
+    assert parse_extra_vars(["nvidia_driver_branch=570"]) == {"nvidia_driver_branch": "570"}
+    with pytest.raises(ProvisionError, match="expected NAME=VALUE"):
+        parse_extra_vars(["nvidia_driver_branch"])
+    with pytest.raises(ProvisionError, match="secrets on the command line end up in logs"):
+        parse_extra_vars(["containers_ngc_api_key=abc"])
