@@ -152,6 +152,30 @@ def _links(numbers: list[int]) -> str:
     return ("link " if len(numbers) == 1 else "links ") + ", ".join(map(str, numbers))
 
 
+def _all_inactive(gpu: Gpu, links: int, cut_off: bool) -> Finding:
+    """The driver lists no link because none is up: on a GPU that must have NVLink, a FAIL
+    (or, where the topology matrix already shows it cut off, topology.nvlink's finding)."""
+    message = f"{gpu_label(gpu)}: all NVLinks inactive (0/{links} active, nvidia-smi nvlink -s)"
+    if cut_off:
+        return finding(
+            "gpu.nvlink",
+            Status.SKIP,
+            f"{message}: judged by topology.nvlink (no NVLink to any other GPU)",
+            value=0,
+            expected=str(links),
+            unit="links",
+        )
+    return finding(
+        "gpu.nvlink",
+        Status.FAIL,
+        message,
+        value=0,
+        expected=str(links),
+        unit="links",
+        action="check fabric manager / reseat the GPU baseboard, RMA if persistent",
+    )
+
+
 def _nvlink_one(gpu: Gpu, profile: Profile, cut_off: bool) -> list[Finding] | None:
     """All the profile's links up, at the profile's version and speed.
 
@@ -159,6 +183,8 @@ def _nvlink_one(gpu: Gpu, profile: Profile, cut_off: bool) -> list[Finding] | No
     links down are then topology.nvlink's finding, and here a SKIP that points to it.
     """
     spec = profile.nvlink
+    if spec is not None and gpu.nvlinks_all_inactive and not gpu.nvlinks:
+        return [_all_inactive(gpu, spec.links_per_gpu, cut_off)]
     if spec is None or not gpu.nvlinks:
         return None
     check, name = "gpu.nvlink", gpu_label(gpu)

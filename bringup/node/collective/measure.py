@@ -135,3 +135,29 @@ def render_table(facts: NcclFacts) -> str:
         lines.append(f"# Avg bus bandwidth    : {(facts.avg_busbw_bytes_per_s or 0) / gb:.4g}")
     lines.extend(f"# error: {e}" for e in facts.errors)
     return "\n".join(lines) + "\n"
+
+
+# Passing device_id to init_process_group was reported to hang NCCL at random on torch 2.6
+# (pytorch/pytorch#153960, reproduced on 2.6.0); DeepSpeed's comm/torch.py leaves it out
+# for 2.6.0 < torch < 2.7.1. Here the whole range from 2.6.0 up to 2.7.1 is left out.
+_DEVICE_ID_UNSAFE = ((2, 6, 0), (2, 7, 1))  # [from, to)
+
+
+def device_id_safe(torch_version: str) -> bool:
+    """Whether to pass device_id to init_process_group on this torch: it exists from 2.3 on,
+    and is left out from 2.6.0 up to (not including) 2.7.1, where it hangs."""
+    parts = []
+    for piece in torch_version.split("+", 1)[0].split(".")[:3]:
+        digits = ""
+        for char in piece:
+            if not (char.isascii() and char.isdigit()):
+                break
+            digits += char
+        if not digits:
+            break
+        parts.append(int(digits))
+    release = tuple(parts + [0] * (3 - len(parts)))
+    if release < (2, 3, 0):
+        return False
+    low, high = _DEVICE_ID_UNSAFE
+    return not low <= release < high

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from bringup.node.collective.measure import Plan, in_place_exists, layout
+from bringup.node.collective.measure import Plan, device_id_safe, in_place_exists, layout
 
 
 def worker_main(argv: list[str]) -> int:
@@ -33,10 +33,11 @@ def worker_main(argv: list[str]) -> int:
     if on_gpu:
         torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank) if on_gpu else torch.device("cpu")
+    # device_id binds the process group to its GPU (eager NCCL init), except on the torch
+    # releases where users saw it hang NCCL at random: there the group binds lazily.
+    bind = {"device_id": device} if on_gpu and device_id_safe(torch.__version__) else {}
     dist.init_process_group(
-        plan.backend,
-        timeout=datetime.timedelta(seconds=plan.rendezvous_timeout_s),
-        device_id=device if on_gpu else None,
+        plan.backend, timeout=datetime.timedelta(seconds=plan.rendezvous_timeout_s), **bind
     )
     report = local_rank == 0
     bench = _Bench(torch, dist, device, rank, world, plan)
@@ -167,6 +168,8 @@ class _Bench:
     # Each case returns (reset, op, wrong): inputs are rank-dependent small integers, so the
     # expected result is exact in float32. torch has no out-of-place all-reduce or broadcast:
     # there out-of-place is a copy then the in-place operation, as functional collectives do.
+    # The copy belongs to reset, not to op: timed, it would add a memory copy to every
+    # iteration and under-report the bus bandwidth.
 
     def _full(self, n: int, value: float) -> Any:
         return self.torch.full((n,), float(value), dtype=self.torch.float32, device=self.device)
@@ -177,10 +180,10 @@ class _Bench:
 
         def reset() -> None:
             (recv if in_place else send).fill_(self.rank + 1)
-
-        def op() -> None:
             if not in_place:
                 recv.copy_(send)
+
+        def op() -> None:
             self.dist.all_reduce(recv)
 
         return reset, op, lambda: (recv != expected).sum().item()
@@ -190,10 +193,10 @@ class _Bench:
 
         def reset() -> None:
             (recv if in_place else send).fill_(self.rank + 1)
-
-        def op() -> None:
             if not in_place:
                 recv.copy_(send)
+
+        def op() -> None:
             self.dist.broadcast(recv, src=0)
 
         return reset, op, lambda: (recv != 1).sum().item()  # root 0 sent its rank + 1

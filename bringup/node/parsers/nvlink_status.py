@@ -38,6 +38,9 @@ class NvlinkGpu:
     name: str
     uuid: str | None
     links: list[NvLink] = field(default_factory=list)
+    # "NVML: Unable to retrieve NVLink information as all links are inactive": the GPU has
+    # NVLink and none of it is up, which is a fault, not a GPU without NVLink.
+    all_inactive: bool = False
 
 
 @dataclass
@@ -75,6 +78,8 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
             continue  # blank lines, and the prompt pasted above the first GPU
         elif link_match := _NVLINK_LINK.fullmatch(line):
             gpus[-1].links.append(_nvlink(int(link_match.group(1)), link_match.group(2)))
+        elif "all links are inactive" in line.lower():
+            gpus[-1].all_inactive = True
         elif "nvlink" in line.lower():
             # "Device does not have or support Nvlink", "... not supported ... in MIG mode"
             reason = reason or line
@@ -98,6 +103,7 @@ def gpu_facts_from_nvlink(status: NvlinkStatus) -> GpuFacts:
                 uuid=listed.uuid,
                 nvlink_version=version,
                 nvlinks=listed.links,
+                nvlinks_all_inactive=listed.all_inactive or None,
             )
         )
     return GpuFacts(source="nvidia-smi nvlink -s", attached_gpus=len(gpus), gpus=gpus)

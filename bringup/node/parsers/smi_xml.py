@@ -126,6 +126,12 @@ def _gpu_from_xml(index: int, gpu: ET.Element) -> Gpu:
         gpu_max_operating_temperature_c=measure(
             _xml(temp, "gpu_temp_max_gpu_threshold"), "C", "GPU max operating temp"
         ),
+        # Drivers 550+ print the thresholds relative to T.Limit (as -q's "GPU T.Limit Temp"
+        # and "GPU Slowdown T.Limit Temp"); without these, gpu.thermal could not be judged.
+        tlimit_margin_c=measure(_xml(temp, "gpu_temp_tlimit"), "C", "gpu_temp_tlimit"),
+        slowdown_tlimit_c=measure(
+            _xml(temp, "gpu_temp_slow_tlimit_threshold"), "C", "slowdown T.Limit"
+        ),
         sm_clock_hz=scaled(_xml(gpu, "clocks/sm_clock"), "MHz", MHZ, "sm_clock"),
         sm_clock_max_hz=scaled(_xml(gpu, "max_clocks/sm_clock"), "MHz", MHZ, "max sm_clock"),
         memory_clock_hz=scaled(_xml(gpu, "clocks/mem_clock"), "MHz", MHZ, "mem_clock"),

@@ -205,8 +205,9 @@ def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
         name=_text(call("nvmlDeviceGetName", h)) or "unknown",
         uuid=_text(call("nvmlDeviceGetUUID", h)),
         serial=_text(call("nvmlDeviceGetSerial", h)),
-        pci_bus_id=_text(pci.busId) if pci else None,
-        pci_device_id=f"0x{pci.pciDeviceId >> 16:04x}" if pci else None,
+        pci_bus_id=_text(pci.busId) or None if pci else None,
+        # 0 is no PCI device id (NVIDIA's are 0x10de in the low half): unknown, not "0x0000".
+        pci_device_id=f"0x{pci.pciDeviceId >> 16:04x}" if pci and pci.pciDeviceId else None,
         vbios_version=_text(call("nvmlDeviceGetVbiosVersion", h)),
         compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
         memory_total_bytes=int(mem.total) if mem else None,
