@@ -56,12 +56,26 @@ sys.exit(main(sys.argv[1:]))
 
 def node_files() -> list[tuple[str, Path]]:
     """(name in the zip, file) for everything the node side needs: the `bringup.node`
-    package, whole. Nothing else of bringup runs on a node (an import-linter contract
-    keeps the package free of controller imports), so no list of files is kept by hand."""
+    package, whole, and the controller's pynvml (nvidia-ml-py: one pure-Python file), so a
+    node needs only python3 and the driver, and reads NVML with the bindings bringup was
+    tested with. Nothing else of bringup runs on a node (an import-linter contract keeps
+    the package free of controller imports), so no list of files is kept by hand."""
     files = [("bringup/__init__.py", PACKAGE / "__init__.py")]
     for path in sorted((PACKAGE / "node").rglob("*.py")):
         files.append((path.relative_to(PACKAGE.parent).as_posix(), path))
+    pynvml = _pynvml_file()
+    if pynvml is not None:
+        files.append(("pynvml.py", pynvml))
     return files
+
+
+def _pynvml_file() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None or not spec.origin.endswith("pynvml.py"):
+        return None
+    return Path(spec.origin)
 
 
 def build_node_code() -> NodeCode:

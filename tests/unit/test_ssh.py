@@ -29,8 +29,11 @@ def test_node_code_is_deterministic_and_holds_only_the_node_side() -> None:
     assert "bringup/node/burnin/trainer.py" in names and "bringup/node/burnin/flops.py" in names
     assert "bringup/commands/burnin.py" not in names  # the controller's
     assert "bringup/checks/burnin_run.py" not in names
+    # pynvml travels too: a bare node reads NVML with the bindings bringup was tested with.
+    assert "pynvml.py" in names
     assert all(
-        n in ("__main__.py", "bringup/__init__.py") or n.startswith("bringup/node/") for n in names
+        n in ("__main__.py", "bringup/__init__.py", "pynvml.py") or n.startswith("bringup/node/")
+        for n in names
     )
     assert not any("__pycache__" in n for n in names)
 
