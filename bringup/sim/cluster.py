@@ -36,7 +36,15 @@ from types import TracebackType
 
 import yaml
 
-from bringup.sim.faults import DEFAULT_LIVE, FAULTS, node_facts, recorded_probes, sim_profile
+from bringup.sim.faults import (
+    DEFAULT_LIVE,
+    FAULTS,
+    NVML_LIVE,
+    node_facts,
+    nvml_state,
+    recorded_probes,
+    sim_profile,
+)
 from bringup.sim.netns import (
     BRIDGE_HOST,
     MAX_NODES,
@@ -91,6 +99,11 @@ class SimNode:
     def facts_file(self) -> Path:
         return self.dir / "facts.json"
 
+    @property
+    def nvml_state(self) -> Path:
+        """The node's simulated NVML state (bringup.sim.nvml), read at each nvmlInit."""
+        return self.dir / "nvml.json"
+
 
 class SimCluster:
     """N simulated nodes `node01..nodeNN` reachable over SSH; a context manager."""
@@ -101,7 +114,12 @@ class SimCluster:
         workdir: Path,
         faults: Mapping[str, str] | None = None,
         live: Mapping[str, Sequence[str]] | None = None,
+        nvml: bool | None = None,
     ) -> None:
+        """`nvml`: give every node its own simulated NVML (bringup.sim.nvml), so its gpu
+        probe and telemetry sampler run for real through pynvml; None: where the library
+        can be built here (a C compiler, NVIDIA's nvml.h wheel, libcjson), else recordings.
+        """
         if not 1 <= nodes <= MAX_NODES:
             raise SimClusterError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
         self.workdir = Path(workdir).resolve()
@@ -116,6 +134,9 @@ class SimCluster:
                 raise SimClusterError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
         self._faults = faults
         self._live = {name: tuple(probes) for name, probes in live.items()}
+        self._nvml = nvml
+        self.nvml_library: Path | None = None  # set by start() when the nodes have NVML
+        self.nvml_why_not: str | None = None  # why they do not, when nvml was None
         self.run: int | None = None
         self.nodes: dict[str, SimNode] = {}
         self._created: list[Path] = []
@@ -219,8 +240,10 @@ class SimCluster:
     def _build(self) -> None:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._build_nvml()
+        default_live = NVML_LIVE if self.nvml_library is not None else DEFAULT_LIVE
         for index, name in enumerate(self.names, start=1):
-            live = self._live.get(name, DEFAULT_LIVE)
+            live = self._live.get(name, default_live)
             node = SimNode(
                 name=name,
                 index=index,
@@ -243,6 +266,10 @@ class SimCluster:
             (node.dir / "sshd_config").write_text(self._sshd_config(node))
             recording = node_facts(node.name, node.fault, node.live)
             node.facts_file.write_text(recording.model_dump_json(indent=2) + "\n")
+            if self.nvml_library is not None:
+                from bringup.sim.nvml import write_state
+
+                write_state(nvml_state(node.fault), node.nvml_state)
         for node in self.nodes.values():
             node.sshd = self._spawn_sshd(node)
         for node in self.nodes.values():
@@ -253,6 +280,20 @@ class SimCluster:
         self.write_known_hosts()
         self._track(self.inventory)
         self.write_inventory()
+
+    def _build_nvml(self) -> None:
+        """The simulated libnvidia-ml.so.1, once for all nodes (each reads its own state)."""
+        if self._nvml is False:
+            return
+        from bringup.sim.nvml import NvmlSimError, build_library
+
+        self._track(self.workdir / "nvml")
+        try:
+            self.nvml_library = build_library(self.workdir / "nvml")
+        except NvmlSimError as exc:
+            if self._nvml:
+                raise SimClusterError(f"simulated NVML: {exc}") from None
+            self.nvml_why_not = str(exc)
 
     def _track(self, *paths: Path) -> None:
         self._created.extend(paths)
@@ -300,11 +341,19 @@ class SimCluster:
                 "MaxSessions 64",
                 "LogLevel VERBOSE",
                 "Subsystem sftp internal-sftp",
-                # The node's own tools first (SetEnv is applied after sshd's default PATH).
-                f"SetEnv PATH={path}",
+                # The node's own tools first (SetEnv is applied after sshd's default PATH),
+                # and its own simulated NVML where it has one.
+                f"SetEnv PATH={path}" + self._nvml_env(node),
                 "",
             ]
         )
+
+    def _nvml_env(self, node: SimNode) -> str:
+        if self.nvml_library is None:
+            return ""
+        from bringup.sim.nvml import ENV_STATE
+
+        return f" LD_LIBRARY_PATH={self.nvml_library.parent} {ENV_STATE}={node.nvml_state}"
 
     def _spawn_sshd(self, node: SimNode) -> subprocess.Popen[bytes]:
         log = (node.dir / "sshd.log").open("ab")

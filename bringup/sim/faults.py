@@ -18,8 +18,23 @@ from bringup.sim.demo import fleet, topo_text
 from bringup.sim.netns import SimClusterError, nodes_memlock_bytes
 
 # The probes a simulated node runs for real unless told otherwise; the others are
-# answered from the node's recording (they need GPUs).
+# answered from the node's recording. With the simulated NVML the gpu probe runs for real
+# too (through the real pynvml); `nvidia-smi topo -m` and the kernel log are not NVML, so
+# topology and xid stay recorded.
 DEFAULT_LIVE = ("host", "nvme")
+NVML_LIVE = ("host", "nvme", "gpu", "telemetry")
+
+# Each planted fault as the simulated NVML shows it (bringup.sim.nvml faults, KIND[:GPU]
+# [=VALUE]); faults that live outside NVML (the topology matrix, the kernel log) have none.
+NVML_FAULTS: dict[str, tuple[str, ...]] = {
+    "healthy": (),
+    "missing_gpu": ("missing:7",),
+    "no_nvlink": ("nvlink-down:2=all",),
+    "node_pair": (),
+    "row_remap": ("remap-pending:3",),
+    "xid79": (),
+    "hw_slowdown": ("hw-slowdown:5=0",),
+}
 
 # Planted faults: name -> (index in bringup.sim.demo.fleet(), what the node shows).
 # "node_pair" is not in the demo fleet: it is built here from the healthy node.
@@ -109,3 +124,15 @@ def sim_profile() -> dict[str, object]:
 def recorded_probes() -> set[str]:
     """The probes a simulated node can answer from its recording (those of the demo)."""
     return set(_demo_nodes()["healthy"].probes)
+
+
+def nvml_state(fault: str) -> dict[str, object]:
+    """The simulated NVML state of a node with `fault`: the demo's eight B300 GPUs."""
+    from bringup.sim import nvml
+
+    if fault not in NVML_FAULTS:
+        raise SimClusterError(f"unknown fault {fault!r}; known: {', '.join(NVML_FAULTS)}")
+    state = nvml.state_from_profile("b300")
+    for spec in NVML_FAULTS[fault]:
+        state = nvml.apply_fault(state, spec)
+    return dict(state)

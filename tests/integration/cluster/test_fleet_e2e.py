@@ -5,6 +5,7 @@ node's findings are complete."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -102,8 +103,15 @@ def test_eight_nodes_show_the_planted_faults_and_only_them(make_cluster, tmp_pat
         assert set(run.statuses(name)) == _all_checks(QUICK), name  # every check judged
         assert run.statuses(name)["node.reachable"] == "PASS"
     # The run directory has every node's facts, the live host probe among them.
-    facts = sorted(p.stem for p in (Path(run.doc["run_dir"]) / "facts").glob("*.json"))
+    facts_dir = Path(run.doc["run_dir"]) / "facts"
+    facts = sorted(p.stem for p in facts_dir.glob("*.json"))
     assert facts == cluster.names
+    # Every node's GPUs were read through NVML (its own simulated libnvidia-ml.so.1 and the
+    # real pynvml), not answered from a recording.
+    assert cluster.nvml_library is not None, cluster.nvml_why_not
+    for name in cluster.names:
+        gpu = json.loads((facts_dir / f"{name}.json").read_text())["probes"]["gpu"]
+        assert gpu["facts"]["source"] == "nvml" and "replayed" not in gpu["params"], name
 
 
 @needs_cluster
