@@ -217,7 +217,8 @@ def _fp8_accumulation(torch: Any) -> str:
         parameters = inspect.signature(torch._scaled_mm).parameters
     except (TypeError, ValueError):  # a builtin without a signature: the documented one
         return "fast"
-    return "fast" if "use_fast_accum" in parameters else "full"
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return "fast" if "use_fast_accum" in parameters or takes_any else "full"
 
 
 class _Timer:

@@ -80,3 +80,43 @@ def test_diagnose_watch_on_cpu_is_an_error_finding(tmp_path: Path) -> None:
     (f,) = json.loads(result.stdout)["findings"]
     assert (f["check"], f["status"]) == ("telemetry.diagnosis", "ERROR")
     assert f["message"].startswith("no NVIDIA driver found (")
+
+
+def test_an_fp8_failure_keeps_the_bf16_figures_and_the_sustained_phase(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A torch build without the FP8 kernels: _scaled_mm raises. Before, the exception
+    replaced the GPU's whole result and aborted the barrier of the sustained phase."""
+    from bringup.node.probes import gemm
+
+    def no_fp8_kernels(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("_scaled_mm is not supported on this build")
+
+    monkeypatch.setattr(gemm, "_has_fp8", lambda torch, device, index: True)
+    monkeypatch.setattr(torch, "_scaled_mm", no_fp8_kernels)
+    params = Params(m_sizes=[32], nk=64, warmup=1, iterations=2, sustain_s=0.2)
+    (cpu,) = collect(params).facts.gpus
+    assert cpu.error is None
+    assert cpu.fp8_error == "RuntimeError: _scaled_mm is not supported on this build"
+    assert cpu.bf16_flops_per_s and cpu.sustained_bf16_flops_per_s
+    assert (cpu.fp8_flops_per_s, cpu.fp8_accumulation) == (None, None)
+
+
+def test_fp8_is_timed_with_fast_accumulation_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FP8 figures are compared with datasheet-style ones, reached with fast accumulation:
+    the probe asks for it where torch._scaled_mm takes it, and records which it timed."""
+    from bringup.node.probes import gemm
+
+    seen: list[dict[str, object]] = []
+    real = torch._scaled_mm
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gemm, "_has_fp8", lambda torch, device, index: True)
+    monkeypatch.setattr(torch, "_scaled_mm", recording)
+    (cpu,) = collect(Params(m_sizes=[32], nk=64, warmup=1, iterations=2, sustain_s=0)).facts.gpus
+    assert cpu.fp8_error is None and cpu.fp8_flops_per_s
+    assert all(call.get("use_fast_accum") is True for call in seen) and seen
+    assert cpu.fp8_accumulation == "fast"
