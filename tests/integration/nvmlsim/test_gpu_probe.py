@@ -161,3 +161,48 @@ def test_diagnose_names_gpu5_hw_thermal_on_both_driver_branches(
     share = float(message.split("HW thermal slowdown ")[1].split("%")[0])
     assert 60 <= share <= 80  # on from 3 s of 10 s: about 70%
     assert not [f for f in findings if f["status"] == "FAIL" and "GPU 5" not in f["message"]]
+
+
+def _check_local(library: Path, state: dict[str, Any], profile: str, tmp_path: Path) -> dict:
+    """`bringup check --local --suite quick` on this machine, its NVML the simulated one."""
+    env = library_env(library, write_nvml_state(state, tmp_path / "state.json"))
+    env["PYTHONPATH"] = str(REPO)
+    argv = [sys.executable, "-m", "bringup.cli", "check", "--local", "--suite", "quick"]
+    argv += ["--profile", profile, "--out", str(tmp_path / "run"), "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return {f["check"]: f for f in json.loads(proc.stdout)["findings"] if f["check"][:4] == "gpu."}
+
+
+def test_check_local_judges_every_gpu_check_of_the_h200_capture(
+    nvml_library: Path, tmp_path: Path
+) -> None:
+    gpu = _check_local(
+        nvml_library, state_from_capture(SMI / "ugpuexp-h200-q-load.txt"), "h200", tmp_path
+    )
+    assert len(gpu) == 12 and not [c for c, f in gpu.items() if f["status"] == "ERROR"]
+    # What the capture shows, judged: one GPU (the capture is of one), its model and memory,
+    # power limit, temperatures and ECC mode.
+    assert gpu["gpu.count"]["message"] == "1 GPUs, expected 8"
+    assert gpu["gpu.model"]["message"] == "1/1 GPUs: NVIDIA H200, >= 142333 MiB"
+    assert gpu["gpu.power"]["message"] == "1/1 GPUs: power limit >= 700 W, not lowered"
+    assert (
+        gpu["gpu.thermal"]["status"] == "PASS" and "GPU 0 at 52 C" in gpu["gpu.thermal"]["message"]
+    )
+    assert gpu["gpu.ecc"]["message"] == "1/1 GPUs: ECC enabled, no uncorrected errors"
+
+
+def test_check_local_names_a_lost_gpu_and_a_fabric_in_progress(
+    nvml_library: Path, tmp_path: Path
+) -> None:
+    state = apply_fault(state_from_profile("b300"), "lost:1")
+    state = apply_fault(state, "fabric:3=in_progress")
+    gpu = _check_local(nvml_library, state, "b300", tmp_path)
+    assert gpu["gpu.count"]["status"] == "FAIL"
+    assert gpu["gpu.count"]["message"] == (
+        "GPU 1: NVML: GPU is lost (7 of 8 GPUs readable, expected 8)"
+    )
+    assert gpu["gpu.fabric"]["status"] == "FAIL"
+    assert gpu["gpu.fabric"]["message"] == "GPU 3: fabric state in_progress, status success"
+    others = {c: f["status"] for c, f in gpu.items() if c not in ("gpu.count", "gpu.fabric")}
+    assert set(others.values()) == {"PASS"}, others  # the other seven GPUs judged healthy
