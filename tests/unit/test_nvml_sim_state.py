@@ -21,7 +21,8 @@ from bringup.sim.nvml import (
     write_state,
 )
 from bringup.sim.nvml.branches import BRANCHES, branch_for_major
-from bringup.sim.nvml.state import ENTRY_POINTS, reasons_mask, switch_at, value_at
+from bringup.sim.nvml.captures import reasons_mask
+from bringup.sim.nvml.state import ENTRY_POINTS, switch_at, value_at
 
 SMI = Path(__file__).parent.parent / "fixtures" / "smi"
 H200 = SMI / "ugpuexp-h200-q-load.txt"

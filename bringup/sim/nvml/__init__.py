@@ -13,21 +13,23 @@ profile, with faults on top and values that change with time:
     env = nvmlsim.library_env(library, state_path)               # for a child process
 
 nvml_sim.c is the library (what it implements, how time works, how to add an entry point);
-state.py the schema; faults.py the faults; branches.py the field ids of each driver branch;
-build.py the compile.
+state.py the schema; captures.py states from captures and profiles; faults.py the faults;
+branches.py the field ids of each driver branch; build.py the compile.
 """
 
 from bringup.sim.nvml.build import build_library, find_header, installed_headers, library_env
+from bringup.sim.nvml.captures import (
+    PROFILES,
+    state_from_capture,
+    state_from_facts,
+    state_from_profile,
+)
 from bringup.sim.nvml.faults import apply_fault, parse_fault
 from bringup.sim.nvml.state import (
     ENTRY_POINTS,
     ENV_STATE,
-    PROFILES,
     NvmlSimError,
     check_state,
-    state_from_capture,
-    state_from_facts,
-    state_from_profile,
     write_state,
 )
 
