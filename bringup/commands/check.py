@@ -118,9 +118,9 @@ def _judge_recorded(
 
     prof = load_profile(profile_name)
     if demo:
-        from bringup.sim.demo import fleet
+        from bringup.sim.demo import demo_nodes
 
-        nodes = fleet()
+        nodes = demo_nodes()
     else:
         assert replay is not None
         nodes = load_facts(replay)

@@ -251,7 +251,7 @@ def _hw_slowdown(demo: DemoNode) -> None:
     demo.gpu.gpus[5].sm_clock_hz = 1_050_000_000
 
 
-def fleet() -> list[NodeFacts]:
+def demo_nodes() -> list[NodeFacts]:
     """The six demo nodes, healthy first."""
     return [
         _node("b300-node01"),

@@ -14,7 +14,7 @@ import yaml
 
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.node.probes.topology import parse_topo
-from bringup.sim.demo import fleet, topo_text
+from bringup.sim.demo import demo_nodes, topo_text
 from bringup.sim.netns import SimClusterError, nodes_memlock_bytes
 
 # The probes a simulated node runs for real unless told otherwise; the others are
@@ -36,7 +36,7 @@ NVML_FAULTS: dict[str, tuple[str, ...]] = {
     "hw_slowdown": ("hw-slowdown:5=0",),
 }
 
-# Planted faults: name -> (index in bringup.sim.demo.fleet(), what the node shows).
+# Planted faults: name -> (index in bringup.sim.demo.demo_nodes(), what the node shows).
 # "node_pair" is not in the demo fleet: it is built here from the healthy node.
 FAULTS: dict[str, str] = {
     "healthy": "a healthy B300 node",
@@ -62,7 +62,7 @@ _DEMO_INDEX = {
 
 @cache
 def _demo_nodes() -> dict[str, NodeFacts]:
-    demo = fleet()
+    demo = demo_nodes()
     nodes = {fault: demo[index] for fault, index in _DEMO_INDEX.items()}
     nodes["node_pair"] = _with_node_pair(demo[0])
     return nodes

@@ -16,7 +16,7 @@ from bringup.node.gpu_facts import CLOCK_EVENT_REASONS, Gpu, GpuFacts
 from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError
-from bringup.sim.demo import fleet
+from bringup.sim.demo import demo_nodes
 from bringup.sim.nvml import branches
 from bringup.sim.nvml.state import (
     _RETURN_TEXTS,
@@ -77,7 +77,7 @@ def state_from_capture(path: Path | str, driver: str | None = None) -> State:
 
 
 def _b300() -> GpuFacts:
-    healthy = fleet()[0]  # the demo fleet lists its healthy node first
+    healthy = demo_nodes()[0]  # the demo fleet lists its healthy node first
     return decode(healthy.probes["gpu"])
 
 

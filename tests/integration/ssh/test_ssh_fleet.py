@@ -21,7 +21,7 @@ import pytest
 from bringup.fleet import ssh
 from bringup.fleet.inventory import Host
 from bringup.fleet.node_code import build_node_code
-from bringup.sim.demo import fleet as demo_fleet
+from bringup.sim.demo import demo_nodes
 from tests.support.cli import run_cli
 from tests.support.sshd import LocalSshd, free_port, sshd_unavailable
 
@@ -44,7 +44,7 @@ probes:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The tiny suite and two recordings from the demo fleet (healthy, row remap pending)."""
     root = tmp_path_factory.mktemp("files")
-    demo = demo_fleet()
+    demo = demo_nodes()
     out = {"suite": root / "tiny.yaml"}
     out["suite"].write_text(SUITE)
     for key, index in (("healthy", 0), ("missing_gpu", 1), ("row_remap", 3)):
