@@ -150,16 +150,20 @@ def setup_for(request: Request, device: Device) -> Setup:
         checkpointing = train.gradient_checkpointing if train else False
     # GPUs train in bf16; a CPU in the recipe's precision, as its burn-in did.
     precision = "bf16" if device.kind == "gpu" else (train.dtype if train else "fp32")
+
+    def given(value: int | None, default: int) -> int:
+        return default if value is None else value
+
     try:
         return Setup(
             shape=request.model.shape,
             method=request.method,
             lora=request.model.lora,
-            seq_len=request.seq_len or (train.seq_len if train else DEFAULT_SEQ_LEN),
-            micro_batch=request.micro_batch or (train.micro_batch if train else 1),
+            seq_len=given(request.seq_len, train.seq_len if train else DEFAULT_SEQ_LEN),
+            micro_batch=given(request.micro_batch, train.micro_batch if train else 1),
             gradient_checkpointing=checkpointing,
             zero_stage=request.zero_stage,
-            gpus=request.gpus or device.per_node,
+            gpus=given(request.gpus, device.per_node),
             precision=precision,
         )
     except ValueError as exc:
