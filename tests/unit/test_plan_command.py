@@ -35,24 +35,49 @@ def one_line(args: list[str | Path]) -> str:
     [
         (["--model", "llama-9b", "--method", "lora", "--gpu", "b300"], "unknown model 'llama-9b'"),
         (["--model", "tiny", "--method", "dpo", "--gpu", "b300"], "--method 'dpo': choose full"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--tokens", "-5"],
-         "--tokens -5: must be positive"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--tokens", "lots"],
-         "--tokens 'lots': not a number"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--samples", "10"],
-         "--samples and --avg-tokens go together"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--tokens", "1B",
-          "--epochs", "2"], "give --tokens or --samples/--avg-tokens/--epochs, not both"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--zero", "4"],
-         "--zero 4: ZeRO stage must be 0, 1, 2 or 3"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--gpus", "0"],
-         "--gpus 0: must be positive"),
+        (
+            ["--model", "tiny", "--method", "lora", "--gpu", "b300", "--tokens", "-5"],
+            "--tokens -5: must be positive",
+        ),
+        (
+            ["--model", "tiny", "--method", "lora", "--gpu", "b300", "--tokens", "lots"],
+            "--tokens 'lots': not a number",
+        ),
+        (
+            ["--model", "tiny", "--method", "lora", "--gpu", "b300", "--samples", "10"],
+            "--samples and --avg-tokens go together",
+        ),
+        (
+            [
+                "--model",
+                "tiny",
+                "--method",
+                "lora",
+                "--gpu",
+                "b300",
+                "--tokens",
+                "1B",
+                "--epochs",
+                "2",
+            ],
+            "give --tokens or --samples/--avg-tokens/--epochs, not both",
+        ),
+        (
+            ["--model", "tiny", "--method", "lora", "--gpu", "b300", "--zero", "4"],
+            "--zero 4: ZeRO stage must be 0, 1, 2 or 3",
+        ),
+        (
+            ["--model", "tiny", "--method", "lora", "--gpu", "b300", "--gpus", "0"],
+            "--gpus 0: must be positive",
+        ),
         (["--model", "tiny", "--method", "lora", "--gpu", "b900"], "unknown profile 'b900'"),
         (["--model", "tiny", "--method", "lora"], "say which GPU: --gpu NAME"),
-        (["--model", "tiny", "--method", "lora", "--gpu", "b300", "--price-per-gpu-hour", "-1"],
-         "must not be negative"),
+        (
+            ["--model", "tiny", "--method", "lora", "--gpu", "b300", "--price-per-gpu-hour", "-1"],
+            "must not be negative",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     assert message in one_line(args)
 
@@ -94,8 +119,18 @@ def test_70b_lora_on_b300_table(tmp_path: Path) -> None:
 
 
 def test_json_is_one_document_with_the_ratios(tiny_baseline: Path) -> None:
-    result = invoke("plan", "--model", "tiny", "--method", "lora", "--baseline", tiny_baseline,
-                    "--tokens", "1M", "--json")  # fmt: skip
+    result = invoke(
+        "plan",
+        "--model",
+        "tiny",
+        "--method",
+        "lora",
+        "--baseline",
+        tiny_baseline,
+        "--tokens",
+        "1M",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["device"]["name"] == "cpu" and doc["setup"]["gpus"] == 2
@@ -110,8 +145,20 @@ def test_json_is_one_document_with_the_ratios(tiny_baseline: Path) -> None:
 
 
 def test_what_would_make_it_fit_is_shown() -> None:
-    result = invoke("plan", "--model", "llama-70b-lora", "--method", "full", "--gpu", "h100",
-                    "--gpus", "1", "--micro-batch", "4", "--no-gradient-checkpointing")  # fmt: skip
+    result = invoke(
+        "plan",
+        "--model",
+        "llama-70b-lora",
+        "--method",
+        "full",
+        "--gpu",
+        "h100",
+        "--gpus",
+        "1",
+        "--micro-batch",
+        "4",
+        "--no-gradient-checkpointing",
+    )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "verdict: does not fit" in text
