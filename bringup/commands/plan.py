@@ -240,8 +240,10 @@ def acceptance_run(
 # --- the plan on a terminal --------------------------------------------------------------
 
 
-def _gb(n: float | None) -> str:
-    return "–" if n is None else f"{n / 1e9:,.2f}"
+def _size(n: float | None, unit: str) -> str:
+    if n is None:
+        return "–"
+    return f"{n / (1e9 if unit == 'GB' else 1e6):,.2f}"
 
 
 def _duration(seconds: float | None) -> str:
@@ -256,13 +258,6 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.3g} days"
 
 
-def _count(n: float) -> str:
-    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.3g}"
-
-
 def _verdict(fits: bool | None) -> str:
     return {True: "[green]fits[/]", False: "[bold red]does not fit[/]", None: "not judged"}[fits]
 
@@ -272,93 +267,33 @@ def _money(amount: float | None) -> str:
 
 
 def show(plan: Plan) -> None:
-    from rich import box
-    from rich.table import Table
-
+    """The plan for people: what runs where, memory, GPU counts, options, time, cost, checks."""
     from bringup.node.burnin import flops
+    from bringup.planning.models import count_text
 
-    s, d, mem, t = plan.setup, plan.device, plan.memory, plan.timing
-    params = flops.parameter_counts(s.shape).total
+    s, d = plan.setup, plan.device
+    gpu = "GPU" if d.kind == "gpu" else "rank"
     what = {"full": "full fine-tune", "lora": f"LoRA r={s.lora.r}", "qlora": f"QLoRA r={s.lora.r}"}
     where = f"{s.gpus} × {d.name}" + (f" ({d.model})" if d.model != d.name else "")
     where += f", ZeRO-{s.zero_stage}" + (f", {plan.nodes} nodes" if plan.nodes > 1 else "")
     out.print(f"[bold]plan[/] — {plan.model.name}: {what[s.method]} on {where}", highlight=False)
-    adapters = (
-        ""
-        if s.method == "full"
-        else f", adapters {_count(flops.adapter_parameters(s.shape, s.lora))}"
-    )
+    params = f"{count_text(flops.parameter_counts(s.shape).total)} parameters"
+    if s.method != "full":
+        params += f", adapters {count_text(flops.adapter_parameters(s.shape, s.lora))}"
+    out.print(f"model: {params} — {plan.model.origin}", highlight=False)
+    checkpointing = "on" if s.gradient_checkpointing else "off"
     out.print(
-        f"model: {_count(params)} parameters{adapters} — {plan.model.origin}", highlight=False
-    )
-    out.print(
-        f"job: sequence {s.seq_len} × micro-batch {s.micro_batch}, gradient checkpointing "
-        f"{'on' if s.gradient_checkpointing else 'off'}, {s.precision}",
+        f"job: sequence {s.seq_len} × micro-batch {s.micro_batch} per {gpu}, "
+        f"gradient checkpointing {checkpointing}, {s.precision}",
         highlight=False,
     )
-
-    table = Table(title="Memory per GPU", box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("consumer")
-    table.add_column("GB", justify="right")
-    for consumer in mem.consumers:
-        table.add_row(f"[bold]{consumer.name}[/]", f"[bold]{_gb(consumer.bytes)}[/]")
-        for p in consumer.parts:
-            table.add_row(f"  [dim]{p.what}[/]", f"[dim]{_gb(p.bytes)}[/]")
-    table.add_row("[bold]allocated[/] (the four above)", f"[bold]{_gb(mem.allocated)}[/]")
-    if mem.runtime_bytes:
-        table.add_row("the process itself (CPU resident set)", _gb(mem.runtime_bytes))
-    f = plan.fit
-    if f.capacity_bytes is not None:
-        table.add_row("reserve: CUDA context, NCCL, fragmentation", _gb(f.reserve_bytes))
-        table.add_row(f"capacity: {d.name} memory per GPU (profile floor)", _gb(f.capacity_bytes))
-    out.print(table)
-    if f.headroom_bytes is not None and f.capacity_bytes:
-        share = f.headroom_bytes / f.capacity_bytes
-        out.print(
-            f"verdict: {_verdict(f.fits)}, headroom {_gb(f.headroom_bytes)} GB ({share:.0%})",
-            highlight=False,
-        )
-    else:
-        out.print(f"verdict: {_verdict(f.fits)}", highlight=False)
-
-    out.print(_options_table(f"By GPU count (ZeRO-{s.zero_stage})", plan.by_gpus, gpus_only=True))
+    unit = "GB" if max(plan.memory.peak, plan.fit.capacity_bytes or 0) >= 1e9 else "MB"
+    _show_memory(plan, unit, gpu)
+    out.print(_options_table(f"By {gpu} count (ZeRO-{s.zero_stage})", plan.by_gpus, unit, gpu))
     if plan.options:
-        out.print(_options_table("What would make it fit", plan.options, gpus_only=False))
-
-    out.print("[bold]Time[/]")
-    e = plan.efficiency
-    mfu = f"MFU {plan.mfu:.1%}" if plan.mfu is not None else "MFU –"
-    out.print(f"  rate: {mfu} — {e.label}", highlight=False)
-    out.print(
-        f"  FLOPs per token: {t.model_flops_per_token:.4g} model, "
-        f"{t.hardware_flops_per_token:.4g} executed",
-        highlight=False,
-    )
-    if t.tokens_per_s_per_gpu:
-        out.print(
-            f"  {t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, "
-            f"{t.tokens_per_s_per_gpu * s.gpus:,.0f} in all; "
-            f"{_duration(t.seconds_per_billion_tokens)} per billion tokens",
-            highlight=False,
-        )
-    if t.tokens is not None:
-        out.print(
-            f"  {_count(t.tokens)} tokens: [bold]{_duration(t.seconds)}[/] "
-            f"({plan.cost.gpu_hours or 0:,.1f} GPU-hours)",
-            highlight=False,
-        )
-    comm = plan.communication
-    if comm is not None:
-        bw = f"{comm.busbw_gb_s:g} GB/s" if comm.busbw_gb_s else "no figure"
-        line = f"  NCCL: {bw} — {comm.source}"
-        if comm.seconds is not None and comm.compute_seconds is not None:
-            line += (
-                f"; ZeRO moves {comm.bus_bytes / 1e9:.3g} GB per micro-batch: "
-                f"{comm.seconds:.3g} s against {comm.compute_seconds:.3g} s of compute"
-            )
-        out.print(line, highlight=False)
-
-    _show_cost(plan)
+        out.print(_options_table("What would make it fit", plan.options, unit, gpu))
+    _show_time(plan, gpu)
+    _show_cost(plan, gpu)
     _show_checks(plan)
     if plan.notes:
         out.print("[bold]Notes[/]")
@@ -366,34 +301,109 @@ def show(plan: Plan) -> None:
             out.print(f"  - {note}", highlight=False)
 
 
-def _options_table(title: str, options: tuple[Option, ...], gpus_only: bool) -> object:
+def _show_memory(plan: Plan, unit: str, gpu: str) -> None:
     from rich import box
     from rich.table import Table
 
+    mem, f = plan.memory, plan.fit
+    table = Table(title=f"Memory per {gpu}", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("consumer")
+    table.add_column(unit, justify="right")
+    for consumer in mem.consumers:
+        table.add_row(f"[bold]{consumer.name}[/]", f"[bold]{_size(consumer.bytes, unit)}[/]")
+        for p in consumer.parts:
+            table.add_row(f"  [dim]{p.what}[/]", f"[dim]{_size(p.bytes, unit)}[/]")
+    table.add_row("[bold]allocated[/] (the four above)", f"[bold]{_size(mem.allocated, unit)}[/]")
+    if mem.runtime_bytes:
+        table.add_row("the process itself (its resident set)", _size(mem.runtime_bytes, unit))
+        table.add_row("[bold]peak[/]", f"[bold]{_size(mem.peak, unit)}[/]")
+    if f.capacity_bytes is not None:
+        table.add_row("reserve: CUDA context, NCCL, fragmentation", _size(f.reserve_bytes, unit))
+        capacity = f"capacity: {plan.device.name} memory per GPU (profile floor)"
+        table.add_row(capacity, _size(f.capacity_bytes, unit))
+    out.print(table)
+    verdict = f"verdict: {_verdict(f.fits)}"
+    if f.headroom_bytes is not None and f.capacity_bytes:
+        share = f.headroom_bytes / f.capacity_bytes
+        verdict += f", headroom {_size(f.headroom_bytes, unit)} {unit} ({share:.0%})"
+    out.print(verdict, highlight=False)
+
+
+def _options_table(title: str, options: tuple[Option, ...], unit: str, gpu: str) -> object:
+    from rich import box
+    from rich.table import Table
+
+    by_count = title.startswith("By ")
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("GPUs" if gpus_only else "change")
-    table.add_column("GB per GPU", justify="right")
-    table.add_column("headroom GB", justify="right")
+    table.add_column(f"{gpu}s" if by_count else "change")
+    table.add_column(f"{unit} per {gpu}", justify="right")
+    table.add_column(f"headroom {unit}", justify="right")
     table.add_column("verdict")
     for o in options:
-        first = str(o.setup.gpus) if gpus_only else o.change
-        table.add_row(
-            first, _gb(o.fit.allocated_bytes), _gb(o.fit.headroom_bytes), _verdict(o.fit.fits)
-        )
+        f = o.fit
+        first = str(o.setup.gpus) if by_count else o.change
+        size, headroom = _size(f.allocated_bytes, unit), _size(f.headroom_bytes, unit)
+        table.add_row(first, size, headroom, _verdict(f.fits))
     return table
 
 
-def _show_cost(plan: Plan) -> None:
+def _show_time(plan: Plan, gpu: str) -> None:
+    from bringup.planning.models import count_text
+
+    s, t, e = plan.setup, plan.timing, plan.efficiency
+    out.print("[bold]Time[/]")
+    rate = "no FLOP rate"
+    if e.hardware_flops_per_s:
+        model_rate = e.hardware_flops_per_s * t.model_flops_per_token / t.hardware_flops_per_token
+        rate = f"{model_rate / 1e12:.4g} TFLOP/s model per {gpu}"
+    if plan.mfu is not None:
+        rate += f", MFU {plan.mfu:.1%}"
+    out.print(f"  rate: {rate} — {e.label}", highlight=False)
+    out.print(
+        f"  FLOPs per token: {t.model_flops_per_token:.4g} model, "
+        f"{t.hardware_flops_per_token:.4g} executed",
+        highlight=False,
+    )
+    if t.tokens_per_s_per_gpu:
+        out.print(
+            f"  {t.tokens_per_s_per_gpu:,.0f} tokens/s per {gpu}, "
+            f"{t.tokens_per_s_per_gpu * s.gpus:,.0f} in all; "
+            f"{_duration(t.seconds_per_billion_tokens)} per billion tokens",
+            highlight=False,
+        )
+    if t.tokens is not None:
+        out.print(
+            f"  {count_text(t.tokens)} tokens: [bold]{_duration(t.seconds)}[/] "
+            f"({plan.cost.gpu_hours or 0:,.1f} {gpu}-hours)",
+            highlight=False,
+        )
+    comm = plan.communication
+    if comm is not None:
+        bandwidth = f"{comm.busbw_gb_s:g} GB/s" if comm.busbw_gb_s else "no figure"
+        line = f"  NCCL: {bandwidth} — {comm.source}"
+        if comm.seconds is not None and comm.compute_seconds is not None:
+            line += (
+                f"; ZeRO moves {comm.bus_bytes / 1e9:.3g} GB per micro-batch: "
+                f"{comm.seconds:.3g} s against {comm.compute_seconds:.3g} s of compute"
+            )
+        out.print(line, highlight=False)
+
+
+def _show_cost(plan: Plan, gpu: str) -> None:
     c, a = plan.cost, plan.acceptance
     out.print("[bold]Cost[/]")
-    price = f" × {c.price_per_gpu_hour:g} per GPU-hour" if c.price_per_gpu_hour is not None else ""
+    price = ""
+    if c.price_per_gpu_hour is not None:
+        price = f" × {c.price_per_gpu_hour:g} per {gpu}-hour"
     if c.gpu_hours is not None:
         out.print(
-            f"  the job: {c.gpu_hours:,.1f} GPU-hours{price} = {_money(c.amount)}", highlight=False
+            f"  the job: {c.gpu_hours:,.1f} {gpu}-hours{price} = {_money(c.amount)}",
+            highlight=False,
         )
     elif c.gpu_hours_per_billion_tokens is not None:
         out.print(
-            f"  {c.gpu_hours_per_billion_tokens:,.1f} GPU-hours per billion tokens (give --tokens)",
+            f"  {c.gpu_hours_per_billion_tokens:,.1f} {gpu}-hours per billion tokens "
+            "(give --tokens for the job)",
             highlight=False,
         )
     if a is not None and c.acceptance_gpu_hours is not None:
@@ -409,9 +419,8 @@ def _show_cost(plan: Plan) -> None:
 
 def _show_checks(plan: Plan) -> None:
     for check in plan.checks:
-        out.print(
-            f"[bold]Check against reality[/] — {check.recipe} ({check.baseline})", highlight=False
-        )
+        title = f"[bold]Check against reality[/] — {check.recipe} ({check.baseline})"
+        out.print(title, highlight=False)
         if check.problem:
             out.print(f"  not checked: {check.problem}", highlight=False)
         for r in check.ratios:

@@ -154,3 +154,11 @@ def _missing(data: dict) -> list[str]:
         for key in REQUIRED
         if not isinstance(data.get(key), int) or isinstance(data.get(key), bool)
     ]
+
+
+def count_text(n: float) -> str:
+    """A count as people read it: 70.6 B, 414 M, 140 k."""
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.3g}"

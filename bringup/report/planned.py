@@ -16,6 +16,7 @@ from bringup import baseline as baselines
 from bringup import recipe as recipes
 from bringup.node.burnin import flops
 from bringup.planning.memory import device_of
+from bringup.planning.models import count_text
 from bringup.planning.plan import REPORT_TOKENS, for_baseline
 from bringup.planning.throughput import Measured
 from bringup.profile import Profile
@@ -86,7 +87,7 @@ def plan_section(run_path: Path, profile: Profile | None) -> PlanSection | None:
             PlanLine(
                 node=node.node,
                 recipe=base.recipe,
-                job=f"{_count(params)} parameters, LoRA r={s.lora.r}, "
+                job=f"{count_text(params)} parameters, LoRA r={s.lora.r}, "
                 f"{s.gpus} × {plan.device.name}, ZeRO-{s.zero_stage}",
                 tokens=REPORT_TOKENS,
                 hours=plan.timing.hours,
@@ -100,10 +101,3 @@ def plan_section(run_path: Path, profile: Profile | None) -> PlanSection | None:
             )
         )
     return section
-
-
-def _count(n: int) -> str:
-    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return str(n)
