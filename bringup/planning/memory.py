@@ -45,7 +45,7 @@ NF4_BITS = 4.127  # QLoRA: 4-bit NF4 + 0.127 bits of double-quantized block cons
 REDUCE_BUCKET_ELEMENTS = 500_000_000
 # What a GPU holds beyond the allocator's tensors: CUDA context, cuBLAS workspaces, NCCL
 # buffers, and the caching allocator's fragmentation. bringup policy
-# (docs/reference.md#bringup-policy): the verdict keeps this much free.
+# (docs/reference.md#plan-assumptions): the verdict keeps this much free.
 RESERVE_FIXED_BYTES = 2 * GIB
 RESERVE_FRAGMENTATION = 0.10  # of the allocated bytes
 # On a CPU the burn-in's peak is the process's resident set: Python, torch, DeepSpeed,

@@ -5,7 +5,7 @@ The check against reality: for every baseline given, the plan of the baseline's 
 (shape, sequence length, micro-batch, checkpointing, ZeRO stage, ranks, precision) must
 give back what the burn-in measured: tokens/s and step time within 10% (the issue's
 tolerance), the memory peak within 25% (bringup policy: the allocator's caching and the
-runtime are coarser than FLOPs; docs/reference.md#bringup-policy). A ratio outside is
+runtime are coarser than FLOPs; docs/reference.md#plan-assumptions). A ratio outside is
 flagged, so the memory or FLOP model gets fixed rather than trusted.
 """
 

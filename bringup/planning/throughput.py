@@ -36,7 +36,8 @@ from bringup.planning.memory import (
 )
 
 # Last resort when nothing was measured: torchtitan reports 33-39% MFU for Llama 3 8B on
-# H100 (docs/reference.md#flops-and-mfu); 35% sits inside that range. bringup policy.
+# H100 (docs/reference.md#flops-and-mfu); 35% sits inside that range. bringup policy
+# (docs/reference.md#plan-assumptions).
 ASSUMED_MFU = 0.35
 
 
