@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bringup import baseline as baselines
 from bringup import profile
-from bringup import recipe as recipes
 from bringup.planning import memory as M
 from bringup.planning import models
 from bringup.planning import plan as P
 from bringup.planning.throughput import ASSUMED_MFU, Measured, bus_bytes
-from tests.support.planning import tiny_cpu_baseline
+from tests.support.planning import gpu_baseline, tiny_cpu_baseline
 
 B300 = M.device_of(profile.load("b300"))
 H200 = M.device_of(profile.load("h200"))
@@ -36,45 +34,6 @@ LLAMA2_CONFIG = {
     "tie_word_embeddings": False,
     "torch_dtype": "float16",
 }
-
-
-def gpu_baseline(recipe: str, device: str, mfu: float, hfu: float, ranks: int = 8) -> Measured:
-    """A GPU baseline with the given utilisation (what a burn-in on that GPU would write)."""
-    r = recipes.load(recipe)
-    peak = 989e12
-    node = baselines.NodeBaseline(
-        node="gpu01",
-        recipe=recipe,
-        device_kind="cuda",
-        device_name=device,
-        world_size=ranks,
-        steps_measured=100,
-        step_time_median_s=1.0,
-        step_time_p99_s=1.1,
-        step_time_rank_spread=0.01,
-        tokens_per_s_per_gpu=None,
-        model_flops_per_token=None,
-        hardware_flops_per_token=None,
-        model_flops_per_s_per_gpu=mfu * peak,
-        hardware_flops_per_s_per_gpu=hfu * peak,
-        peak_flops_per_s=peak,
-        peak_source="profile",
-        mfu=mfu,
-        hfu=hfu,
-        ceiling_flops_per_s=None,
-        ceiling_source=None,
-        mfu_vs_ceiling=None,
-        loss_curve=[],
-        loss_first=None,
-        loss_last=None,
-        peak_memory_bytes=[None] * ranks,
-        memory_kind="cuda_max_allocated",
-        checkpoint_save_s=None,
-        checkpoint_restore_s=None,
-        checkpoint_bit_identical=None,
-    )
-    base = baselines.build([node], recipe, "h200", "2026-01-01T00:00:00+00:00")
-    return Measured(f"runs/{recipe}", base, r)
 
 
 # --- model shapes --------------------------------------------------------------------------
