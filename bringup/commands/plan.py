@@ -214,7 +214,8 @@ def target_device(gpu: str | None, measured: list[Measured]) -> Device:
 def acceptance_run(
     model: PlannedModel, device: Device, measured: list[Measured]
 ) -> Acceptance | None:
-    """The acceptance suite's budget plus a burn-in: the one measured, else a recipe's."""
+    """The acceptance suite's budget plus a burn-in: one measured on this GPU, else a
+    recipe's training minutes."""
     from bringup import recipe as recipes
     from bringup import suite
     from bringup.planning.plan import Acceptance
@@ -225,7 +226,7 @@ def acceptance_run(
         budget = suite.load(ACCEPTANCE_SUITE).budget_s
     except suite.SuiteError as exc:
         fail(str(exc))
-    timed = next((m for m in measured if m.duration_s is not None), None)
+    timed = next((m for m in measured if m.duration_s is not None and m.on(device)), None)
     if timed is not None and timed.duration_s is not None:
         source = f"the burn-in of {timed.origin} took {_duration(timed.duration_s)}"
         return Acceptance(ACCEPTANCE_SUITE, budget, timed.duration_s, source)

@@ -262,16 +262,15 @@ def _gradients(setup: Setup, device: Device) -> Consumer:
     parts = [Part(f"{what}, {grad_bytes * 8}-bit{shard}", round(trainable * grad_bytes / n))]
     if setup.zero_stage >= 1:
         # DeepSpeed allocates its reduction bucket whole on a GPU (stages 1-2 double it for
-        # overlap_comm); on a CPU only the pages a gradient was copied into are resident.
+        # overlap_comm; stage 1 stages the fp32 accumulator); on a CPU only the pages a
+        # gradient was copied into are resident.
         buffers = 1 if setup.zero_stage == 3 else 2
-        elements = (
-            REDUCE_BUCKET_ELEMENTS
-            if device.kind == "gpu"
-            else min(REDUCE_BUCKET_ELEMENTS, trainable)
-        )
-        parts.append(
-            Part(f"DeepSpeed reduction bucket ×{buffers}", elements * grad_bytes * buffers)
-        )
+        staged = 4 if setup.zero_stage == 1 else grad_bytes
+        elements = REDUCE_BUCKET_ELEMENTS
+        if device.kind == "cpu":
+            elements = min(REDUCE_BUCKET_ELEMENTS, trainable)
+        bucket = Part(f"DeepSpeed reduction bucket ×{buffers}", elements * staged * buffers)
+        parts.append(bucket)
     return Consumer("gradients", tuple(parts))
 
 

@@ -34,6 +34,7 @@ from bringup.planning.memory import (
     quantized_parameters,
     trainable_parameters,
 )
+from bringup.planning.models import count_text
 
 # Last resort when nothing was measured: torchtitan reports 33-39% MFU for Llama 3 8B on
 # H100 (docs/reference.md#flops-and-mfu); 35% sits inside that range. bringup policy
@@ -164,10 +165,8 @@ def choose(setup: Setup, device: Device, measured: list[Measured]) -> Efficiency
         if m.recipe is None:
             shown = f"{m.baseline.recipe} (its recipe does not load: shape unknown)"
         else:
-            params = flops.parameter_counts(m.recipe.model).total
-            shown = (
-                f"{m.baseline.recipe} ({params / 1e9:.3g} B parameters, plan {size / 1e9:.3g} B)"
-            )
+            params = count_text(flops.parameter_counts(m.recipe.model).total)
+            shown = f"{m.baseline.recipe} ({params} parameters, plan {count_text(size)})"
         label = f"nearest measured recipe: {shown} on {where} ({m.origin})"
         return Efficiency(rate, "nearest", label, m.origin)
     if device.peak_flops is None:

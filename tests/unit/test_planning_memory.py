@@ -115,6 +115,9 @@ def test_deepspeed_buffers_are_counted_apart() -> None:
     assert gathered == (202_383_360 + 202_383_360) * 2  # a layer outweighs the embedding
     two = M.memory(setup("full", zero_stage=2, gpus=8), B300)
     assert sum(p.bytes for p in two.gradients.parts if "bucket" in p.what) == 2 * 10**9
+    # stage 1 stages its reduction in an fp32 accumulator: 2 x 5e8 x 4 bytes
+    one = M.memory(setup("full", zero_stage=1, gpus=8), B300)
+    assert sum(p.bytes for p in one.gradients.parts if "bucket" in p.what) == 4 * 10**9
 
 
 def test_qlora_stores_the_projections_in_4_bits() -> None:
