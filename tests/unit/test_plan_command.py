@@ -10,7 +10,7 @@ import pytest
 
 from bringup import baseline as baselines
 from tests.support.cli import invoke
-from tests.support.planning import tiny_cpu_baseline
+from tests.support.planning import gpu_baseline, tiny_cpu_baseline
 
 
 @pytest.fixture
@@ -163,3 +163,43 @@ def test_what_would_make_it_fit_is_shown() -> None:
     text = " ".join(result.output.split())
     assert "verdict: does not fit" in text
     assert "What would make it fit" in text and "QLoRA (4-bit base)" in text
+
+
+def test_the_acceptance_cost_takes_the_baseline_runs_own_duration(tmp_path: Path) -> None:
+    measured = gpu_baseline("llama-8b-lora", "NVIDIA B300 SXM6 AC", mfu=0.4, hfu=0.4)
+    run = tmp_path / "burnin"
+    run.mkdir()
+    base = measured.baseline.model_copy(update={"profile": "b300"})
+    baselines.write(run / "baseline.json", base)
+    manifest = {
+        "command": "burnin",
+        "started_at": "2026-11-30T10:00:00+00:00",
+        "ended_at": "2026-11-30T10:25:00+00:00",
+        "status": "complete",
+    }
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    result = invoke(
+        "plan",
+        "--model",
+        "llama-8b-lora",
+        "--method",
+        "lora",
+        "--baseline",
+        run,
+        "--tokens",
+        "1B",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["device"]["name"] == "b300"  # the baseline's profile
+    assert doc["time"]["mfu_source"] == "measured"
+    # 1200 s suite budget + the run's 25 min, on 8 GPUs
+    assert doc["acceptance"]["burnin_s"] == 1500
+    assert doc["acceptance"]["burnin_source"] == f"the burn-in of {run} took 25 min"
+    assert doc["cost"]["acceptance_gpu_hours"] == pytest.approx((1200 + 1500) * 8 / 3600)
+
+
+def test_a_run_directory_without_a_baseline(tmp_path: Path) -> None:
+    line = one_line(["--model", "tiny", "--method", "lora", "--baseline", tmp_path])
+    assert line.endswith(f"cannot read {tmp_path}/baseline.json: No such file or directory")
