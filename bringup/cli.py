@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from bringup import __version__
-from bringup.commands import burnin, check, diagnose, exporter, nccl, provision, report, sim
+from bringup.commands import burnin, check, diagnose, exporter, nccl, plan, provision, report, sim
 
 app = typer.Typer(
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
@@ -41,6 +41,7 @@ app.command()(check.inspect)
 app.add_typer(check.profiles_app, name="profiles")
 app.command()(nccl.nccl)
 app.command()(burnin.burnin)
+app.command()(plan.plan)
 app.command()(diagnose.diagnose)
 app.command()(report.report)
 app.command()(exporter.exporter)

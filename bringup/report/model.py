@@ -20,6 +20,7 @@ from bringup.findings import Finding, Status, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
+from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rundata import RunData
 from bringup.report.statistics import MetricStats, check_medians, statistics_of
 
@@ -81,6 +82,7 @@ class Report(BaseModel):
     fleet: list[MetricStats]
     baseline: baseline_mod.Comparison | None = None
     findings: list[Finding]  # the run's and the report's, in report order
+    plan: PlanSection | None = None  # a burn-in run: what its baseline means for a fine-tune
 
 
 def build(
@@ -143,6 +145,7 @@ def build(
         fleet=fleet,
         baseline=comparison,
         findings=findings,
+        plan=plan_section(run.path, profile),
     )
 
 
