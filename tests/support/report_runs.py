@@ -20,10 +20,12 @@ from typing import Any
 from bringup import profile
 from bringup.checks.catalog import judge_node
 from bringup.facts import NodeFacts, ProbeRecord
+from bringup.findings import exit_code
 from bringup.node.parsers.dmon import parse_dmon
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
 from bringup.rundir import RunDir, load_facts
+from bringup.sim.demo import demo_nodes
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 
@@ -72,6 +74,29 @@ def write_run(demo: Path, out: Path, *mutations: Mutation, profile_name: str = "
             run.add_record(name, rec.model_dump())
         run.add_findings(judge_node(nodes[name], prof))
     run.finish("complete", 1)
+    return out
+
+
+def clean_run(
+    out: Path, suite: str | None = "quick", names: tuple[str, ...] = ("b300-node01", "b300-node07")
+) -> Path:
+    """A run that passes: the demo's healthy node01 under each name, judged, closed as the
+    CLI closes a run (its exit code from its findings). Every gap planted in it is the one
+    reason it is not accepted."""
+    healthy = next(n for n in demo_nodes() if n.node == "b300-node01")
+    prof = profile.load("b300")
+    run = RunDir.create(out, "check", "b300", suite)
+    run.manifest.started_at = STAMP
+    findings = []
+    for name in names:
+        node = healthy.model_copy(update={"node": name}, deep=True)
+        run.add_node(name)
+        for rec in node.probes.values():
+            run.add_record(name, rec.model_dump())
+        judged = judge_node(node, prof)
+        run.add_findings(judged)
+        findings += judged
+    run.finish("complete", exit_code(findings))
     return out
 
 
