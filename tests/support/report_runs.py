@@ -20,7 +20,7 @@ from typing import Any
 from bringup import profile
 from bringup.checks.catalog import judge_node
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.findings import exit_code
+from bringup.findings import Finding, Status, exit_code
 from bringup.node.parsers.dmon import parse_dmon
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
@@ -96,6 +96,47 @@ def clean_run(
         judged = judge_node(node, prof)
         run.add_findings(judged)
         findings += judged
+    run.finish("complete", exit_code(findings))
+    return out
+
+
+def hostile_run(out: Path, text: str) -> Path:
+    """A run of one node whose every reported string carries `text`: the node's name, GPU
+    name, serials, VBIOS, hostname, OS, kernel, CPU, an Xid line, an NVMe path and the
+    collective of an NCCL curve (so the plots draw it), judged by the real checks, plus one
+    finding with `text` in each of its text fields (a check need not echo all of them).
+
+    From the demo's node05 (it has an Xid line) and the recorded nccl-tests output.
+    """
+    base = next(n for n in demo_nodes() if n.node == "b300-node05")
+    name = f"node-{text}"
+    node = base.model_copy(update={"node": name}, deep=True)
+    facts = {probe: record.facts for probe, record in node.probes.items()}
+    assert all(f is not None for f in facts.values())
+    for gpu in facts["gpu"]["gpus"]:  # type: ignore[index]
+        gpu.update(name=f"NVIDIA {text}", serial=text, vbios_version=text)
+    facts["host"].update(hostname=text, os_release=text, kernel=text, cpu_model=text)  # type: ignore[union-attr]
+    facts["xid"]["xids"][0]["line"] = f"NVRM: Xid (PCI:0000:ba:00): 79, {text}"  # type: ignore[index]
+    facts["nvme"]["paths"][0]["path"] = f"/data/{text}"  # type: ignore[index]
+    nccl = dataclasses.replace(parse_nccl_tests(NCCL_LOG.read_text()), collective=text)
+    node.probes["nccl"] = record("nccl", nccl)
+    run = RunDir.create(out, "check", "b300", "acceptance")
+    run.manifest.started_at = STAMP
+    run.add_node(name)
+    for rec in node.probes.values():
+        run.add_record(name, rec.model_dump())
+    planted = Finding(
+        node=name,
+        check="gpu.name",
+        status=Status.FAIL,
+        message=f"GPU name {text}",
+        value=text,
+        expected=text,
+        unit=text,
+        action=f"replace {text}",
+    )
+    findings = [*judge_node(node, profile.load("b300")), planted]
+    run.add_findings(findings)
     run.finish("complete", exit_code(findings))
     return out
 
