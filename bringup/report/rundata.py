@@ -111,12 +111,14 @@ def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
         )
         return None, why, []
     try:
-        text = file.read_text(errors="replace")
+        text = file.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         return None, f"findings.jsonl unreadable ({exc.strerror or exc}): no verdict is known", []
     findings: list[Finding] = []
     unreadable: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,
+    # and str.splitlines would cut a line there.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

@@ -299,3 +299,17 @@ def test_a_run_that_did_not_complete_is_not_accepted(run: Path) -> None:
     report = report_of(run)
     assert gaps(report) == {("", "report.run", Status.ERROR)}
     assert_rejected_everywhere(report, "report.run", "the run did not complete")
+
+
+def test_a_line_separator_in_node_text_splits_no_findings_line(run: Path) -> None:
+    """JSON writes U+2028, U+2029 and U+0085 as they are (it escapes only C0 controls):
+    findings.jsonl is split on newlines alone, not on every line boundary Python knows,
+    or a node's odd character would read as a line cut short."""
+    odd = Finding(
+        node="b300-node01", check="gpu.name", status=Status.PASS, message="a\u2028b\x85c\u2029d"
+    )
+    with (run / "findings.jsonl").open("a") as out:
+        out.write(odd.model_dump_json() + "\n")
+    report = report_of(run)
+    assert gaps(report) == set()
+    assert any(f.message == odd.message for f in report.findings)
