@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,7 +21,7 @@ from rich.console import Console
 
 from bringup import profile
 from bringup.commands.report import build_report, verdict_lines
-from bringup.report import escape, junit, render
+from bringup.report import escape, junit, plots, render
 from bringup.report.model import Report
 from bringup.report.rundata import load
 from tests.support import FIXTURES
@@ -123,3 +124,13 @@ def test_escapes_one_by_one() -> None:
     assert escape.one_line(" a\n\n b\r ") == "a b"
     assert escape.markdown("a|b<c>&d[e]\\f\ng") == "a\\|b&lt;c&gt;&amp;d\\[e\\]\\\\f g"
     assert escape.xml("a\x00b\ud800c\ufffed\x1be\x85f") == "abcdef"
+
+
+def test_plots_draw_mathtext_and_long_names_as_text() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a label squeezing the axes to nothing warns
+        svg = plots.heatmap(
+            "t", ["$\\frac{$", "n" * 300], ["GPU 0"], [[1.0], [2.0]], "°C", higher_is_worse=True
+        )
+    assert ">$\\frac{$</text>" in svg
+    assert "n" * 39 + "…" in svg and "n" * 40 not in svg
