@@ -100,40 +100,64 @@ def clean_run(
     return out
 
 
-def hostile_run(out: Path, text: str) -> Path:
-    """A run of one node whose every reported string carries `text`: the node's name, GPU
-    name, serials, VBIOS, hostname, OS, kernel, CPU, an Xid line, an NVMe path and the
-    collective of an NCCL curve (so the plots draw it), judged by the real checks, plus one
-    finding with `text` in each of its text fields (a check need not echo all of them).
+# The node-reported strings hostile_run plants, each in its own place.
+HOSTILE_FIELDS = (
+    "node",
+    "gpu",
+    "serial",
+    "vbios",
+    "host",
+    "kernel",
+    "xid",
+    "path",
+    "collective",
+    "message",
+)
+
+
+def hostile_run(out: Path, text: str, **fields: str) -> Path:
+    """A run of one node whose every reported string carries `text` (or `fields[name]`,
+    for each name of HOSTILE_FIELDS given): the node's name, GPU name, serials, VBIOS,
+    host strings (hostname, OS, CPU), kernel, an Xid line, an NVMe path and the collective
+    of an NCCL curve (so the plots draw it), judged by the real checks, plus one finding
+    with the message in each of its text fields (a check need not echo all of them).
 
     From the demo's node05 (it has an Xid line) and the recorded nccl-tests output.
     """
+    said = {name: fields.get(name, text) for name in HOSTILE_FIELDS}
     base = next(n for n in demo_nodes() if n.node == "b300-node05")
-    name = f"node-{text}"
+    name = f"node-{said['node']}"
     node = base.model_copy(update={"node": name}, deep=True)
-    facts = {probe: record.facts for probe, record in node.probes.items()}
-    assert all(f is not None for f in facts.values())
-    for gpu in facts["gpu"]["gpus"]:  # type: ignore[index]
-        gpu.update(name=f"NVIDIA {text}", serial=text, vbios_version=text)
-    facts["host"].update(hostname=text, os_release=text, kernel=text, cpu_model=text)  # type: ignore[union-attr]
-    facts["xid"]["xids"][0]["line"] = f"NVRM: Xid (PCI:0000:ba:00): 79, {text}"  # type: ignore[index]
-    facts["nvme"]["paths"][0]["path"] = f"/data/{text}"  # type: ignore[index]
-    nccl = dataclasses.replace(parse_nccl_tests(NCCL_LOG.read_text()), collective=text)
+    facts: dict[str, Any] = {probe: record.facts for probe, record in node.probes.items()}
+    for gpu in facts["gpu"]["gpus"]:
+        gpu.update(name=f"NVIDIA {said['gpu']}", serial=said["serial"], vbios_version=said["vbios"])
+    facts["host"].update(
+        hostname=said["host"],
+        os_release=said["host"],
+        cpu_model=said["host"],
+        kernel=said["kernel"],
+    )
+    facts["xid"]["xids"][0]["line"] = f"NVRM: Xid (PCI:0000:ba:00): 79, {said['xid']}"
+    facts["nvme"]["paths"][0]["path"] = f"/data/{said['path']}"
+    nccl = dataclasses.replace(
+        parse_nccl_tests(NCCL_LOG.read_text()), collective=said["collective"]
+    )
     node.probes["nccl"] = record("nccl", nccl)
     run = RunDir.create(out, "check", "b300", "acceptance")
     run.manifest.started_at = STAMP
     run.add_node(name)
     for rec in node.probes.values():
         run.add_record(name, rec.model_dump())
+    message = said["message"]
     planted = Finding(
         node=name,
         check="gpu.name",
         status=Status.FAIL,
-        message=f"GPU name {text}",
-        value=text,
-        expected=text,
-        unit=text,
-        action=f"replace {text}",
+        message=f"GPU name {message}",
+        value=message,
+        expected=message,
+        unit=message,
+        action=f"replace {message}",
     )
     findings = [*judge_node(node, profile.load("b300")), planted]
     run.add_findings(findings)
