@@ -6,8 +6,8 @@ terminal escape, no markup, no broken document. HTML is escaped by Jinja2's auto
 the rest is here:
 
     printable(text)   control characters removed (ESC, BEL, NUL, CR, C1 codes, Unicode
-                      line separators, bidi overrides); newlines kept, a tab made a
-                      space: for consoles and plots
+                      line separators, bidi overrides, lone surrogates); newlines kept,
+                      a tab made a space: for consoles and plots
     one_line(text)    printable, on one line
     markdown(text)    one line, with `\\`, `&`, `<`, `>`, `|`, `[` and `]` escaped
     xml(text)         printable, and only the characters XML 1.0 allows
@@ -20,7 +20,8 @@ import re
 # C0 controls but tab and newline, DEL, the C1 controls (a terminal reads 0x9b as CSI),
 # the Unicode line separators, and the bidi controls that make text read otherwise than it is.
 _CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]"  # and lone surrogates: a path's undecodable bytes, no text anywhere
 )
 # What XML 1.0 forbids beyond that: lone surrogates and the non-characters U+FFFE/U+FFFF.
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")

@@ -122,6 +122,7 @@ def test_console_prints_node_text_literally() -> None:
 def test_escapes_one_by_one() -> None:
     assert escape.printable("a\x1b[31mb\tc\x00\x9bd\ne") == "a[31mb cd\ne"
     assert escape.one_line(" a\n\n b\r ") == "a b"
+    assert escape.printable("run\udcff\u2028x") == "runx"  # a path's undecodable byte
     assert escape.markdown("a|b<c>&d[e]\\f\ng") == "a\\|b&lt;c&gt;&amp;d\\[e\\]\\\\f g"
     assert escape.xml("a\x00b\ud800c\ufffed\x1be\x85f") == "abcdef"
 
