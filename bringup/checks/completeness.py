@@ -1,50 +1,74 @@
 """Whether a run directory holds all a verdict needs: what is missing is never a pass.
 
-The report reads run directories tolerantly (a crashed run still makes a report) and lists
-what it could not read; these are the verdicts on those lists: one ERROR `report.*` each.
-Pure: over the lines the reader wrote (bringup/report/rundata.py) and the manifest status.
+A run is accepted only when its manifest is readable, it has at least one node, every
+planned node x probe has a record or an explicit ERROR, and every findings line parses.
+The report reads run directories tolerantly (a crashed run still makes a report) and
+records what it could not read (bringup/report/rundata.py); these are the verdicts on that:
+one ERROR `report.*` finding per missing piece, naming it.
+
+    report.manifest   manifest.json missing or unreadable: the plan is unknown
+    report.nodes      no node at all: nothing was measured
+    report.findings   findings.jsonl missing, unreadable, lines that do not parse, or
+                      fewer verdicts than the run's own exit code says it had
+    report.run        the run did not complete
+    report.missing    one node's missing piece: no facts, a planned probe never recorded,
+                      no findings, an unmeasured probe whose ERRORs are gone
+    report.suite      WARN: the run's suite is not known, so completeness is judged against
+                      what the nodes recorded, not against a plan
+
+Pure: over what the reader found (`RunContents`, which RunData provides).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
 from bringup.checks import finding
+from bringup.checks.catalog import checks_for
+from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
+from bringup.rundir import Manifest
 
 
-def judge_completeness(
-    run_path: str,
-    unjudged: str | None,
-    status: str | None,
-    node_problems: dict[str, list[str]],
-) -> list[Finding]:
-    """ERRORs for a run never judged, a run that did not end, and each node's missing piece.
+class RunContents(Protocol):
+    """What a run directory held, as bringup/report/rundata.py read it."""
 
-    `unjudged`: why the run has no findings (None when it has them); `status`: the
-    manifest's (None without a manifest); `node_problems`: node -> what is missing there.
-    """
-    out: list[Finding] = []
-    if unjudged is not None:
-        out.append(
-            finding(
-                "report.findings",
-                Status.ERROR,
-                unjudged,
-                action=f"judge the recorded facts: `bringup check --replay {run_path}`",
-            )
-        )
-    if status is not None and status not in ("complete", "interrupted"):
-        # An interrupted run already carries its own `run` ERROR finding (cli.py).
-        out.append(
-            finding(
-                "report.run",
-                Status.ERROR,
-                f"the run did not complete (status {status!r}): probes after the "
-                "last recorded one did not run",
-                action="rerun (`bringup check --resume RUN_DIR` where available)",
-            )
-        )
-    for node, lines in sorted(node_problems.items()):
-        for line in lines:
+    @property
+    def path(self) -> Path: ...
+    @property
+    def manifest(self) -> Manifest | None: ...
+    @property
+    def manifest_problem(self) -> str | None: ...  # why there is no manifest
+    @property
+    def facts(self) -> Mapping[str, NodeFacts]: ...
+    @property
+    def facts_problems(self) -> Mapping[str, str]: ...  # node -> why its file is unreadable
+    @property
+    def findings(self) -> Sequence[Finding] | None: ...
+    @property
+    def findings_problem(self) -> str | None: ...  # why there are no findings
+    @property
+    def unreadable_lines(self) -> Sequence[int]: ...  # findings.jsonl lines that do not parse
+    @property
+    def planned(self) -> Sequence[str] | None: ...  # the suite's probes; None: not known
+    @property
+    def plan_problem(self) -> str | None: ...  # why the suite is not known
+    @property
+    def nodes(self) -> list[str]: ...
+
+
+def judge_completeness(run: RunContents) -> list[Finding]:
+    """One finding per piece the run lacks: ERROR, or WARN for an unknown suite."""
+    replay = f"judge the recorded facts again: `bringup check --replay {run.path}`"
+    out = [
+        *_whole_run(run),
+        *_findings_file(run, replay),
+        *_plan(run),
+    ]
+    for node in run.nodes:
+        for line in _node_gaps(run, node):
             f = finding(
                 "report.missing",
                 Status.ERROR,
@@ -53,3 +77,126 @@ def judge_completeness(
             )
             out.append(f.model_copy(update={"node": node}))
     return out
+
+
+def _whole_run(run: RunContents) -> list[Finding]:
+    """The manifest, at least one node, a run that completed."""
+    out = []
+    if run.manifest is None:
+        why = run.manifest_problem or "manifest.json is missing"
+        action = "report on the directory the run wrote, with its manifest.json; or rerun"
+        out.append(finding("report.manifest", Status.ERROR, why, action=action))
+    if not run.nodes:
+        out.append(
+            finding(
+                "report.nodes",
+                Status.ERROR,
+                "the run has no node: nothing was measured",
+                action="check the inventory (and --limit), then rerun",
+            )
+        )
+    status = run.manifest.status if run.manifest is not None else None
+    if status is not None and status != "complete":
+        out.append(
+            finding(
+                "report.run",
+                Status.ERROR,
+                f"the run did not complete (status {status!r}): probes after the last "
+                "recorded one did not run; what was measured before it stopped is shown",
+                action="rerun (`bringup check --resume RUN_DIR` where available)",
+            )
+        )
+    return out
+
+
+def _findings_file(run: RunContents, replay: str) -> list[Finding]:
+    if run.findings is None:
+        why = run.findings_problem or "findings.jsonl is missing: the run was never judged"
+        return [finding("report.findings", Status.ERROR, why, action=replay)]
+    out = []
+    if run.unreadable_lines:
+        numbers = ", ".join(str(n) for n in run.unreadable_lines)
+        one = len(run.unreadable_lines) == 1
+        which = f"line {numbers} does" if one else f"lines {numbers} do"
+        whose = "its verdict is" if one else "their verdicts are"
+        out.append(
+            finding(
+                "report.findings",
+                Status.ERROR,
+                f"findings.jsonl {which} not parse (cut short or edited): {whose} unknown",
+                action=replay,
+            )
+        )
+    # The run wrote its exit code from its findings (commands/common.py finish_run): a
+    # failing exit code over findings that all pass means verdicts were lost.
+    code = run.manifest.exit_code if run.manifest is not None else None
+    if code and not any(f.status.bad for f in run.findings):
+        out.append(
+            finding(
+                "report.findings",
+                Status.ERROR,
+                f"the run ended with exit code {code} but findings.jsonl holds no FAIL, "
+                "ERROR or UNREACHABLE finding: verdicts are missing from it",
+                action=replay,
+            )
+        )
+    return out
+
+
+def _plan(run: RunContents) -> list[Finding]:
+    if run.manifest is None or run.planned is not None:
+        return []  # no manifest is its own ERROR; a known suite is judged node by node
+    why = run.plan_problem or "the run records no suite"
+    return [
+        finding(
+            "report.suite",
+            Status.WARN,
+            f"{why}: completeness against a suite could not be judged; each node is held "
+            "to the probes any node of the run recorded",
+            action="run the suite with `bringup check`, which records it, to judge completeness",
+        )
+    ]
+
+
+def _node_gaps(run: RunContents, node: str) -> list[str]:
+    """What one node lacks: its facts, a planned probe, its findings, a probe's ERRORs."""
+    mine = [f for f in run.findings or [] if f.node == node]
+    if any(f.status == Status.UNREACHABLE for f in mine):
+        return []  # never reached: its UNREACHABLE finding is the explicit verdict
+    if node in run.facts_problems:
+        return [run.facts_problems[node]]
+    recorded = run.facts.get(node)
+    if recorded is None:
+        return ["no facts recorded: the node never reported a probe"]
+    lines = []
+    for probe in _expected(run):
+        explicit = any(f.status.bad and f.check.startswith(f"{probe}.") for f in mine)
+        if probe not in recorded.probes and not explicit:
+            lines.append(f"probe {probe!r} never recorded (it did not run or did not finish)")
+    if run.findings is None:
+        return lines  # findings.jsonl itself is missing: said once for the run
+    if not mine:
+        return [*lines, "no findings for this node: its facts were never judged"]
+    for record in recorded.probes.values():
+        if record.ok and record.error is None:
+            continue
+        # An unmeasured probe gives every check that reads it an ERROR (catalog.judge_probe).
+        errors = {f.check for f in mine if f.status == Status.ERROR}
+        lost = [c.name for c in checks_for(record.probe) if c.name not in errors]
+        if lost:
+            whose = "ERROR of its check" if len(lost) == 1 else "ERRORs of its checks"
+            lines.append(
+                f"probe {record.probe!r} failed but the {whose} {', '.join(lost)} "
+                f"{'is' if len(lost) == 1 else 'are'} missing from findings.jsonl"
+            )
+    return lines
+
+
+def _expected(run: RunContents) -> list[str]:
+    """The probes every node should have: the suite's when known, else any node's."""
+    if run.planned is not None:
+        return list(run.planned)
+    seen: dict[str, None] = {}
+    for node in sorted(run.facts):
+        seen.update(dict.fromkeys(run.facts[node].probes))
+    return list(seen)

@@ -421,7 +421,7 @@ def _finish(
 
 def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
     from bringup import baseline as baselines
-    from bringup.commands.show import node_table, summary_line
+    from bringup.commands.show import node_table, plain, summary_line
 
     base_path = run.path / "baseline.json"
     base = baselines.load(base_path) if base_path.exists() else None
@@ -430,11 +430,11 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
         return
     out.print(node_table(findings, f"burn-in — {', '.join(run.manifest.nodes)}"))
     for n in base.nodes if base else []:
-        out.print(_figures(n), highlight=False)
+        out.print(plain(_figures(n)))
     out.print(summary_line(findings))
     if base is not None:
-        out.print(f"baseline: {base_path}", highlight=False)
-    out.print(f"run directory: {run.path}", highlight=False)
+        out.print(plain(f"baseline: {base_path}"))
+    out.print(plain(f"run directory: {run.path}"))
 
 
 def _figures(n: baselines.NodeBaseline) -> str:

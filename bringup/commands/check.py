@@ -252,6 +252,8 @@ def snapshot(
     as_json: JsonOpt = False,
 ) -> None:
     """Record facts and raw tool outputs of this node (or --nodes), to judge later."""
+    from bringup.commands.show import plain
+
     chosen = target(
         nodes_file is None, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout
     )
@@ -265,8 +267,8 @@ def snapshot(
             print_json({"run_dir": str(run.path), "probes": probes})
             return
         for name, ok in probes.items():
-            out.print(f"{name:10} {'recorded' if ok else 'recorded (error)'}")
-        out.print(f"snapshot: {run.path}", highlight=False)
+            out.print(plain(f"{name:10} {'recorded' if ok else 'recorded (error)'}"))
+        out.print(plain(f"snapshot: {run.path}"))
         return
     doc: dict[str, Any] = {
         o.node: {
@@ -283,8 +285,8 @@ def snapshot(
     else:
         for node, entry in doc.items():
             probes = " ".join(f"{n}{'' if ok else '(error)'}" for n, ok in entry["probes"].items())
-            out.print(f"{node:16} {entry['state']:12} {entry['reason'] or probes}", highlight=False)
-        out.print(f"snapshot: {run.path}", highlight=False)
+            out.print(plain(f"{node:16} {entry['state']:12} {entry['reason'] or probes}"))
+        out.print(plain(f"snapshot: {run.path}"))
     bad = any(o.state != "complete" for o in outcomes)
     raise typer.Exit(1 if bad else 0)
 
@@ -301,7 +303,7 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Recognise a tool output someone sent, print its facts and the findings."""
-    from bringup.commands.show import node_table, summary_line
+    from bringup.commands.show import node_table, plain, summary_line
     from bringup.findings import exit_code
     from bringup.recognize import InspectError, inspect_text, is_facts_json, read_text
 
@@ -322,7 +324,7 @@ def inspect(
             }
         )
     else:
-        out.print(f"[bold]{file}[/]: {result.kind}", highlight=False)
+        out.print(plain(file, style="bold") + plain(f": {result.kind}"))
         out.print_json(data=result.facts_json())
         out.print(node_table(result.findings, f"findings — profile {profile_name}"))
         out.print(summary_line(result.findings))

@@ -356,11 +356,12 @@ def curve_table(node: str, facts: NcclFacts) -> Table:
     from rich.table import Table
 
     from bringup.checks.nccl import size_text
+    from bringup.commands.show import plain
 
     title = f"{node}: {facts.collective}, {facts.nranks} ranks, {facts.engine}"
     if facts.backend:
         title += f" ({facts.backend})"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=plain(title), title_justify="left")  # node text: never markup
     for column in ("size", "busbw out-of-place GB/s", "busbw in-place GB/s", "#wrong"):
         table.add_column(column, justify="right")
     for r in facts.rows:

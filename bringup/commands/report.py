@@ -57,12 +57,12 @@ def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | Non
             fail(str(exc))
     recorded = run.manifest.profile if run.manifest else None
     if recorded is None:
-        run.problems.append("no profile recorded in manifest.json: default tolerances used")
+        run.notes.append("no profile recorded in manifest.json: default tolerances used")
         return None
     try:
         return profile_mod.load(recorded)
     except profile_mod.ProfileError as exc:
-        run.problems.append(f"the run's profile cannot be loaded ({exc}): default tolerances used")
+        run.notes.append(f"the run's profile cannot be loaded ({exc}): default tolerances used")
         return None
 
 
@@ -82,16 +82,7 @@ def build_report(
 
     limits = tolerances(prof)
     now = measure_fleet(run.facts, prof)
-    # Why the run was never judged: the reader's line about findings.jsonl says it.
-    unjudged = None
-    if run.findings is None:
-        unjudged = next((p for p in run.problems if p.startswith("findings.jsonl")), "no findings")
-    judged = judge_completeness(
-        str(run.path),
-        unjudged,
-        run.manifest.status if run.manifest is not None else None,
-        run.node_problems,
-    )
+    judged = judge_completeness(run)
     judged += judge_stragglers(now, limits)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
@@ -181,9 +172,26 @@ def report(
     if as_json:
         print(render.summary_json(built), end="")
     else:
-        verdict = "ACCEPTED" if built.verdict.accepted else "NOT ACCEPTED"
-        counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
-        print(f"{verdict}: {counts}")
+        for line in verdict_lines(built):
+            print(line)
         for path in written:
             print(f"wrote {path}")
     raise typer.Exit(exit_code(built.findings))
+
+
+def verdict_lines(built: Report) -> list[str]:
+    """The verdict with its counts, then each piece the run lacks (its report.* findings).
+
+    Plain text: node names and messages go through escape.one_line, so nothing a node
+    sent can act on the terminal.
+    """
+    from bringup.report.escape import one_line
+
+    verdict = "ACCEPTED" if built.verdict.accepted else "NOT ACCEPTED"
+    counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
+    lines = [f"{verdict}: {counts or 'no findings'}"]
+    for f in built.findings:
+        if f.check.startswith("report."):
+            where = f" ({f.node})" if f.node else ""
+            lines.append("  " + one_line(f"{f.status.value} {f.check}{where}: {f.message}"))
+    return lines

@@ -2,6 +2,10 @@
 
 A probe that could not run on a node is one line here, not one ERROR per check it would
 have fed (findings.jsonl, JSON and JUnit keep one finding per check): see one_per_probe.
+
+Node names, checks, messages and actions are text a node sent: each goes to rich as a
+`Text` made by `plain` (never a str, which rich would read as markup: `[/]` in a GPU name
+would raise), with control characters removed (no escape sequence reaches the terminal).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.findings import Finding, Status, worst
+from bringup.report.escape import printable
 
 STYLES = {
     Status.PASS: "green",
@@ -23,6 +28,11 @@ STYLES = {
     Status.ERROR: "magenta",
     Status.UNREACHABLE: "bold magenta",
 }
+
+
+def plain(text: object, style: str = "") -> Text:
+    """Text shown as it is: no markup read in it, no control character left in it."""
+    return Text(printable(text), style=style)
 
 
 def status_text(status: Status) -> Text:
@@ -81,25 +91,25 @@ def _value(f: Finding) -> str:
 
 def _measured(f: Finding) -> Text:
     """'85.6 GB' over a dim '≥ 100': the figure and what it was held to, in one column."""
-    text = Text(_value(f))
+    text = plain(_value(f))
     if f.expected:
-        text.append(f"\n{f.expected}" if text else f.expected, style="dim")
+        text.append(printable(f"\n{f.expected}" if text else f.expected), style="dim")
     return text
 
 
 def node_table(findings: list[Finding], title: str) -> Table:
     """One row per finding: check, status, measured over expected, and message + action."""
     # The message and action carry the meaning: they get the width, the figures stay short.
-    table = Table(title=title, title_justify="left", expand=True, box=box.SIMPLE_HEAD)
+    table = Table(title=plain(title), title_justify="left", expand=True, box=box.SIMPLE_HEAD)
     table.add_column("check", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("value\nexpected", justify="right", max_width=16, overflow="fold")
     table.add_column("message / action", ratio=1)
     for f in one_per_probe(findings):
-        text = Text(f.message)
+        text = plain(f.message)
         if f.action and f.status not in (Status.PASS, Status.SKIP):
-            text.append(f"\n→ {f.action}", style="cyan")
-        table.add_row(f.check, status_text(f.status), _measured(f), text)
+            text.append(printable(f"\n→ {f.action}"), style="cyan")
+        table.add_row(plain(f.check), status_text(f.status), _measured(f), text)
     return table
 
 
@@ -117,9 +127,9 @@ def fleet_matrix(findings: list[Finding], nodes: list[str]) -> Table:
     table = Table(title="node × check", title_justify="left")
     table.add_column("node", no_wrap=True)
     for subject in subjects:
-        table.add_column(subject)
+        table.add_column(plain(subject))
     for node in nodes:
-        table.add_row(node, *[_cell(cells[(node, subject)]) for subject in subjects])
+        table.add_row(plain(node), *[_cell(cells[(node, subject)]) for subject in subjects])
     return table
 
 
@@ -134,7 +144,7 @@ def _cell(findings: list[Finding]) -> Text:
             for f in findings
             if f.status == status
         )
-        text.append(" " + ", ".join(names))
+        text.append(printable(" " + ", ".join(names)))
     return text
 
 
@@ -151,7 +161,7 @@ def problems_by_action(findings: list[Finding]) -> Table:
     table.add_column("where", ratio=2)
     ordered = sorted(groups.items(), key=lambda kv: -worst(kv[1]).rank)
     for action, group in ordered:
-        table.add_row(status_text(worst(group)), action, _where(group))
+        table.add_row(status_text(worst(group)), plain(action), plain(_where(group)))
     return table
 
 
@@ -174,7 +184,7 @@ def unreachable_table(findings: list[Finding]) -> Table:
     table.add_column("reason", ratio=2)
     table.add_column("action", ratio=1)
     for f in findings:
-        table.add_row(f.node, f.message, f.action or "")
+        table.add_row(plain(f.node), plain(f.message), plain(f.action or ""))
     return table
 
 

@@ -5,6 +5,10 @@ xunit2 output follows; a copy is in tests/fixtures/junit/). That schema has no `
 element in a testcase, so a check that could not be measured (ERROR, UNREACHABLE) is a
 `<failure type="ERROR">`: every JUnit reader then counts it as failed, never as passed.
 A WARN passes, with its message in `<system-out>`; a SKIP is `<skipped>`.
+
+Node names and messages are whatever a node sent: every text and attribute goes through
+escape.xml (no character XML 1.0 forbids, no control character), so one odd byte from a
+node never makes the document unreadable to the CI gate.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from bringup.findings import Finding, Status, worst
+from bringup.report import escape
 from bringup.report.model import Report
 
 RUN_SUITE = "run"  # the testsuite of findings that belong to no node
@@ -40,6 +45,17 @@ def _testcase(node: str, check: str, findings: list[Finding]) -> ET.Element:
     else:
         ET.SubElement(case, "system-out").text = _text(findings)
     return case
+
+
+def _only_xml_text(root: ET.Element) -> None:
+    """Every text, tail and attribute value of the tree made legal XML 1.0 (escape.xml)."""
+    for element in root.iter():
+        if element.text:
+            element.text = escape.xml(element.text)
+        if element.tail:
+            element.tail = escape.xml(element.tail)
+        for key, value in list(element.attrib.items()):
+            element.set(key, escape.xml(value))
 
 
 def to_junit(report: Report) -> str:
@@ -73,5 +89,6 @@ def to_junit(report: Report) -> str:
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")
+    _only_xml_text(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

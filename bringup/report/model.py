@@ -38,7 +38,7 @@ class NodeReport(BaseModel):
     status: Status
     measurements: NodeMeasurements
     checks: list[CheckRow] = Field(default_factory=list)
-    missing: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)  # the node's report.* findings
 
 
 class ActionGroup(BaseModel):
@@ -55,7 +55,7 @@ class Verdict(BaseModel):
     nodes_failing: list[str]
     actions: list[ActionGroup]  # FAIL, ERROR, UNREACHABLE
     warnings: list[ActionGroup]  # WARN
-    missing: list[str]  # run-level missing pieces
+    missing: list[str]  # the run's missing pieces (its report.* findings), then notes
 
 
 class RunInfo(BaseModel):
@@ -119,9 +119,7 @@ def build(
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
         )
     medians = check_medians(findings)
-    node_reports = [
-        _node_report(n, measured[n], findings, medians, run.node_problems.get(n, [])) for n in nodes
-    ]
+    node_reports = [_node_report(n, measured[n], findings, medians) for n in nodes]
     subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
     manifest = run.manifest
     return Report(
@@ -154,7 +152,6 @@ def _node_report(
     measurements: NodeMeasurements,
     findings: list[Finding],
     medians: dict[str, float],
-    missing: list[str],
 ) -> NodeReport:
     rows = []
     mine = [f for f in findings if f.node == node]
@@ -169,20 +166,28 @@ def _node_report(
         status=worst(mine) if mine else Status.ERROR,
         measurements=measurements,
         checks=rows,
-        missing=missing,
+        missing=[f.message for f in mine if _is_gap(f)],
     )
+
+
+def _is_gap(f: Finding) -> bool:
+    """A missing piece of the run (bringup/checks/completeness.py), not a measurement."""
+    return f.check.startswith("report.")
 
 
 def _verdict(findings: list[Finding], run: RunData) -> Verdict:
     counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
     bad = [f for f in findings if f.status.bad]
+    gaps = [f.message for f in findings if _is_gap(f) and not f.node]
     return Verdict(
-        accepted=not bad,
+        # Fail closed: a run with nothing judged (no finding at all) is never accepted,
+        # even if a caller forgot the completeness findings that say why.
+        accepted=bool(findings) and not bad,
         counts={k: v for k, v in counts.items() if v},
         nodes_failing=sorted({f.node or "(run)" for f in bad}),
         actions=_groups(bad),
         warnings=_groups([f for f in findings if f.status == Status.WARN]),
-        missing=list(run.problems),
+        missing=[*gaps, *run.notes],
     )
 
 

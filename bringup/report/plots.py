@@ -4,6 +4,11 @@ Agg backend and Figure objects (no pyplot state), so plots can be drawn without 
 and from any thread. The SVG is made deterministic: a fixed `svg.hashsalt` for the ids
 matplotlib generates and no creation date, so the same data gives the same bytes. Text
 stays text (`svg.fonttype: none`): smaller, selectable, and readable by the browser test.
+
+Labels are node names and collectives a node reported: drawn as they are, never parsed as
+mathtext (`text.parse_math: False`; `$\\frac{$` in a node name would raise), control
+characters removed and cut to a length a figure can hold (`_label`); the SVG writer
+escapes them for XML.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ matplotlib.use("Agg")  # before anything draws: no display on a controller or in
 from matplotlib.figure import Figure
 
 from bringup.measurements import Curve, Timeline
+from bringup.report.escape import one_line
 
 RC = {
+    "text.parse_math": False,  # labels are node text, not TeX
     "svg.hashsalt": "bringup-report",  # stable element ids
     "svg.fonttype": "none",
     "font.size": 9,
@@ -29,6 +36,13 @@ RC = {
     "grid.alpha": 0.3,
 }
 _SIZE_LABELS = ((30, "G"), (20, "M"), (10, "K"))
+LABEL_CHARS = 40  # a fully qualified node name; longer would squeeze the axes
+
+
+def _label(text: str, limit: int = LABEL_CHARS) -> str:
+    """Node text as a label: one line, no control characters, at most `limit` characters."""
+    shown = one_line(text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def to_svg(fig: Figure) -> str:
@@ -69,7 +83,7 @@ def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str
             xs = [p.size_bytes for p in curve.points]
             ys = [p.busbw_bytes_per_s / 1e9 for p in curve.points]
             sizes.update(xs)
-            label = curve.collective + (f" ({curve.nranks} ranks)" if curve.nranks else "")
+            label = _label(curve.collective) + (f" ({curve.nranks} ranks)" if curve.nranks else "")
             ax.plot(xs, ys, marker="o", markersize=3, label=label)
         highest = max((p.busbw_bytes_per_s / 1e9 for c in curves for p in c.points), default=0)
         if floor_gb_s is not None:
@@ -90,7 +104,7 @@ def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("busbw (GB/s)")
         ax.set_ylim(0, highest * 1.1 or 1)
-        ax.set_title(title)
+        ax.set_title(_label(title, 2 * LABEL_CHARS))
         ax.legend(loc="lower right", fontsize=8)
         return to_svg(fig)
 
@@ -104,9 +118,12 @@ def heatmap(
     higher_is_worse: bool,
 ) -> str:
     """Nodes x GPUs (or sizes), each cell coloured and labelled; blank where not measured."""
+    row_labels = [_label(r) for r in rows]
     with matplotlib.rc_context(RC):
         height = 1.2 + 0.32 * len(rows)
-        fig = _figure(min(1.6 + 0.75 * len(columns), 9.0), height)
+        # Room for the node names too: ~0.07 in per character at this font size.
+        names_in = 0.07 * max((len(r) for r in row_labels), default=0)
+        fig = _figure(min(1.6 + 0.75 * len(columns), 9.0) + names_in, height)
         ax = fig.add_subplot()
         known = [v for row in values for v in row if v is not None]
         grid = [[math.nan if v is None else v for v in row] for row in values]
@@ -119,10 +136,10 @@ def heatmap(
             for c, value in enumerate(row):
                 if value is not None:
                     ax.text(c, r, f"{value:.4g}", ha="center", va="center", fontsize=7)
-        ax.set_xticks(range(len(columns)), columns)
-        ax.set_yticks(range(len(rows)), rows)
+        ax.set_xticks(range(len(columns)), [_label(c) for c in columns])
+        ax.set_yticks(range(len(rows)), row_labels)
         ax.grid(False)
-        ax.set_title(title)
+        ax.set_title(_label(title, 2 * LABEL_CHARS))
         fig.colorbar(image, ax=ax, label=unit, shrink=0.9)
         return to_svg(fig)
 
@@ -149,7 +166,7 @@ def timeline(tl: Timeline, title: str) -> str:
                     ax.plot(*zip(*points, strict=True), linewidth=0.8, label=f"GPU {gpu}")
             ax.set_ylabel(unit)
         axes[-1].set_xlabel("seconds")
-        axes[0].set_title(title)
+        axes[0].set_title(_label(title, 2 * LABEL_CHARS))
         if gpus:
             axes[0].legend(loc="upper right", fontsize=6, ncols=min(len(gpus), 8))
         return to_svg(fig)

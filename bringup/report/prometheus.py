@@ -24,8 +24,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from bringup.findings import Status
+from bringup.report.escape import one_line
 from bringup.report.model import Report
-from bringup.report.rundata import RunDataError, load
+from bringup.report.rundata import RunDataError, read_manifest
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 9400  # dcgm-exporter's port: bringup's figures sit beside it on a dashboard
@@ -36,16 +37,22 @@ class ExporterError(Exception):
 
 
 def latest_run(runs_dir: Path) -> Path:
-    """The newest run directory under `runs_dir`: by the manifest's start time, then name."""
+    """The newest run directory under `runs_dir`: by the manifest's start time, then name.
+
+    Only the manifests are read here, and one that cannot be read sorts first: a broken
+    old run never stands in the way of the newest (a broken newest run is exported as
+    unreadable, see RunCollector).
+    """
     if not runs_dir.is_dir():
         raise ExporterError(f"{runs_dir}: not a directory")
     candidates = []
-    for path in runs_dir.iterdir():
+    try:
+        entries = list(runs_dir.iterdir())
+    except OSError as exc:
+        raise ExporterError(f"{runs_dir}: cannot list ({exc.strerror})") from None
+    for path in entries:
         if path.is_dir() and (path / "manifest.json").exists():
-            try:
-                manifest = load(path).manifest
-            except RunDataError:
-                continue
+            manifest, _ = read_manifest(path)
             started = manifest.started_at if manifest else ""
             candidates.append((started, path.name, path))
     if not candidates:
@@ -67,11 +74,7 @@ def metrics_of(report: Report) -> Iterator[Metric]:
         },
     )
     yield info
-    accepted = GaugeMetricFamily(
-        "bringup_run_accepted", "1 when the run has no FAIL, ERROR or UNREACHABLE finding."
-    )
-    accepted.add_metric([], 1.0 if report.verdict.accepted else 0.0)
-    yield accepted
+    yield _accepted(report.verdict.accepted)
     counts = GaugeMetricFamily(
         "bringup_findings", "Findings of the run by status.", labels=["status"]
     )
@@ -80,6 +83,15 @@ def metrics_of(report: Report) -> Iterator[Metric]:
     yield counts
     yield _check_status(report)
     yield from _measurements(report)
+
+
+def _accepted(accepted: bool) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "bringup_run_accepted",
+        "1 when the run is complete and has no FAIL, ERROR or UNREACHABLE finding.",
+    )
+    family.add_metric([], 1.0 if accepted else 0.0)
+    return family
 
 
 def _check_status(report: Report) -> GaugeMetricFamily:
@@ -167,7 +179,8 @@ def _measurements(report: Report) -> Iterator[GaugeMetricFamily]:
 
 
 class RunCollector(Collector):
-    """Re-reads the run on every scrape; an unreadable run is `bringup_exporter_up 0`."""
+    """Re-reads the run on every scrape; an unreadable run is `bringup_exporter_up 0` and
+    `bringup_run_accepted 0`: a scrape never fails, and never reads as accepted."""
 
     def __init__(self, source: Callable[[], Path], report_of: Callable[[Path], Report]) -> None:
         self.source = source
@@ -179,11 +192,12 @@ class RunCollector(Collector):
         )
         try:
             report = self.report_of(self.source())
-        except (ExporterError, RunDataError) as exc:
-            # A scrape must not fail with a 500: say it, keep serving.
-            print(f"bringup exporter: {exc}", file=sys.stderr)
+        except Exception as exc:  # whatever the run holds, the scrape must not be a 500
+            reason = exc if isinstance(exc, ExporterError | RunDataError) else repr(exc)
+            print(f"bringup exporter: {one_line(reason)}", file=sys.stderr)
             up.add_metric([], 0.0)
             yield up
+            yield _accepted(False)
             return
         up.add_metric([], 1.0)
         yield up

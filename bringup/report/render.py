@@ -7,15 +7,17 @@ link to anything, so it opens offline and can be mailed or attached to a ticket.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup
 
 from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.profile import Profile
-from bringup.report import plots
+from bringup.report import escape, plots
 from bringup.report.model import Report
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -135,8 +137,20 @@ def _pct(value: float | None) -> str:
 
 
 def _md_cell(text: object) -> str:
-    """Text safe in a Markdown table cell: pipes escaped, one line."""
-    return " ".join(str(text if text is not None else "").split()).replace("|", "\\|")
+    """Text for a Markdown table cell: one line (escaping is every field's, see _finalize)."""
+    return " ".join(str(text if text is not None else "").split())
+
+
+def _finalize(autoescape: bool) -> Callable[[object], object]:
+    """What every `{{ ... }}` of a template goes through before it is written.
+
+    HTML: autoescape escapes, this removes control characters (markup made by the
+    template, `| safe` SVG, passes as it is). Markdown has no autoescape: every field is
+    escaped here (escape.markdown), so no field can add markup, a table cell or a line.
+    """
+    if autoescape:
+        return lambda value: value if isinstance(value, Markup) else escape.printable(value)
+    return escape.markdown
 
 
 def environment(autoescape: bool) -> jinja2.Environment:
@@ -147,6 +161,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_finalize(autoescape),
     )
     env.filters.update(
         number=_number,

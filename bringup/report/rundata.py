@@ -1,8 +1,9 @@
 """What a run directory holds, read tolerantly: a crashed run still makes a report.
 
-Every piece that is absent or unreadable becomes one line in `RunData.problems` (for the
-report as a whole) or in `RunData.node_problems` (for one node), so the report can say
-exactly what is missing instead of failing or, worse, looking complete.
+Nothing here judges: every piece that is absent or unreadable is recorded as such (why
+the manifest or findings.jsonl could not be read, which findings lines do not parse, which
+facts files fail), and bringup/checks/completeness.py turns each into an ERROR finding, so
+the report can say exactly what is missing instead of failing or, worse, looking complete.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.findings import Finding
 from bringup.rundir import Manifest
@@ -24,14 +26,19 @@ class RunDataError(Exception):
 
 @dataclass
 class RunData:
-    """Manifest, facts and findings of one run, with what could not be read."""
+    """Manifest, facts and findings of one run, with what could not be read and why."""
 
     path: Path
     manifest: Manifest | None
     facts: dict[str, NodeFacts]  # node -> its facts file
-    findings: list[Finding] | None  # None: findings.jsonl absent (the run was never judged)
-    problems: list[str] = field(default_factory=list)  # one line each, for the whole run
-    node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> lines
+    findings: list[Finding] | None  # None: findings.jsonl absent or unreadable
+    manifest_problem: str | None = None  # why `manifest` is None
+    findings_problem: str | None = None  # why `findings` is None
+    unreadable_lines: list[int] = field(default_factory=list)  # findings.jsonl, from 1
+    facts_problems: dict[str, str] = field(default_factory=dict)  # node -> its file's fault
+    planned: list[str] | None = None  # the probes of the run's suite; None: not known
+    plan_problem: str | None = None  # why `planned` is None (with a manifest)
+    notes: list[str] = field(default_factory=list)  # said in the report, not findings
 
     @property
     def nodes(self) -> list[str]:
@@ -40,7 +47,7 @@ class RunData:
         Sorted, not in manifest order: nodes are appended as they answer, so the order of
         a fan-out run differs between two runs of the same fleet.
         """
-        names = set(self.facts)
+        names = set(self.facts) | set(self.facts_problems)
         if self.manifest:
             names.update(self.manifest.nodes)
         names.update(f.node for f in self.findings or [] if f.node and "," not in f.node)
@@ -51,105 +58,85 @@ def load(path: Path) -> RunData:
     """Read a run directory; RunDataError when it holds neither manifest, facts nor findings."""
     if not path.is_dir():
         raise RunDataError(f"{path}: not a directory")
-    problems: list[str] = []
-    manifest = _manifest(path, problems)
-    facts, node_problems = _facts(path)
-    findings = _findings(path, problems)
-    if manifest is None and not facts and findings is None:
+    if not any((path / name).exists() for name in ("manifest.json", "facts", "findings.jsonl")):
         raise RunDataError(
             f"{path}: not a run directory (no manifest.json, facts/ or findings.jsonl)"
         )
-    run = RunData(path, manifest, facts, findings, problems, node_problems)
-    _missing_pieces(run)
+    run = RunData(path, None, {}, None)
+    run.manifest, run.manifest_problem = read_manifest(path)
+    run.facts, run.facts_problems = _facts(path)
+    run.findings, run.findings_problem, run.unreadable_lines = _findings(path)
+    if run.manifest is not None:
+        run.planned, run.plan_problem = planned_probes(run.manifest)
     return run
 
 
-def _manifest(path: Path, problems: list[str]) -> Manifest | None:
+def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
+    """The run's manifest, or None and why; never raises."""
     file = path / "manifest.json"
     if not file.exists():
-        problems.append("manifest.json is missing: run, profile and node list unknown")
-        return None
+        return None, "manifest.json is missing: which nodes and probes the run planned is unknown"
     try:
-        return Manifest.model_validate_json(file.read_text())
+        return Manifest.model_validate_json(file.read_bytes()), None
     except (OSError, ValidationError, ValueError) as exc:
-        problems.append(f"manifest.json unreadable ({_first_line(exc)})")
-        return None
+        return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 
-def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, list[str]]]:
+def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
     facts: dict[str, NodeFacts] = {}
-    node_problems: dict[str, list[str]] = {}
-    for file in sorted((path / "facts").glob("*.json")):
+    problems: dict[str, str] = {}
+    try:
+        files = sorted((path / "facts").glob("*.json"))
+    except OSError:
+        files = []  # facts/ unreadable: every node then shows as having no facts
+    for file in files:
         try:
-            node = NodeFacts.model_validate_json(file.read_text())
+            node = NodeFacts.model_validate_json(file.read_bytes())
         except (OSError, ValidationError, ValueError) as exc:
-            node_problems.setdefault(file.stem, []).append(
+            problems[file.stem] = (
                 f"facts/{file.name} unreadable ({_first_line(exc)}): its probes are not shown"
             )
             continue
         facts[node.node] = node
-    return facts, node_problems
+    return facts, problems
 
 
-def _findings(path: Path, problems: list[str]) -> list[Finding] | None:
+def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
+    """The findings, why there are none, and the numbers of the lines that do not parse."""
     file = path / "findings.jsonl"
     if not file.exists():
-        problems.append(
+        why = (
             "findings.jsonl is missing: the run was never judged "
             f"(judge its facts with `bringup check --replay {path}`)"
         )
-        return None
+        return None, why, []
+    try:
+        text = file.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return None, f"findings.jsonl unreadable ({exc.strerror or exc}): no verdict is known", []
     findings: list[Finding] = []
-    for number, line in enumerate(file.read_text(errors="replace").splitlines(), start=1):
+    unreadable: list[int] = []
+    # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,
+    # and str.splitlines would cut a line there.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             findings.append(Finding.model_validate_json(line))
         except (ValidationError, ValueError):
-            # A run killed mid-write leaves its last line cut short: skip it, say so.
-            problems.append(f"findings.jsonl line {number} unreadable (cut short?): skipped")
-    return findings
+            unreadable.append(number)  # cut short by a crash, or edited: judged, not skipped
+    return findings, None, unreadable
 
 
-def _missing_pieces(run: RunData) -> None:
-    """Nodes without facts, probes that never recorded, a run that did not finish."""
-    manifest = run.manifest
-    if manifest is not None and manifest.status != "complete":
-        ended = "no end time" if manifest.ended_at is None else f"ended {manifest.ended_at}"
-        run.problems.append(
-            f"the run did not complete (status {manifest.status!r}, {ended}): "
-            "what was measured before it stopped is shown"
-        )
-    expected = expected_probes(run)
-    judged = {f.node for f in run.findings or []}
-    for node in run.nodes:
-        lines = run.node_problems.setdefault(node, [])
-        recorded = run.facts.get(node)
-        if recorded is None:
-            if not any(line.startswith("facts/") for line in lines):
-                lines.append("no facts recorded: the node never reported a probe")
-            continue
-        for probe in expected:
-            if probe not in recorded.probes:
-                lines.append(f"probe {probe!r} never recorded (it did not run or did not finish)")
-        if run.findings is not None and node not in judged:
-            lines.append("no findings for this node: its facts were never judged")
-    run.node_problems = {n: lines for n, lines in run.node_problems.items() if lines}
-
-
-def expected_probes(run: RunData) -> list[str]:
-    """The probes every node should have: the suite's when known, else any node's."""
-    if run.manifest is not None and run.manifest.suite:
-        from bringup import suite  # lazily: only a run with a named suite needs it
-
-        try:
-            return [step.name for step in suite.load(run.manifest.suite).probes]
-        except suite.SuiteError:
-            pass  # a suite file that moved: fall back to what the nodes recorded
-    seen: dict[str, None] = {}
-    for node in sorted(run.facts):
-        seen.update(dict.fromkeys(run.facts[node].probes))
-    return list(seen)
+def planned_probes(manifest: Manifest) -> tuple[list[str] | None, str | None]:
+    """The probes the run's suite asks of every node, or None and why that is not known."""
+    source = manifest.suite_source or manifest.suite
+    if not source:
+        return None, "the run records no suite"
+    try:
+        return [step.name for step in suite_mod.load(source).probes], None
+    except (suite_mod.SuiteError, OSError, ValueError) as exc:
+        return None, f"the run's suite {source!r} cannot be loaded ({_first_line(exc)})"
 
 
 def _first_line(exc: Exception) -> str:

@@ -20,10 +20,12 @@ from typing import Any
 from bringup import profile
 from bringup.checks.catalog import judge_node
 from bringup.facts import NodeFacts, ProbeRecord
+from bringup.findings import Finding, Status, exit_code
 from bringup.node.parsers.dmon import parse_dmon
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
 from bringup.rundir import RunDir, load_facts
+from bringup.sim.demo import demo_nodes
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 
@@ -72,6 +74,94 @@ def write_run(demo: Path, out: Path, *mutations: Mutation, profile_name: str = "
             run.add_record(name, rec.model_dump())
         run.add_findings(judge_node(nodes[name], prof))
     run.finish("complete", 1)
+    return out
+
+
+def clean_run(
+    out: Path, suite: str | None = "quick", names: tuple[str, ...] = ("b300-node01", "b300-node07")
+) -> Path:
+    """A run that passes: the demo's healthy node01 under each name, judged, closed as the
+    CLI closes a run (its exit code from its findings). Every gap planted in it is the one
+    reason it is not accepted."""
+    healthy = next(n for n in demo_nodes() if n.node == "b300-node01")
+    prof = profile.load("b300")
+    run = RunDir.create(out, "check", "b300", suite)
+    run.manifest.started_at = STAMP
+    findings = []
+    for name in names:
+        node = healthy.model_copy(update={"node": name}, deep=True)
+        run.add_node(name)
+        for rec in node.probes.values():
+            run.add_record(name, rec.model_dump())
+        judged = judge_node(node, prof)
+        run.add_findings(judged)
+        findings += judged
+    run.finish("complete", exit_code(findings))
+    return out
+
+
+# The node-reported strings hostile_run plants, each in its own place.
+HOSTILE_FIELDS = (
+    "node",
+    "gpu",
+    "serial",
+    "vbios",
+    "host",
+    "kernel",
+    "xid",
+    "path",
+    "collective",
+    "message",
+)
+
+
+def hostile_run(out: Path, text: str, **fields: str) -> Path:
+    """A run of one node whose every reported string carries `text` (or `fields[name]`,
+    for each name of HOSTILE_FIELDS given): the node's name, GPU name, serials, VBIOS,
+    host strings (hostname, OS, CPU), kernel, an Xid line, an NVMe path and the collective
+    of an NCCL curve (so the plots draw it), judged by the real checks, plus one finding
+    with the message in each of its text fields (a check need not echo all of them).
+
+    From the demo's node05 (it has an Xid line) and the recorded nccl-tests output.
+    """
+    said = {name: fields.get(name, text) for name in HOSTILE_FIELDS}
+    base = next(n for n in demo_nodes() if n.node == "b300-node05")
+    name = f"node-{said['node']}"
+    node = base.model_copy(update={"node": name}, deep=True)
+    facts: dict[str, Any] = {probe: record.facts for probe, record in node.probes.items()}
+    for gpu in facts["gpu"]["gpus"]:
+        gpu.update(name=f"NVIDIA {said['gpu']}", serial=said["serial"], vbios_version=said["vbios"])
+    facts["host"].update(
+        hostname=said["host"],
+        os_release=said["host"],
+        cpu_model=said["host"],
+        kernel=said["kernel"],
+    )
+    facts["xid"]["xids"][0]["line"] = f"NVRM: Xid (PCI:0000:ba:00): 79, {said['xid']}"
+    facts["nvme"]["paths"][0]["path"] = f"/data/{said['path']}"
+    nccl = dataclasses.replace(
+        parse_nccl_tests(NCCL_LOG.read_text()), collective=said["collective"]
+    )
+    node.probes["nccl"] = record("nccl", nccl)
+    run = RunDir.create(out, "check", "b300", "acceptance")
+    run.manifest.started_at = STAMP
+    run.add_node(name)
+    for rec in node.probes.values():
+        run.add_record(name, rec.model_dump())
+    message = said["message"]
+    planted = Finding(
+        node=name,
+        check="gpu.name",
+        status=Status.FAIL,
+        message=f"GPU name {message}",
+        value=message,
+        expected=message,
+        unit=message,
+        action=f"replace {message}",
+    )
+    findings = [*judge_node(node, profile.load("b300")), planted]
+    run.add_findings(findings)
+    run.finish("complete", exit_code(findings))
     return out
 
 

@@ -81,8 +81,9 @@ def test_demo_verdict_names_exactly_the_planted_faults(demo: Path) -> None:
     assert failing == DEMO_FAILS
     assert verdict.nodes_failing == ["b300-node02", "b300-node03", "b300-node04", "b300-node05"]
     warned = {(f.node, f.check) for g in verdict.warnings for f in g.findings}
-    assert warned == {("b300-node06", "gpu.clock_events")}
-    assert verdict.missing == []
+    # The demo records no suite: the report says it could not judge completeness.
+    assert warned == {("b300-node06", "gpu.clock_events"), ("", "report.suite")}
+    assert [line.split(":")[0] for line in verdict.missing] == ["the run records no suite"]
     assert [n.node for n in report.nodes] == NODES
     assert report.matrix["b300-node05"]["xid"] == Status.FAIL
     assert report.matrix["b300-node01"] == dict.fromkeys(report.subjects, Status.PASS)
@@ -265,8 +266,8 @@ def test_partial_run_says_what_is_missing(rich: Path, tmp_path: Path) -> None:
     assert report.verdict.missing == [
         "findings.jsonl is missing: the run was never judged "
         f"(judge its facts with `bringup check --replay {run}`)",
-        "the run did not complete (status 'running', no end time): what was measured "
-        "before it stopped is shown",
+        "the run did not complete (status 'running'): probes after the last recorded one "
+        "did not run; what was measured before it stopped is shown",
     ]
     missing = {n.node: n.missing for n in report.nodes}
     assert missing["b300-node04"] == ["no facts recorded: the node never reported a probe"]
@@ -295,8 +296,15 @@ def test_findings_cut_short_by_a_crash(rich: Path, tmp_path: Path) -> None:
     lines = text.splitlines()
     (run / "findings.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:30])
     data = load(run)
-    assert data.problems == [f"findings.jsonl line {len(lines)} unreadable (cut short?): skipped"]
+    assert data.unreadable_lines == [len(lines)]
     assert data.findings is not None and len(data.findings) == len(lines) - 1
+    # Read on, but never passed over: the cut line is an ERROR of the report.
+    report = report_of(run)
+    assert not report.verdict.accepted
+    assert report.verdict.missing == [
+        f"findings.jsonl line {len(lines)} does not parse (cut short or edited): "
+        "its verdict is unknown"
+    ]
 
 
 # --- the command -----------------------------------------------------------------------------

@@ -5,12 +5,17 @@ them on recorded run directories through `bringup report`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bringup.checks.completeness import judge_completeness
 from bringup.checks.regression import judge_regressions
 from bringup.checks.stragglers import judge_stragglers
+from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Status
 from bringup.measurements import Identity, NodeMeasurements, XidRow
 from bringup.profile import DEFAULT_TOLERANCES
+from bringup.report.rundata import RunData
+from bringup.rundir import Manifest
 
 # nccl-tests#290, 8x H100 NVLS: in-place busbw at 4 GiB (tests/fixtures/nccl SOURCES.md).
 H100_BUSBW = 476.53e9
@@ -69,16 +74,38 @@ def test_regressions_identity_new_xids_and_missing_nodes() -> None:
 
 
 def test_what_a_run_directory_lacks_is_an_error() -> None:
-    findings = judge_completeness(
-        "runs/r1",
-        "findings.jsonl is missing: the run was never judged",
-        "running",
-        {"n2": ["probe 'nvme' never recorded (it did not run or did not finish)"]},
+    manifest = Manifest(command="check", suite="quick", started_at="T", nodes=["n1", "n2"])
+    recorded = {
+        "n1": NodeFacts(
+            node="n1",
+            bringup_version="0",
+            collected_at="T",
+            probes={p: ProbeRecord(probe=p, ok=True) for p in ("gpu", "topology", "host", "xid")},
+        ),
+        "n2": NodeFacts(node="n2", bringup_version="0", collected_at="T"),
+    }
+    run = RunData(
+        Path("runs/r1"),
+        manifest,
+        recorded,
+        None,
+        findings_problem="findings.jsonl is missing: the run was never judged",
+        planned=["gpu", "topology", "host", "xid"],
     )
+    findings = judge_completeness(run)
     assert [(f.node, f.check, f.status) for f in findings] == [
-        ("", "report.findings", Status.ERROR),
         ("", "report.run", Status.ERROR),
-        ("n2", "report.missing", Status.ERROR),
+        ("", "report.findings", Status.ERROR),
+        *[("n2", "report.missing", Status.ERROR)] * 4,  # one per piece missing
     ]
-    assert findings[0].action == "judge the recorded facts: `bringup check --replay runs/r1`"
-    assert judge_completeness("runs/r1", None, "interrupted", {}) == []
+    assert findings[1].action == "judge the recorded facts again: `bringup check --replay runs/r1`"
+    assert [f.message for f in findings if f.node == "n2"] == [
+        f"probe {p!r} never recorded (it did not run or did not finish)"
+        for p in ("gpu", "topology", "host", "xid")
+    ]
+    # Nothing at all: no manifest, no node.
+    bare = RunData(Path("r"), None, {}, [], manifest_problem="manifest.json is missing")
+    assert [(f.check, f.status) for f in judge_completeness(bare)] == [
+        ("report.manifest", Status.ERROR),
+        ("report.nodes", Status.ERROR),
+    ]

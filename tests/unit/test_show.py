@@ -7,6 +7,9 @@ and JUnit keep one finding per check, only the console folds them.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from rich.console import Console
 
 from bringup.checks.catalog import checks_for, judge_node
@@ -14,6 +17,8 @@ from bringup.commands.show import node_table, one_per_probe, show_findings, summ
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.profile import load
+from tests.support import FIXTURES
+from tests.support.cli import invoke
 
 B300 = load("b300")
 NO_NVML = "no NVIDIA driver found (libnvidia-ml.so not loadable)"
@@ -76,3 +81,49 @@ def test_an_error_of_one_check_is_shown_as_it_is() -> None:
     # The same message from two subjects is two faults, not one probe.
     topo = crashed.model_copy(update={"check": "topology.nvlink"})
     assert one_per_probe([crashed, topo]) == [crashed, topo]
+
+
+# --- node text is text: no rich markup, no control characters -------------------------------
+
+HOSTILE = "[bold]GPU[/] [/] [link=http://x]x[/link] \x1b[31mred\x07\x1b]0;title\x07 \u202eevil"
+
+
+def test_node_text_prints_literally_on_one_node() -> None:
+    node = f"node[/]{HOSTILE}"
+    findings = [
+        Finding(node=node, check="gpu.count", status=Status.FAIL, message=HOSTILE, action=HOSTILE),
+        Finding(node=node, check=f"gpu.{HOSTILE}", status=Status.PASS, message="ok", value=HOSTILE),
+    ]
+    console = Console(record=True, width=400, color_system=None)
+    show_findings(console, findings, [node], "check")
+    text = console.export_text()
+    assert "node[/][bold]GPU[/] [/] [link=http://x]x[/link] [31mred]0;title evil" in text
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+
+
+def test_node_text_prints_literally_in_the_fleet_view() -> None:
+    nodes = ["a[/]", f"b {HOSTILE}"]
+    findings = [
+        Finding(
+            node=nodes[0], check="gpu.count", status=Status.FAIL, message=HOSTILE, action=HOSTILE
+        ),
+        Finding(node=nodes[1], check="node.reachable", status=Status.UNREACHABLE, message=HOSTILE),
+        Finding(node=nodes[1], check=f"x.{HOSTILE}", status=Status.WARN, message="[/]"),
+    ]
+    console = Console(record=True, width=400, color_system=None)
+    show_findings(console, findings, nodes, "check")
+    text = console.export_text()
+    assert "a[/]" in text
+    assert text.count("[bold]GPU[/] [/]") >= 3  # what to do, where, and unreachable
+    assert "\x1b" not in text and "\x07" not in text
+
+
+def test_inspect_names_a_file_with_brackets_literally(tmp_path: Path) -> None:
+    """`inspect` printed the file name as markup: `[/]` in it raised MarkupError."""
+    (tmp_path / "node[").mkdir()
+    odd = tmp_path / "node[" / "]smi.txt"  # the path reads ".../node[/]smi.txt"
+    shutil.copy(FIXTURES / "smi" / "ugpuexp-h100-q-idle.txt", odd)
+    result = invoke("inspect", odd, "--profile", "h100")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1)
+    assert f"{odd}: smi-q" in " ".join(result.stdout.split())

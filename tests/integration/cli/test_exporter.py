@@ -17,6 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bringup.commands.exporter import report_of
+from bringup.report.model import Report
 from bringup.report.prometheus import ExporterError, latest_run, registry_for, serve
 from tests.support.report_runs import demo_run, with_measurements, write_run
 
@@ -74,7 +75,44 @@ def test_exposition_values(rich: Path) -> None:
 
 def test_unreadable_run_is_up_0_not_an_error(tmp_path: Path) -> None:
     parsed = samples(generate_latest(registry_for(lambda: tmp_path / "gone", report_of)).decode())
-    assert parsed == {("bringup_exporter_up", frozenset()): 0.0}
+    # Fail closed: a run that cannot be read is not accepted, and the scrape says so.
+    assert parsed == {
+        ("bringup_exporter_up", frozenset()): 0.0,
+        ("bringup_run_accepted", frozenset()): 0.0,
+    }
+
+
+def test_one_broken_run_under_runs_dir_does_not_break_the_scrape(
+    rich: Path, tmp_path: Path
+) -> None:
+    """An older run whose findings.jsonl is a directory made every scrape an HTTP 500."""
+    runs = tmp_path / "runs"
+    shutil.copytree(rich, runs / "good")
+    broken = Path(shutil.copytree(rich, runs / "broken"))
+    manifest = json.loads((broken / "manifest.json").read_text())
+    manifest["started_at"] = "2020-01-01T00:00:00+00:00"  # older: the good one is exported
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    (broken / "findings.jsonl").unlink()
+    (broken / "findings.jsonl").mkdir()
+    (runs / "garbage").mkdir()
+    (runs / "garbage" / "manifest.json").write_bytes(b"\xff\x00")
+    assert latest_run(runs) == runs / "good"
+    parsed = samples(generate_latest(registry_for(lambda: latest_run(runs), report_of)).decode())
+    assert value(parsed, "bringup_exporter_up") == 1.0
+    assert value(parsed, "bringup_check_status", node="b300-node02", check="gpu.count") == 3.0
+    # The broken run itself, exported: read, and not accepted.
+    parsed = samples(generate_latest(registry_for(lambda: broken, report_of)).decode())
+    assert value(parsed, "bringup_run_accepted") == 0.0
+    assert value(parsed, "bringup_check_status", node="run", check="report.findings") == 4.0
+
+
+def test_a_report_that_fails_is_up_0_and_the_server_serves(rich: Path) -> None:
+    def broken_report(path: Path) -> Report:
+        raise RuntimeError("a bug in the report")
+
+    parsed = samples(generate_latest(registry_for(lambda: rich, broken_report)).decode())
+    assert value(parsed, "bringup_exporter_up") == 0.0
+    assert value(parsed, "bringup_run_accepted") == 0.0
 
 
 def test_latest_run_by_start_time(rich: Path, tmp_path: Path) -> None:
