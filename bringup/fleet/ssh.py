@@ -5,8 +5,9 @@ One node, one connection:
 1. connect: TCP (directly, or as a `direct-tcpip` channel of one shared connection to
    the ProxyJump bastion), SSH banner, host key verified against known_hosts, then
    authentication (identity files, agent, default keys, password);
-2. run `python3 /tmp/bringup-<uid>/<sha256>.zip` with the request on stdin; when the
-   zip is not cached on the node yet, upload it once and run again;
+2. run `python3 ~/.cache/bringup/code/<sha256>.zip` with the request on stdin; when the
+   zip is not cached on the node yet, or the cached one fails to start, upload it once
+   (checked against its size and sha256 on the node) and run again;
 3. yield one record per probe as its JSON line arrives, reading stderr alongside so a
    chatty node side cannot fill a pipe and stall, and enforce the deadlines: each probe
    must answer within its own `timeout_s` (+ grace), the node within `deadline_s`.
@@ -41,6 +42,7 @@ from bringup.fleet.inventory import Host, ssh_options
 from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
 from bringup.fleet.transport import (
     Interrupted,
+    LineBuffer,
     Runner,
     Stage,
     TransportError,
@@ -371,24 +373,39 @@ def run_ssh(
     try:
         for attempt in (1, 2):
             stage("running")
-            session = _Session(transport, remote_command(code, host.python), request)
+            session = _Session(transport, remote_command(code, host.python), request, host.name)
             yield from session.records(end, deadline_s, stop)
-            if session.exit_status != NEED_CODE_EXIT or session.records_seen:
+            missing = session.exit_status == NEED_CODE_EXIT and not session.records_seen
+            broken = session.failed_to_start()
+            if attempt == 2 and missing:
+                raise TransportError("the node lost the probe code right after it was stored")
+            if attempt == 2 or not (missing or broken):
                 session.raise_for_status()
                 return
-            if attempt == 2:
-                raise TransportError("the node lost the probe code right after it was stored")
+            # Not cached yet, or the cached copy cannot start (a zip cut short by an older
+            # version of this upload, a damaged unpacked copy): store it (again), once.
             stage("uploading probe code")
-            _upload(transport, code, connector.settings.connect_timeout_s + 60)
+            timeout_s = connector.settings.connect_timeout_s + 60
+            _upload(transport, code, host.python, timeout_s, replace=broken)
     finally:
         transport.close()
 
 
-def _upload(transport: paramiko.Transport, code: NodeCode, timeout_s: float) -> None:
+def _upload(
+    transport: paramiko.Transport,
+    code: NodeCode,
+    python: str,
+    timeout_s: float,
+    replace: bool = False,
+) -> None:
     channel = _open(transport)
-    channel.exec_command(upload_command(code))
-    channel.sendall(code.data)
-    channel.shutdown_write()
+    try:
+        channel.exec_command(upload_command(code, python, replace))
+        channel.sendall(code.data)
+        channel.shutdown_write()
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        channel.close()
+        raise TransportError(f"storing the probe code on the node failed: {_reason(exc)}") from None
     if not channel.status_event.wait(timeout_s):
         channel.close()
         raise TransportError(f"storing the probe code on the node took over {timeout_s:g} s")
@@ -397,7 +414,7 @@ def _upload(transport: paramiko.Transport, code: NodeCode, timeout_s: float) -> 
     channel.close()
     if status != 0:
         last = stderr.splitlines()[-1] if stderr else f"exit status {status}"
-        raise TransportError(f"cannot store the probe code in /tmp on the node: {last}")
+        raise TransportError(f"cannot store the probe code on the node: {last}")
 
 
 def _open(transport: paramiko.Transport) -> paramiko.Channel:
@@ -410,8 +427,11 @@ def _open(transport: paramiko.Transport) -> paramiko.Channel:
 class _Session:
     """One run of the node side: request in, records out, deadlines enforced."""
 
-    def __init__(self, transport: paramiko.Transport, command: str, request: dict[str, Any]):
+    def __init__(
+        self, transport: paramiko.Transport, command: str, request: dict[str, Any], node: str
+    ):
         self.transport = transport
+        self.node = node
         self.channel = _open(transport)
         self.steps = [(s["name"], float(s.get("timeout_s") or 120.0)) for s in request["probes"]]
         self.records_seen = 0
@@ -432,7 +452,7 @@ class _Session:
         self, end: float, deadline_s: float, stop: threading.Event | None
     ) -> Iterator[dict[str, Any]]:
         channel = self.channel
-        buffer = b""
+        lines = LineBuffer(self.node)
         probe_started = time.monotonic()
         try:
             while True:
@@ -452,15 +472,14 @@ class _Session:
                 select.select([channel], [], [], 0.2)
                 while channel.recv_stderr_ready():
                     self.stderr = (self.stderr + channel.recv_stderr(1 << 16))[-STDERR_KEPT:]
+                received: list[bytes] = []
                 while channel.recv_ready():
-                    buffer += channel.recv(1 << 16)
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        record = decode_line(line)
-                        self.records_seen += 1
-                        probe_started = time.monotonic()
-                        yield record
+                    received += lines.feed(channel.recv(1 << 16))
+                for line in received:
+                    record = decode_line(line)
+                    self.records_seen += 1
+                    probe_started = time.monotonic()
+                    yield record
                 if channel.eof_received and not channel.recv_ready():
                     break
                 if channel.closed:
@@ -474,6 +493,17 @@ class _Session:
                 self.stderr = (self.stderr + channel.recv_stderr(1 << 16))[-STDERR_KEPT:]
         finally:
             channel.close()
+
+    def failed_to_start(self) -> bool:
+        """True when the node side ended before any record with an exit status of its own
+        (not "no zip", not "no python3", not killed): Python could not load the cached code.
+        """
+        status = self.exit_status
+        return (
+            not self.records_seen
+            and status is not None
+            and status not in (0, -1, 127, NEED_CODE_EXIT)
+        )
 
     def raise_for_status(self) -> None:
         last = self._last_stderr_line()

@@ -75,7 +75,7 @@ def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
 @needs_sshd
 def test_first_run_uploads_the_zip_and_second_run_reuses_it(sshd: LocalSshd) -> None:
     code = build_node_code()
-    cached = Path(f"/tmp/bringup-{os.getuid()}") / code.file_name
+    cached = sshd.cached_zip(code)
     cached.unlink(missing_ok=True)
     stages: list[str] = []
     records = run(sshd.host(), XID_REQUEST, code=code, on_stage=stages.append)
