@@ -22,9 +22,7 @@ other `SSHException`s reliably; `Transport` with our own checks is as short and 
 
 from __future__ import annotations
 
-import base64
 import getpass
-import hashlib
 import json
 import select
 import shlex
@@ -39,6 +37,7 @@ from typing import Any
 import paramiko
 
 from bringup.fleet.inventory import Host, ssh_options
+from bringup.fleet.known_hosts import KnownHosts, preferred_key_types
 from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
 from bringup.fleet.transport import (
     Interrupted,
@@ -50,7 +49,6 @@ from bringup.fleet.transport import (
     decode_line,
 )
 
-UNKNOWN_HOST_KEY = "host key unknown, run with --accept-new-hostkeys to trust on first use"
 # Seconds a probe may overrun its own timeout before the controller gives up on the node:
 # the node side kills a stuck probe at timeout_s and reports it, this covers the rest.
 PROBE_GRACE_S = 20.0
@@ -122,65 +120,6 @@ def resolve(host: Host, config: paramiko.SSHConfig, settings: SshSettings) -> En
         proxy_jump=None if (jump or "").lower() == "none" else jump,
         password=host.password,
     )
-
-
-# --- host keys -----------------------------------------------------------------------------
-
-
-class KnownHosts:
-    """known_hosts files, each read once per run, and appended to on trust-on-first-use."""
-
-    SYSTEM = Path("/etc/ssh/ssh_known_hosts")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._files: dict[Path, paramiko.HostKeys] = {}
-
-    def _keys(self, path: Path) -> paramiko.HostKeys:
-        with self._lock:
-            if path not in self._files:
-                keys = paramiko.HostKeys()
-                if path.is_file():
-                    try:
-                        keys.load(str(path))
-                    except (OSError, paramiko.SSHException) as exc:
-                        raise Unreachable(f"cannot read known hosts {path}: {exc}") from None
-                self._files[path] = keys
-            return self._files[path]
-
-    def verify(self, endpoint: Endpoint, key: paramiko.PKey) -> None:
-        """Pass when known_hosts has this key; Unreachable when it has another or none."""
-        name = endpoint.known_hosts_name
-        known: list[paramiko.PKey] = []
-        for path in [*endpoint.known_hosts, self.SYSTEM]:
-            entry = self._keys(path).lookup(name)
-            if entry:
-                known.extend(entry.values())
-        if any(k.get_name() == key.get_name() and k == key for k in known):
-            return
-        same_type = [k for k in known if k.get_name() == key.get_name()]
-        if same_type:
-            raise Unreachable(
-                f"host key mismatch: {name} presented {key.get_name()} "
-                f"{fingerprint(key)}, known_hosts has another; refused (was the node "
-                "reinstalled? otherwise suspect a man in the middle)"
-            )
-        if not endpoint.accept_new:
-            raise Unreachable(UNKNOWN_HOST_KEY)
-        self._append(endpoint.known_hosts[0], name, key)
-
-    def _append(self, path: Path, name: str, key: paramiko.PKey) -> None:
-        """Trust on first use: add one line (under a lock: many nodes accept at once)."""
-        with self._lock:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with path.open("a") as out:
-                out.write(f"{name} {key.get_name()} {key.get_base64()}\n")
-            self._files.setdefault(path, paramiko.HostKeys()).add(name, key.get_name(), key)
-
-
-def fingerprint(key: paramiko.PKey) -> str:
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
 # --- connecting ----------------------------------------------------------------------------
@@ -270,6 +209,9 @@ class Connector:
         transport.banner_timeout = timeout
         transport.handshake_timeout = timeout
         transport.auth_timeout = timeout
+        options = transport.get_security_options()
+        known = self.known_hosts.key_types(endpoint.known_hosts, endpoint.known_hosts_name)
+        options.key_types = preferred_key_types(known, options.key_types)
         try:
             try:
                 transport.start_client(timeout=timeout)
@@ -281,7 +223,9 @@ class Connector:
                     f"SSH handshake failed: no SSH banner and key exchange within {timeout:g} s"
                 )
             key = transport.get_remote_server_key()
-            self.known_hosts.verify(endpoint, key)
+            self.known_hosts.verify(
+                endpoint.known_hosts, endpoint.known_hosts_name, key, endpoint.accept_new
+            )
             _authenticate(transport, endpoint)
         except BaseException:
             transport.close()

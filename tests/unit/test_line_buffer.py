@@ -19,7 +19,7 @@ def test_the_cap_is_64_mib_by_default() -> None:
     assert MAX_LINE_BYTES == 64 * 1024 * 1024
     assert LineBuffer("n1").limit == MAX_LINE_BYTES
     lines = LineBuffer("n1", limit=2 * 1024 * 1024)
-    with pytest.raises(TransportError, match="^n1 sent a line of over 2 MiB without its end"):
+    with pytest.raises(TransportError, match=r"^n1 sent a line of over 2 MiB without its end"):
         lines.feed(b"x" * (2 * 1024 * 1024 + 1))
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from bringup.fleet import transport
+from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
 from bringup.fleet.local import run_local
 from bringup.fleet.node_code import build_node_code, node_files
-from bringup.fleet.ssh import UNKNOWN_HOST_KEY
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 from tests.support.sshd import XID_REQUEST, LocalSshd, connector, keygen, needs_sshd, run
 
