@@ -1,6 +1,6 @@
 """A chaos run: 20 consecutive `bringup check --nodes` runs on 8 simulated nodes, each with one
-fault the simulated cluster can inject, chosen at random on a random node (the seed is
-printed; BRINGUP_CHAOS_SEED replays one).
+fault the simulated cluster can inject on a random node: every kind twice, the other runs
+drawn at random, in a random order (the seed is printed; BRINGUP_CHAOS_SEED replays one).
 
 Every run must end within its deadline, give every node an outcome (reached, UNREACHABLE,
 or node.run ERROR, with a finding for every check of every probe of a reached node), keep
@@ -176,10 +176,19 @@ def _kinds(cluster: SimCluster) -> list[str]:
     kinds = sorted(EXPECTED)
     try:
         cluster.add_latency(cluster.names[0], 1)
-    except SimClusterError:
+    except SimClusterError as exc:
+        print(f"no latency faults here: {exc}")
         kinds.remove("latency")
     cluster.clear_network_faults(cluster.names[0])
     return kinds
+
+
+def _schedule(rng: random.Random, kinds: list[str]) -> list[str]:
+    """RUNS faults in random order: every kind twice, the remaining runs drawn at random."""
+    schedule = kinds * 2
+    schedule += [rng.choice(kinds) for _ in range(RUNS - len(schedule))]
+    rng.shuffle(schedule)
+    return schedule[:RUNS]
 
 
 @needs_cluster
@@ -193,12 +202,12 @@ def test_twenty_runs_with_a_random_fault_each(
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     suite = _suite(tmp_path / "chaos.yaml", data)
-    kinds = _kinds(cluster)
+    schedule = _schedule(rng, _kinds(cluster))
     faults: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     walls: list[float] = []
-    for index in range(RUNS):
-        fault = Fault(kind=rng.choice(kinds), node=rng.choice(cluster.names))
+    for index, kind in enumerate(schedule):
+        fault = Fault(kind=kind, node=rng.choice(cluster.names))
         run_dir = tmp_path / f"run{index:02d}"
         _inject(cluster, fault)
         striker = None
