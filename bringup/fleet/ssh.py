@@ -53,6 +53,7 @@ from bringup.fleet.transport import (
 # the node side kills a stuck probe at timeout_s and reports it, this covers the rest.
 PROBE_GRACE_S = 20.0
 STDERR_KEPT = 16 * 1024  # bytes of the node side's stderr kept for error messages
+HANG_UP_S = 2.0  # how long a closing connection waits for the node to close its side
 
 
 # --- connection settings -------------------------------------------------------------------
@@ -209,10 +210,12 @@ class Connector:
         transport.banner_timeout = timeout
         transport.handshake_timeout = timeout
         transport.auth_timeout = timeout
-        options = transport.get_security_options()
-        known = self.known_hosts.key_types(endpoint.known_hosts, endpoint.known_hosts_name)
-        options.key_types = preferred_key_types(known, options.key_types)
         try:
+            # The key types known for the node first: a node known by its ECDSA key only
+            # must not be asked for its Ed25519 key and then be called unknown.
+            options = transport.get_security_options()
+            known = self.known_hosts.key_types(endpoint.known_hosts, endpoint.known_hosts_name)
+            options.key_types = preferred_key_types(known, options.key_types)
             try:
                 transport.start_client(timeout=timeout)
             except (paramiko.SSHException, EOFError, OSError) as exc:
@@ -332,7 +335,30 @@ def run_ssh(
             timeout_s = connector.settings.connect_timeout_s + 60
             _upload(transport, code, host.python, timeout_s, replace=broken)
     finally:
-        transport.close()
+        _hang_up(transport)
+
+
+def _hang_up(transport: paramiko.Transport, wait_s: float = HANG_UP_S) -> None:
+    """Close the connection so that the node learns of it even over a lossy link.
+
+    A socket closed with data unread sends a reset, which TCP never sends again: one lost
+    reset leaves the node's sshd session waiting for a client that is gone (until TCP
+    keepalive, hours). A half-close sends a FIN instead, retransmitted until the node has
+    it; its sshd then ends the session and closes its side, which ends paramiko's reader.
+    Bounded by wait_s: a frozen node never answers.
+    """
+    sock = transport.sock
+    try:
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_WR)
+        else:  # a direct-tcpip channel through a bastion
+            sock.shutdown_write()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass  # already closed
+    end = time.monotonic() + wait_s
+    while transport.is_active() and time.monotonic() < end:
+        time.sleep(0.02)
+    transport.close()
 
 
 def _upload(
