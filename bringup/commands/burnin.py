@@ -53,7 +53,10 @@ if TYPE_CHECKING:
     from bringup.suite import Suite
 
 DEFAULT_PORT = 29518  # --joint: the rendezvous port on the first node (nccl uses 29517)
-NODE_WORK_DIR = "/tmp/bringup-burnin"  # --nodes: <this>/<run>/<node> on each node's disk
+# --nodes: the base of each node's work directory; "" = the node user's own cache,
+# ~/.cache/bringup/burnin. The node makes <base>/<run>-<node>-<random> there, private, and
+# refuses a base others could change (bringup/node/workdir.py): never a fixed /tmp name.
+NODE_WORK_DIR = ""
 STARTUP_S = 900.0  # model build, checkpoint verification and teardown beyond the training
 STEPS_DEADLINE_S = 3600.0  # a --steps run whose duration cannot be known in advance
 GEMM_TIMEOUT_S = 900.0
@@ -108,7 +111,12 @@ def burnin(
         bool, typer.Option(help="Keep the checkpoints in the run directory.")
     ] = True,
     node_work_dir: Annotated[
-        str, typer.Option("--node-work-dir", help="--nodes: work directory on each node.")
+        str,
+        typer.Option(
+            "--node-work-dir",
+            help="--nodes: base of each node's work directory (default: ~/.cache/bringup/burnin"
+            " of the node's user); checked on the node.",
+        ),
     ] = NODE_WORK_DIR,
     port: Annotated[
         int, typer.Option("--port", min=1, max=65535, help="--joint: rendezvous port.")
@@ -231,13 +239,14 @@ def node_params(job: Job, hosts: list[Host], run_name: str, joint: bool) -> list
     else:
         per_node = [{**base, "env": host_env(h)} for h in hosts]
     for host, params in zip(hosts, per_node, strict=True):
-        params["work_dir"] = node_work_dir(job.node_work_dir, run_name, host.name)
+        params["work_base"] = job.node_work_dir
+        params["work_prefix"] = node_work_prefix(run_name, host.name)
     return per_node
 
 
-def node_work_dir(base: str, run_name: str, node: str) -> str:
-    """Where a node keeps its ranks' outputs and checkpoints: its own disk, one per node."""
-    return f"{base.rstrip('/')}/{run_name}/{node}"
+def node_work_prefix(run_name: str, node: str) -> str:
+    """How a node's work directory starts (the node adds a random end): its run and name."""
+    return f"{run_name}-{node}-"
 
 
 def joint_deepspeed_config(config: dict[str, Any]) -> dict[str, Any]:

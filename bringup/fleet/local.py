@@ -17,6 +17,7 @@ from typing import Any
 from bringup.fleet.transport import (
     STOP_POLL_S,
     Interrupted,
+    LineBuffer,
     Runner,
     Stage,
     TransportError,
@@ -51,7 +52,7 @@ def run_local(
     proc.stdin.write(json.dumps(request).encode())
     proc.stdin.close()
     end = time.monotonic() + deadline_s
-    buffer = b""
+    lines = LineBuffer("this machine's node side")
     # selectors rather than readline(): readline blocks past the deadline on a silent node.
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
@@ -67,11 +68,8 @@ def run_local(
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
                 if not chunk:
                     break
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield decode_line(line)
+                for line in lines.feed(chunk):
+                    yield decode_line(line)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

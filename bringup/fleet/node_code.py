@@ -93,24 +93,61 @@ def build_node_code() -> NodeCode:
     return NodeCode(data=data, sha256=hashlib.sha256(data).hexdigest())
 
 
+# The node's cache of probe code: `bringup/code` under the user's own cache directory
+# (XDG_CACHE_HOME when it is an absolute path, as the XDG spec asks, else ~/.cache), never
+# a shared /tmp. The directory must be a real directory this user owns (not a symlink);
+# it is made mode 700.
+CACHE_SHELL = (
+    'case "$XDG_CACHE_HOME" in /*) c="$XDG_CACHE_HOME" ;; *) c="$HOME/.cache" ;; esac; '
+    'd="$c/bringup/code"; '
+)
+PRIVATE_SHELL = '[ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]'
+
+# Run on the node against the uploaded temp file before it takes the zip's name: a channel
+# that closed early leaves `cat` with a short file and exit status 0, and a short zip kept
+# under its hash would fail every later run. The node's own python3 (required anyway) checks
+# it: sha256sum is not on every node (macOS, minimal images) and needs no second tool.
+VERIFY_PY = """\
+import hashlib, sys
+path, size, digest = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(path, "rb") as f:
+    data = f.read()
+if len(data) != size:
+    sys.exit("the probe code arrived incomplete: %d of %d bytes" % (len(data), size))
+if hashlib.sha256(data).hexdigest() != digest:
+    sys.exit("the probe code arrived damaged: its sha256 differs")
+"""
+
+
 def remote_command(code: NodeCode, python: str) -> str:
-    """Run the cached zip if it is there (in a directory only this user owns), else exit 97."""
+    """Run the cached zip if it is there (in a directory only this user owns), else exit 97.
+
+    Each start touches the zip and its unpacked copy: the clean-up of an upload removes
+    versions by age, and a version that is still started must never count as old.
+    """
     return (
-        f'd="/tmp/bringup-$(id -u)"; f="$d/{code.file_name}"; '
-        'if [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -f "$f" ]; then '
+        f'{CACHE_SHELL}f="$d/{code.file_name}"; '
+        f'if {PRIVATE_SHELL} && [ -f "$f" ]; then '
+        'touch -c "$f" "${f%.zip}" 2>/dev/null; '
         f'exec {shlex.quote(python)} "$f"; fi; exit {NEED_CODE_EXIT}'
     )
 
 
-def upload_command(code: NodeCode) -> str:
-    """Store the zip from stdin under its hash: private directory, temp file, rename."""
+def upload_command(code: NodeCode, python: str, replace: bool = False) -> str:
+    """Store the zip from stdin under its hash: private directory, temp file, size and
+    sha256 checked, rename. `replace`: the cached copy failed to start, so its unpacked
+    copy goes too (the next start unpacks the new zip)."""
+    discard = 'rm -rf "${f%.zip}"; ' if replace else ""
+    verify = f"{shlex.quote(python)} -I -c {shlex.quote(VERIFY_PY)}"
     return (
-        f'umask 077; d="/tmp/bringup-$(id -u)"; f="$d/{code.file_name}"; '
-        'mkdir -p "$d" && [ ! -L "$d" ] && [ -O "$d" ] && chmod 700 "$d" || '
+        f'umask 077; {CACHE_SHELL}f="$d/{code.file_name}"; '
+        f'mkdir -p "$d" && {PRIVATE_SHELL} && chmod 700 "$d" || '
         '{ echo "$d is not a private directory of this user" >&2; exit 1; }; '
-        'cat > "$f.$$" && mv -f "$f.$$" "$f" || exit 1; '
-        # Best effort: other versions' zips and their unpacked copies, a day old (a busy
-        # node may run two versions).
+        f"{discard}"
+        f't="$f.$$"; cat > "$t" && {verify} "$t" {len(code.data)} {code.sha256} && '
+        'mv -f "$t" "$f" || { rm -f "$t"; exit 1; }; '
+        # Best effort: other versions' zips and their unpacked copies not started for a day
+        # (a busy node may run two versions; each start touches its own).
         f'find "$d" -mindepth 1 -maxdepth 1 ! -name {shlex.quote(code.file_name)} '
         f"! -name {shlex.quote(code.file_name[: -len('.zip')])} -mmin +1440 "
         "-exec rm -rf {} + 2>/dev/null; exit 0"

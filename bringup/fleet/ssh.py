@@ -5,8 +5,9 @@ One node, one connection:
 1. connect: TCP (directly, or as a `direct-tcpip` channel of one shared connection to
    the ProxyJump bastion), SSH banner, host key verified against known_hosts, then
    authentication (identity files, agent, default keys, password);
-2. run `python3 /tmp/bringup-<uid>/<sha256>.zip` with the request on stdin; when the
-   zip is not cached on the node yet, upload it once and run again;
+2. run `python3 ~/.cache/bringup/code/<sha256>.zip` with the request on stdin; when the
+   zip is not cached on the node yet, or the cached one fails to start, upload it once
+   (checked against its size and sha256 on the node) and run again;
 3. yield one record per probe as its JSON line arrives, reading stderr alongside so a
    chatty node side cannot fill a pipe and stall, and enforce the deadlines: each probe
    must answer within its own `timeout_s` (+ grace), the node within `deadline_s`.
@@ -21,9 +22,7 @@ other `SSHException`s reliably; `Transport` with our own checks is as short and 
 
 from __future__ import annotations
 
-import base64
 import getpass
-import hashlib
 import json
 import select
 import shlex
@@ -38,9 +37,11 @@ from typing import Any
 import paramiko
 
 from bringup.fleet.inventory import Host, ssh_options
+from bringup.fleet.known_hosts import KnownHosts, preferred_key_types
 from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
 from bringup.fleet.transport import (
     Interrupted,
+    LineBuffer,
     Runner,
     Stage,
     TransportError,
@@ -48,11 +49,11 @@ from bringup.fleet.transport import (
     decode_line,
 )
 
-UNKNOWN_HOST_KEY = "host key unknown, run with --accept-new-hostkeys to trust on first use"
 # Seconds a probe may overrun its own timeout before the controller gives up on the node:
 # the node side kills a stuck probe at timeout_s and reports it, this covers the rest.
 PROBE_GRACE_S = 20.0
 STDERR_KEPT = 16 * 1024  # bytes of the node side's stderr kept for error messages
+HANG_UP_S = 2.0  # how long a closing connection waits for the node to close its side
 
 
 # --- connection settings -------------------------------------------------------------------
@@ -120,65 +121,6 @@ def resolve(host: Host, config: paramiko.SSHConfig, settings: SshSettings) -> En
         proxy_jump=None if (jump or "").lower() == "none" else jump,
         password=host.password,
     )
-
-
-# --- host keys -----------------------------------------------------------------------------
-
-
-class KnownHosts:
-    """known_hosts files, each read once per run, and appended to on trust-on-first-use."""
-
-    SYSTEM = Path("/etc/ssh/ssh_known_hosts")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._files: dict[Path, paramiko.HostKeys] = {}
-
-    def _keys(self, path: Path) -> paramiko.HostKeys:
-        with self._lock:
-            if path not in self._files:
-                keys = paramiko.HostKeys()
-                if path.is_file():
-                    try:
-                        keys.load(str(path))
-                    except (OSError, paramiko.SSHException) as exc:
-                        raise Unreachable(f"cannot read known hosts {path}: {exc}") from None
-                self._files[path] = keys
-            return self._files[path]
-
-    def verify(self, endpoint: Endpoint, key: paramiko.PKey) -> None:
-        """Pass when known_hosts has this key; Unreachable when it has another or none."""
-        name = endpoint.known_hosts_name
-        known: list[paramiko.PKey] = []
-        for path in [*endpoint.known_hosts, self.SYSTEM]:
-            entry = self._keys(path).lookup(name)
-            if entry:
-                known.extend(entry.values())
-        if any(k.get_name() == key.get_name() and k == key for k in known):
-            return
-        same_type = [k for k in known if k.get_name() == key.get_name()]
-        if same_type:
-            raise Unreachable(
-                f"host key mismatch: {name} presented {key.get_name()} "
-                f"{fingerprint(key)}, known_hosts has another; refused (was the node "
-                "reinstalled? otherwise suspect a man in the middle)"
-            )
-        if not endpoint.accept_new:
-            raise Unreachable(UNKNOWN_HOST_KEY)
-        self._append(endpoint.known_hosts[0], name, key)
-
-    def _append(self, path: Path, name: str, key: paramiko.PKey) -> None:
-        """Trust on first use: add one line (under a lock: many nodes accept at once)."""
-        with self._lock:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with path.open("a") as out:
-                out.write(f"{name} {key.get_name()} {key.get_base64()}\n")
-            self._files.setdefault(path, paramiko.HostKeys()).add(name, key.get_name(), key)
-
-
-def fingerprint(key: paramiko.PKey) -> str:
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
 # --- connecting ----------------------------------------------------------------------------
@@ -269,6 +211,11 @@ class Connector:
         transport.handshake_timeout = timeout
         transport.auth_timeout = timeout
         try:
+            # The key types known for the node first: a node known by its ECDSA key only
+            # must not be asked for its Ed25519 key and then be called unknown.
+            options = transport.get_security_options()
+            known = self.known_hosts.key_types(endpoint.known_hosts, endpoint.known_hosts_name)
+            options.key_types = preferred_key_types(known, options.key_types)
             try:
                 transport.start_client(timeout=timeout)
             except (paramiko.SSHException, EOFError, OSError) as exc:
@@ -279,7 +226,9 @@ class Connector:
                     f"SSH handshake failed: no SSH banner and key exchange within {timeout:g} s"
                 )
             key = transport.get_remote_server_key()
-            self.known_hosts.verify(endpoint, key)
+            self.known_hosts.verify(
+                endpoint.known_hosts, endpoint.known_hosts_name, key, endpoint.accept_new
+            )
             _authenticate(transport, endpoint)
         except BaseException:
             transport.close()
@@ -371,24 +320,62 @@ def run_ssh(
     try:
         for attempt in (1, 2):
             stage("running")
-            session = _Session(transport, remote_command(code, host.python), request)
+            session = _Session(transport, remote_command(code, host.python), request, host.name)
             yield from session.records(end, deadline_s, stop)
-            if session.exit_status != NEED_CODE_EXIT or session.records_seen:
+            missing = session.exit_status == NEED_CODE_EXIT and not session.records_seen
+            broken = session.failed_to_start()
+            if attempt == 2 and missing:
+                raise TransportError("the node lost the probe code right after it was stored")
+            if attempt == 2 or not (missing or broken):
                 session.raise_for_status()
                 return
-            if attempt == 2:
-                raise TransportError("the node lost the probe code right after it was stored")
+            # Not cached yet, or the cached copy cannot start (a zip cut short by an older
+            # version of this upload, a damaged unpacked copy): store it (again), once.
             stage("uploading probe code")
-            _upload(transport, code, connector.settings.connect_timeout_s + 60)
+            timeout_s = connector.settings.connect_timeout_s + 60
+            _upload(transport, code, host.python, timeout_s, replace=broken)
     finally:
-        transport.close()
+        _hang_up(transport)
 
 
-def _upload(transport: paramiko.Transport, code: NodeCode, timeout_s: float) -> None:
+def _hang_up(transport: paramiko.Transport, wait_s: float = HANG_UP_S) -> None:
+    """Close the connection so that the node learns of it even over a lossy link.
+
+    A socket closed with data unread sends a reset, which TCP never sends again: one lost
+    reset leaves the node's sshd session waiting for a client that is gone (until TCP
+    keepalive, hours). A half-close sends a FIN instead, retransmitted until the node has
+    it; its sshd then ends the session and closes its side, which ends paramiko's reader.
+    Bounded by wait_s: a frozen node never answers.
+    """
+    sock = transport.sock
+    try:
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_WR)
+        else:  # a direct-tcpip channel through a bastion
+            sock.shutdown_write()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass  # already closed
+    end = time.monotonic() + wait_s
+    while transport.is_active() and time.monotonic() < end:
+        time.sleep(0.02)
+    transport.close()
+
+
+def _upload(
+    transport: paramiko.Transport,
+    code: NodeCode,
+    python: str,
+    timeout_s: float,
+    replace: bool = False,
+) -> None:
     channel = _open(transport)
-    channel.exec_command(upload_command(code))
-    channel.sendall(code.data)
-    channel.shutdown_write()
+    try:
+        channel.exec_command(upload_command(code, python, replace))
+        channel.sendall(code.data)
+        channel.shutdown_write()
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        channel.close()
+        raise TransportError(f"storing the probe code on the node failed: {_reason(exc)}") from None
     if not channel.status_event.wait(timeout_s):
         channel.close()
         raise TransportError(f"storing the probe code on the node took over {timeout_s:g} s")
@@ -397,7 +384,7 @@ def _upload(transport: paramiko.Transport, code: NodeCode, timeout_s: float) -> 
     channel.close()
     if status != 0:
         last = stderr.splitlines()[-1] if stderr else f"exit status {status}"
-        raise TransportError(f"cannot store the probe code in /tmp on the node: {last}")
+        raise TransportError(f"cannot store the probe code on the node: {last}")
 
 
 def _open(transport: paramiko.Transport) -> paramiko.Channel:
@@ -410,8 +397,11 @@ def _open(transport: paramiko.Transport) -> paramiko.Channel:
 class _Session:
     """One run of the node side: request in, records out, deadlines enforced."""
 
-    def __init__(self, transport: paramiko.Transport, command: str, request: dict[str, Any]):
+    def __init__(
+        self, transport: paramiko.Transport, command: str, request: dict[str, Any], node: str
+    ):
         self.transport = transport
+        self.node = node
         self.channel = _open(transport)
         self.steps = [(s["name"], float(s.get("timeout_s") or 120.0)) for s in request["probes"]]
         self.records_seen = 0
@@ -432,7 +422,7 @@ class _Session:
         self, end: float, deadline_s: float, stop: threading.Event | None
     ) -> Iterator[dict[str, Any]]:
         channel = self.channel
-        buffer = b""
+        lines = LineBuffer(self.node)
         probe_started = time.monotonic()
         try:
             while True:
@@ -452,15 +442,14 @@ class _Session:
                 select.select([channel], [], [], 0.2)
                 while channel.recv_stderr_ready():
                     self.stderr = (self.stderr + channel.recv_stderr(1 << 16))[-STDERR_KEPT:]
+                received: list[bytes] = []
                 while channel.recv_ready():
-                    buffer += channel.recv(1 << 16)
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        record = decode_line(line)
-                        self.records_seen += 1
-                        probe_started = time.monotonic()
-                        yield record
+                    received += lines.feed(channel.recv(1 << 16))
+                for line in received:
+                    record = decode_line(line)
+                    self.records_seen += 1
+                    probe_started = time.monotonic()
+                    yield record
                 if channel.eof_received and not channel.recv_ready():
                     break
                 if channel.closed:
@@ -474,6 +463,17 @@ class _Session:
                 self.stderr = (self.stderr + channel.recv_stderr(1 << 16))[-STDERR_KEPT:]
         finally:
             channel.close()
+
+    def failed_to_start(self) -> bool:
+        """True when the node side ended before any record with an exit status of its own
+        (not "no zip", not "no python3", not killed): Python could not load the cached code.
+        """
+        status = self.exit_status
+        return (
+            not self.records_seen
+            and status is not None
+            and status not in (0, -1, 127, NEED_CODE_EXIT)
+        )
 
     def raise_for_status(self) -> None:
         last = self._last_stderr_line()

@@ -44,3 +44,42 @@ def decode_line(line: bytes) -> dict[str, Any]:
     if not isinstance(record, dict) or "probe" not in record:
         raise TransportError(f"node sent an unexpected record: {line[:120]!r}")
     return record
+
+
+# The most bytes kept of one line a node has not finished: a record is a few MiB at most
+# (raw tool outputs are capped node side), so a line past this is a node side gone wrong,
+# and buffering it without end would take the controller's memory with it.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+class LineBuffer:
+    """Splits what a node sends into whole lines, keeping at most MAX_LINE_BYTES of the
+    unfinished one; past that, TransportError naming the node."""
+
+    def __init__(self, node: str, limit: int | None = None) -> None:
+        self.node = node
+        self.limit = MAX_LINE_BYTES if limit is None else limit
+        # The unfinished line in pieces: joined only when its newline arrives, so a long
+        # line costs one copy, not one per chunk.
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines `chunk` completes (newline removed, blank ones dropped)."""
+        if b"\n" not in chunk:
+            self._parts.append(chunk)
+            self._size += len(chunk)
+            lines: list[bytes] = []
+        else:
+            *lines, rest = b"".join([*self._parts, chunk]).split(b"\n")
+            self._parts, self._size = [rest], len(rest)
+        if self._size > self.limit:
+            raise TransportError(
+                f"{self.node} sent a line of over {_size(self.limit)} without its end "
+                "(node side gone wrong?); stopped reading it"
+            )
+        return [line for line in lines if line.strip()]
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n} bytes"

@@ -96,6 +96,11 @@ class SimNode:
         return self.dir / "bin"
 
     @property
+    def cache_dir(self) -> Path:
+        """XDG_CACHE_HOME of the node's SSH sessions: bringup/code (the probe code) is there."""
+        return self.dir / "cache"
+
+    @property
     def facts_file(self) -> Path:
         return self.dir / "facts.json"
 
@@ -342,8 +347,9 @@ class SimCluster:
                 "LogLevel VERBOSE",
                 "Subsystem sftp internal-sftp",
                 # The node's own tools first (SetEnv is applied after sshd's default PATH),
-                # and its own simulated NVML where it has one.
-                f"SetEnv PATH={path}" + self._nvml_env(node),
+                # its own cache (the probe code, work directories: the nodes share this
+                # machine's disk, not their caches), and its own simulated NVML.
+                f"SetEnv PATH={path} XDG_CACHE_HOME={node.cache_dir}" + self._nvml_env(node),
                 "",
             ]
         )
@@ -544,6 +550,13 @@ class SimCluster:
         node = self.node(name)
         keygen(node.host_key, node.name)
         self.start_sshd(name)
+
+    def trust_host_key(self, name: str) -> None:
+        """Record the node's current host key in known_hosts (its new key was checked)."""
+        node = self.node(name)
+        node.host_key_line = node.host_key.with_name(node.host_key.name + ".pub").read_text()
+        node.host_key_line = node.host_key_line.strip()
+        self.write_known_hosts()
 
     def forget_host_key(self, name: str) -> None:
         """Remove the node from known_hosts: its key becomes unknown to the controller."""

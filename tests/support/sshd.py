@@ -1,8 +1,9 @@
 """A real sshd on 127.0.0.1 for the SSH transport tests, and how the tests reach it.
 
-Each test module gets its own sshd on a free port (tests/integration/ssh/conftest.py), with a
-generated host key and a generated client key in a temporary authorized_keys. No mocks:
-paramiko talks to OpenSSH. sshd must run as root.
+Each test module gets its own sshd on a free port (tests/integration/ssh/conftest.py), with
+generated host keys and a generated client key in a temporary authorized_keys. No mocks:
+paramiko talks to OpenSSH. sshd must run as root. Its sessions have XDG_CACHE_HOME set to
+a folder of its own, so the probe code it caches stays out of root's ~/.cache.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bringup.fleet.inventory import Host
-from bringup.fleet.node_code import build_node_code
+from bringup.fleet.node_code import NodeCode, build_node_code
 from bringup.fleet.ssh import Connector, SshSettings, run_ssh
 
 SSHD = "/usr/sbin/sshd"
@@ -38,9 +39,9 @@ def sshd_unavailable() -> str | None:
 needs_sshd = pytest.mark.skipif(sshd_unavailable() is not None, reason=str(sshd_unavailable()))
 
 
-def keygen(path: Path) -> str:
+def keygen(path: Path, key_type: str = "ed25519") -> str:
     subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(path)],
+        ["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "test", "-f", str(path)],
         check=True,
     )
     return path.with_name(path.name + ".pub").read_text().strip()
@@ -64,23 +65,27 @@ class LocalSshd:
     proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def create(cls, workdir: Path) -> LocalSshd:
+    def create(cls, workdir: Path, host_key_types: tuple[str, ...] = ("ed25519",)) -> LocalSshd:
+        """`host_key_types`: the host keys sshd offers; the first is `host_key` and the one
+        known_hosts lists."""
         workdir.mkdir(parents=True, exist_ok=True)
         sshd = cls(
             dir=workdir,
             port=free_port(),
             key=workdir / "id_ed25519",
             known_hosts=workdir / "known_hosts",
-            host_key=workdir / "host_ed25519",
+            host_key=workdir / f"host_{host_key_types[0]}",
         )
         (workdir / "authorized_keys").write_text(keygen(sshd.key) + "\n")
-        keygen(sshd.host_key)
+        for key_type in host_key_types:
+            keygen(workdir / f"host_{key_type}", key_type)
         sshd.write_known_hosts()
         (workdir / "sshd_config").write_text(
             "\n".join(
                 [
                     f"ListenAddress 127.0.0.1:{sshd.port}",
-                    f"HostKey {sshd.host_key}",
+                    *[f"HostKey {workdir / f'host_{t}'}" for t in host_key_types],
+                    f"SetEnv XDG_CACHE_HOME={sshd.cache}",
                     f"PidFile {workdir / 'sshd.pid'}",
                     f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
                     "PermitRootLogin prohibit-password",
@@ -97,6 +102,18 @@ class LocalSshd:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
         sshd.start()
         return sshd
+
+    @property
+    def cache(self) -> Path:
+        """XDG_CACHE_HOME of the sessions: the probe code lands in bringup/code there."""
+        return self.dir / "cache"
+
+    def cached_zip(self, code: NodeCode) -> Path:
+        return self.cache / "bringup" / "code" / code.file_name
+
+    def known_hosts_line(self, key_type: str = "ed25519") -> str:
+        public = (self.dir / f"host_{key_type}.pub").read_text().split()
+        return f"[127.0.0.1]:{self.port} {public[0]} {public[1]}\n"
 
     def write_known_hosts(self) -> None:
         public = self.host_key.with_name(self.host_key.name + ".pub").read_text().split()

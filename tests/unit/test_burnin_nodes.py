@@ -89,10 +89,16 @@ def test_each_node_gets_its_work_dir_environment_and_place_in_the_job() -> None:
     job.rendezvous_timeout_s = 30.0
     assert [step.name for step in burnin_suite(job).probes] == ["gemm", "burnin"]
     first = node_params(job, hosts, "run1", joint=False)[0]
-    assert first["work_dir"] == "/scratch/run1/n1" and first["env"] == {"NCCL_SOCKET_IFNAME": "ib0"}
+    # A base and a prefix: the node makes its own private directory there (node/workdir.py).
+    assert (first["work_base"], first["work_prefix"]) == ("/scratch/", "run1-n1-")
+    assert "work_dir" not in first and first["env"] == {"NCCL_SOCKET_IFNAME": "ib0"}
     assert "nnodes" not in first
     second = node_params(job, hosts, "run1", joint=True)[1]
     assert (second["nnodes"], second["node_rank"], second["master_addr"]) == (2, 1, "10.0.0.1")
     assert (second["master_port"], second["rendezvous_timeout_s"]) == (29518, 30.0)
-    assert second["work_dir"] == "/scratch/run1/n2" and second["env"] == {}
+    assert (second["work_base"], second["work_prefix"]) == ("/scratch/", "run1-n2-")
+    assert second["env"] == {}
+    # No --node-work-dir: "" for the node's own cache, never a fixed name in /tmp.
+    default = node_params(Job(recipe), hosts, "run1", joint=False)[0]
+    assert default["work_base"] == ""
     assert second["deepspeed_config"]["checkpoint"] == {"use_node_local_storage": True}

@@ -14,10 +14,10 @@ import dataclasses
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +37,7 @@ from bringup.node.nccl_facts import NcclFacts, NcclRow, Params, run_environment,
 from bringup.node.rendezvous import free_port, interface_towards
 from bringup.node.result import ProbeError, ProbeOutput
 from bringup.node.tool import package_root
+from bringup.node.workdir import work_dir
 
 WORKER = "bringup.node.collective.worker"  # run with `python -m`, one process per rank
 GRACE_S = 10.0  # after one rank fails, how long the others get to fail with their own reason
@@ -155,7 +156,9 @@ def launch(plan: Plan, job: Job, env: dict[str, str], timeout_s: float) -> Outco
     """Start this node's ranks and wait for them: all done, one failed, or the deadline."""
     argv = [sys.executable, "-m", WORKER, json.dumps(dataclasses.asdict(plan))]
     outcome = Outcome()
-    with tempfile.TemporaryDirectory(prefix="bringup-nccl-") as tmp:
+    # The ranks' outputs go to a new private directory in this user's cache, not /tmp.
+    tmp = work_dir("nccl")
+    try:
         procs: list[tuple[int, subprocess.Popen[bytes], Path, Path]] = []
         for local_rank in range(job.ranks_per_node):
             rank = job.global_rank(local_rank)
@@ -184,6 +187,8 @@ def launch(plan: Plan, job: Job, env: dict[str, str], timeout_s: float) -> Outco
                 )
             )
             del proc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return outcome
 
 

@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from bringup.node.probes.telemetry import Sampler, Timeline
 from bringup.node.rendezvous import free_port, interface_towards
 from bringup.node.result import ProbeError, ProbeOutput
 from bringup.node.tool import package_root, run, which
+from bringup.node.workdir import new_dir, work_dir
 
 LOG_TAIL_BYTES = 200_000  # of the trainer's log kept in raw/: its end says why it died
 
@@ -47,7 +47,12 @@ class Params:
     rendezvous_timeout_s: float = 300.0  # --joint: how long ranks wait for the other nodes
     env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_* for the ranks
     deadline_s: float = 3600.0  # the trainer is stopped at this point; measured steps kept
-    work_dir: str = ""  # checkpoints and rank outputs; "" = a new temporary directory
+    # Checkpoints and rank outputs go to a new private directory (bringup/node/workdir.py):
+    # exactly work_dir when given (it must not exist yet: the local run's <run>/work), else
+    # <work_base>/<work_prefix><random>, work_base "" being ~/.cache/bringup/burnin.
+    work_dir: str = ""
+    work_base: str = ""
+    work_prefix: str = "burnin-"
     resume: str | None = None  # a checkpoint directory (…/checkpoints/step<N>) to continue
     gather_adapters: bool = True  # False reproduces the ZeRO-3 empty-adapter trap (tests)
     telemetry_interval_s: float = 1.0
@@ -144,8 +149,12 @@ def collect(params: Params) -> ProbeOutput:
     if not params.deepspeed_config:
         raise ProbeError("burnin: no deepspeed_config given (the controller resolves the recipe's)")
     python = params.python or sys.executable
-    work = Path(params.work_dir or tempfile.mkdtemp(prefix="bringup-burnin-"))
-    work.mkdir(parents=True, exist_ok=True)
+    # The checkpoints written here are loaded back with pickle (DeepSpeed): the directory
+    # is a new one, this user's alone, in a base nobody else can change (workdir.py).
+    if params.work_dir:
+        work = new_dir(Path(params.work_dir))
+    else:
+        work = work_dir("burnin", params.work_base, params.work_prefix)
     plan = {
         "recipe": params.recipe,
         "work_dir": str(work),

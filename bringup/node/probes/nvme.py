@@ -5,8 +5,11 @@ JSON report in raw: sequential read, sequential write, 4k random read, a concurr
 (one reader per GPU, as when every GPU pulls its shard at once) and a checkpoint write
 (one file written then fsynced: seconds until it is durable).
 
-Non-destructive by default: fio's files go under `<path>/.bringup-fio-<pid>/` and are
-removed afterwards, also on failure. Raw block devices are tested only with
+Non-destructive by default: fio's files go under `<path>/.bringup-fio-<pid>-<random>/`, a
+new directory only this user can enter, and are removed afterwards, also on failure. A
+path others could change under fio (a symlink, owned by another user, writable by others
+without the sticky bit: bringup/node/workdir.py) is refused: fio writes as root through
+whatever it finds there. Raw block devices are tested only with
 `destructive=True`, because the write tests overwrite them.
 
 A failure is kept where it happened: a path that cannot be tested records its error and
@@ -22,13 +25,16 @@ import glob
 import mmap
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from bringup.node import tool as command
 from bringup.node.parsers.fio import FioResult, parse_fio_json
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
+from bringup.node.workdir import UnsafeDirectory, private_dir
 
 GIB = 1024**3
 SCRATCH_PREFIX = ".bringup-fio-"
@@ -278,11 +284,10 @@ def _run_in_scratch(
 ) -> str | None:
     """Make the scratch directory, run the tests in it, and always remove it."""
     _remove_stale_scratch(path)
-    scratch = os.path.join(path, f"{SCRATCH_PREFIX}{os.getpid()}")
     try:
-        os.mkdir(scratch, 0o700)
-    except OSError as exc:
-        return f"cannot create a scratch directory in {path}: {exc.strerror}"
+        scratch = str(private_dir(Path(path), f"{SCRATCH_PREFIX}{os.getpid()}-"))
+    except UnsafeDirectory as exc:
+        return f"cannot create a scratch directory in {path}: {exc}"
     try:
         target = Target(path=path, scratch=scratch)
         try:
@@ -309,12 +314,16 @@ def _remove_stale_scratch(path: str) -> None:
     container) sharing this filesystem may be using one right now.
     """
     for stale in glob.glob(os.path.join(path, f"{SCRATCH_PREFIX}*")):
-        pid = stale.rsplit("-", 1)[-1]
+        # .bringup-fio-<pid>-<random> (or .bringup-fio-<pid> from older versions)
+        pid = os.path.basename(stale)[len(SCRATCH_PREFIX) :].split("-")[0]
         try:
-            age_s = time.time() - os.stat(stale).st_mtime
+            st = os.lstat(stale)
         except OSError:
             continue
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and age_s > STALE_AFTER_S:
+        ours = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()  # never a symlink
+        age_s = time.time() - st.st_mtime
+        gone = pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+        if ours and gone and age_s > STALE_AFTER_S:
             shutil.rmtree(stale, ignore_errors=True)
 
 

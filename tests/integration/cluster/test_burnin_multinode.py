@@ -71,6 +71,13 @@ def bringup_burnin(cluster: SimCluster, *args: str, timeout_s: float = 240) -> B
     return BurninRun(proc.returncode, doc, proc.stderr, run_dir)
 
 
+def node_work_dir(cluster: SimCluster, run: BurninRun, node: str) -> Path:
+    """The node's one work directory: new and private, <base>/<run>-<node>-<random>."""
+    [work] = (cluster.workdir / "nodes").glob(f"{run.run_dir.name}-{node}-*")
+    assert work.stat().st_mode & 0o777 == 0o700
+    return work
+
+
 def test_each_node_trains_on_its_own(make_cluster: Callable[..., SimCluster]) -> None:
     cluster = make_cluster(2)
     run = bringup_burnin(cluster)
@@ -91,7 +98,7 @@ def test_each_node_trains_on_its_own(make_cluster: Callable[..., SimCluster]) ->
     assert base.step_time_node_spread is not None and base.step_time_node_spread >= 0
     # Each node's trainer wrote into its own work directory, on "its own" disk.
     for node in cluster.names:
-        work = cluster.workdir / "nodes" / run.run_dir.name / node
+        work = node_work_dir(cluster, run, node)
         assert (work / "rank0.jsonl").is_file() and (work / "checkpoints" / "step4").is_dir()
         assert (run.run_dir / "raw" / node / "burnin" / "trainer.log").is_file()
 
@@ -114,7 +121,7 @@ def test_all_nodes_as_one_joint_job(make_cluster: Callable[..., SimCluster]) -> 
     assert joint.loss_last < joint.loss_first
     assert joint.checkpoint_bit_identical is True
     # Rank 1 ran on node02 and wrote its steps there; node-local checkpoint storage.
-    node02 = cluster.workdir / "nodes" / run.run_dir.name / "node02"
+    node02 = node_work_dir(cluster, run, "node02")
     assert (node02 / "rank1.jsonl").is_file() and not (node02 / "rank0.jsonl").exists()
     assert any((node02 / "checkpoints" / "step4").glob("*model_states.pt"))
 

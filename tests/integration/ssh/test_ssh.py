@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from bringup.fleet import transport
+from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
+from bringup.fleet.local import run_local
 from bringup.fleet.node_code import build_node_code, node_files
-from bringup.fleet.ssh import UNKNOWN_HOST_KEY
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 from tests.support.sshd import XID_REQUEST, LocalSshd, connector, keygen, needs_sshd, run
 
@@ -75,7 +77,7 @@ def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
 @needs_sshd
 def test_first_run_uploads_the_zip_and_second_run_reuses_it(sshd: LocalSshd) -> None:
     code = build_node_code()
-    cached = Path(f"/tmp/bringup-{os.getuid()}") / code.file_name
+    cached = sshd.cached_zip(code)
     cached.unlink(missing_ok=True)
     stages: list[str] = []
     records = run(sshd.host(), XID_REQUEST, code=code, on_stage=stages.append)
@@ -223,3 +225,38 @@ def test_agent_keys_authenticate(sshd: LocalSshd, tmp_path: Path, monkeypatch) -
     finally:
         agent.terminate()
         agent.wait()
+
+
+# --- a node side that sends a line without end ------------------------------------------
+
+
+def _flood(tmp_path: Path) -> Path:
+    """A python3 that prints 3 MB and no newline (a node side gone wrong)."""
+    flood = tmp_path / "python3"
+    flood.write_text("#!/bin/sh\nexec head -c 3000000 /dev/zero\n")
+    flood.chmod(0o755)
+    return flood
+
+
+@needs_sshd
+def test_a_line_past_the_cap_ends_the_node_naming_it(
+    sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transport, "MAX_LINE_BYTES", 1 << 20)
+    run(sshd.host(), XID_REQUEST)  # make sure the zip is cached
+    with pytest.raises(TransportError) as info:
+        run(sshd.host(name="gpu-017", python=str(_flood(tmp_path))), XID_REQUEST)
+    assert str(info.value) == (
+        "gpu-017 sent a line of over 1 MiB without its end (node side gone wrong?); "
+        "stopped reading it"
+    )
+
+
+def test_the_local_node_side_has_the_same_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transport, "MAX_LINE_BYTES", 1 << 20)
+    monkeypatch.setattr(sys, "executable", str(_flood(tmp_path)))
+    with pytest.raises(TransportError) as info:
+        list(run_local(XID_REQUEST, 30))
+    assert str(info.value).startswith("this machine's node side sent a line of over 1 MiB")

@@ -20,6 +20,7 @@ import pytest
 
 from bringup.fleet import ssh
 from bringup.fleet.inventory import Host
+from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.demo import demo_nodes
 from tests.support.cli import run_cli
@@ -256,7 +257,7 @@ def test_resume_reruns_only_what_did_not_finish(
     out = tmp_path / "run"
     result = cli("check", "--nodes", first, "--suite", files["suite"], "--json", "--out", out)
     doc = json.loads(result.stdout)
-    assert doc["nodes"]["b"]["reason"] == ssh.UNKNOWN_HOST_KEY
+    assert doc["nodes"]["b"]["reason"] == UNKNOWN_HOST_KEY
     a_before = (out / "facts" / "a.json").read_text()
     fixed = inventory(tmp_path / "fixed.ini", sshd, {"a": "", "b": ""})
     again = cli("check", "--resume", out, "--nodes", fixed, "--json", "--out", out)

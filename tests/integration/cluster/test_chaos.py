@@ -1,0 +1,258 @@
+"""A chaos run: 20 consecutive `bringup check --nodes` runs on 8 simulated nodes, each with one
+fault the simulated cluster can inject on a random node: every kind twice, the other runs
+drawn at random, in a random order (the seed is printed; BRINGUP_CHAOS_SEED replays one).
+
+Every run must end within its deadline, give every node an outcome (reached, UNREACHABLE,
+or node.run ERROR, with a finding for every check of every probe of a reached node), keep
+what a node recorded before its fault, and leave no process behind on any node: once the
+fault is restored, each node's namespace holds only its sshd.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bringup.checks.catalog import checks_for
+from bringup.sim.cluster import SimCluster, SimClusterError
+from bringup.sim.netns import cmdline
+from tests.support.cluster import CheckRun, needs_cluster, run_check
+
+pytestmark = [pytest.mark.cluster]
+
+RUNS = 20
+NODES = 8
+PROBES = ("host", "gpu", "nvme")
+TIMEOUTS = {"host": 30.0, "gpu": 30.0, "nvme": 30.0}
+# The controller's deadline for a node (fleet/plan.py: the probes' timeouts + 60 s); the
+# run may take a connect timeout and the CLI's start on top.
+DEADLINE_S = sum(TIMEOUTS.values()) + 60.0
+RUN_LIMIT_S = DEADLINE_S + 20.0
+HANGING = "#!/bin/sh\nexec sleep 300\n"
+SETTLE_S = 60.0  # a node's leftovers must be gone by then (a probe ends at its deadline)
+
+# What the faulted node's outcome must be: reached (it answered, whatever its findings),
+# unreachable, or error (reached, then lost mid-run).
+EXPECTED = {
+    "sshd_stopped": "unreachable",
+    "host_key_swapped": "unreachable",
+    "sshd_stopped_mid_run": "reached",  # new connections refused, the running session goes on
+    "node_killed_mid_run": "error",
+    "frozen_mid_run": "error",
+    "hung_tool": "reached",  # fio hangs: the nvme probe ends at its deadline, ERROR
+    "packet_loss": "reached",
+    "rate_limit": "reached",
+    "latency": "reached",
+}
+MID_RUN = {"sshd_stopped_mid_run", "node_killed_mid_run", "frozen_mid_run"}
+
+
+@dataclass
+class Fault:
+    kind: str
+    node: str
+    recorded: dict[str, Any] | None = None  # the node's facts when a mid-run fault struck
+    struck: bool = False
+
+
+def _suite(path: Path, data: Path) -> Path:
+    """host, gpu (the simulated NVML) and a small nvme: seconds per run."""
+    nvme = {"paths": [str(data)], "size_bytes": 2 << 20, "checkpoint_bytes": 2 << 20}
+    nvme |= {"runtime_s": 1, "ramp_s": 0}
+    suite = {
+        "name": "chaos",
+        "description": "host, gpu and a small nvme, for the chaos run",
+        "budget_s": DEADLINE_S,
+        "probes": [
+            {"name": "host", "timeout_s": TIMEOUTS["host"]},
+            {"name": "gpu", "timeout_s": TIMEOUTS["gpu"]},
+            {"name": "nvme", "params": nvme, "timeout_s": TIMEOUTS["nvme"]},
+        ],
+    }
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+def _facts(run_dir: Path, node: str) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / "facts" / f"{node}.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _strike_mid_run(cluster: SimCluster, fault: Fault, run_dir: Path) -> None:
+    """Once the node has recorded host and gpu and runs fio: note its facts, then strike."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        facts = _facts(run_dir, fault.node)
+        answered = facts is not None and {"host", "gpu"} <= set(facts["probes"])
+        if answered and cluster.wait_for_process(fault.node, "fio", timeout_s=0.2) is not None:
+            fault.recorded = facts
+            break
+        time.sleep(0.05)
+    else:
+        return
+    if fault.kind == "sshd_stopped_mid_run":
+        cluster.stop_sshd(fault.node)
+    elif fault.kind == "node_killed_mid_run":
+        cluster.kill_node_processes(fault.node)
+    elif fault.kind == "frozen_mid_run":
+        cluster.freeze(fault.node)
+    fault.struck = True
+
+
+def _inject(cluster: SimCluster, fault: Fault) -> None:
+    """The faults that are in place before the run starts."""
+    kind, node = fault.kind, fault.node
+    if kind == "sshd_stopped":
+        cluster.stop_sshd(node)
+    elif kind == "host_key_swapped":
+        cluster.swap_host_key(node)
+    elif kind == "hung_tool":
+        cluster.install_tool(node, "fio", HANGING)
+    elif kind == "packet_loss":
+        cluster.add_loss(node, 10)
+    elif kind == "rate_limit":
+        cluster.limit_rate(node, 1_000_000)
+    elif kind == "latency":
+        cluster.add_latency(node, 50)
+    fault.struck = kind not in MID_RUN
+
+
+def _restore(cluster: SimCluster, fault: Fault) -> None:
+    kind, node = fault.kind, fault.node
+    if kind in ("sshd_stopped", "sshd_stopped_mid_run", "node_killed_mid_run"):
+        cluster.start_sshd(node)
+    elif kind == "host_key_swapped":
+        cluster.trust_host_key(node)
+    elif kind == "frozen_mid_run":
+        cluster.thaw(node)
+    elif kind == "hung_tool":
+        (cluster.node(node).bin_dir / "fio").unlink()
+    elif kind in ("packet_loss", "rate_limit", "latency"):
+        cluster.clear_network_faults(node)
+
+
+def _outcome(run: CheckRun, node: str) -> str:
+    statuses = run.statuses(node)
+    if statuses.get("node.reachable") == "UNREACHABLE":
+        assert statuses == {"node.reachable": "UNREACHABLE"}, (node, statuses)
+        return "unreachable"
+    assert statuses.get("node.reachable") == "PASS", (node, statuses)
+    # Every check of every probe has its finding: measured, or ERROR "not measured".
+    expected = {c.name for p in PROBES for c in checks_for(p)}
+    assert expected <= set(statuses), (node, expected - set(statuses))
+    return "error" if statuses.get("node.run") == "ERROR" else "reached"
+
+
+def _leftovers(cluster: SimCluster) -> dict[str, list[str]]:
+    """Each node's processes other than its sshd, after waiting for them to end."""
+    end = time.monotonic() + SETTLE_S
+    while True:
+        left = {}
+        for name in cluster.names:
+            sshd = cluster.node(name).sshd
+            others = [p for p in cluster.pids(name) if sshd is None or p != sshd.pid]
+            if others:
+                left[name] = [f"{p}: {cmdline(p)}" for p in others]
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.25)
+
+
+def _kinds(cluster: SimCluster) -> list[str]:
+    """Every fault kind this machine can inject (latency needs the kernel's netem)."""
+    kinds = sorted(EXPECTED)
+    try:
+        cluster.add_latency(cluster.names[0], 1)
+    except SimClusterError as exc:
+        print(f"no latency faults here: {exc}")
+        kinds.remove("latency")
+    cluster.clear_network_faults(cluster.names[0])
+    return kinds
+
+
+def _schedule(rng: random.Random, kinds: list[str]) -> list[str]:
+    """RUNS faults in random order: every kind twice, the remaining runs drawn at random."""
+    schedule = kinds * 2
+    schedule += [rng.choice(kinds) for _ in range(RUNS - len(schedule))]
+    rng.shuffle(schedule)
+    return schedule[:RUNS]
+
+
+@needs_cluster
+def test_twenty_runs_with_a_random_fault_each(
+    make_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("BRINGUP_CHAOS_SEED") or time.time_ns() % 1_000_000)
+    print(f"\nchaos seed {seed} (BRINGUP_CHAOS_SEED={seed} replays this run)")
+    rng = random.Random(seed)
+    cluster = make_cluster(NODES)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    suite = _suite(tmp_path / "chaos.yaml", data)
+    schedule = _schedule(rng, _kinds(cluster))
+    faults: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    walls: list[float] = []
+    for index, kind in enumerate(schedule):
+        fault = Fault(kind=kind, node=rng.choice(cluster.names))
+        run_dir = tmp_path / f"run{index:02d}"
+        _inject(cluster, fault)
+        striker = None
+        if fault.kind in MID_RUN:
+            striker = threading.Thread(
+                target=_strike_mid_run, args=(cluster, fault, run_dir), daemon=True
+            )
+            striker.start()
+        try:
+            run = run_check(
+                cluster.inventory,
+                "--suite",
+                str(suite),
+                "--out",
+                str(run_dir),
+                timeout_s=RUN_LIMIT_S + 60,
+                profile=cluster.profile_path,
+            )
+        finally:
+            if striker is not None:
+                striker.join()
+            _restore(cluster, fault)
+        where = f"run {index} ({fault.kind} on {fault.node}, seed {seed})"
+        walls.append(run.wall_s)
+        print(f"{where}: {run.wall_s:.1f} s, exit {run.code}")
+        assert fault.struck, f"{where}: the fault never struck"
+        assert run.code in (0, 1), (where, run.stderr[-2000:])
+        assert run.wall_s < RUN_LIMIT_S, where
+        assert sorted(run.doc["nodes"]) == cluster.names, where
+        for name in cluster.names:
+            outcome = _outcome(run, name)
+            wanted = EXPECTED[fault.kind] if name == fault.node else "reached"
+            assert outcome == wanted, (where, name, outcome, run.doc["nodes"][name])
+            outcomes[outcome] += 1
+        # What the node recorded before the fault struck is still there, unchanged.
+        after = _facts(run_dir, fault.node)
+        if fault.recorded is not None:
+            assert after is not None, where
+            for probe, record in fault.recorded["probes"].items():
+                assert after["probes"].get(probe) == record, (where, probe)
+        if EXPECTED[fault.kind] == "reached":
+            assert after is not None and set(after["probes"]) == set(PROBES), where
+        assert _leftovers(cluster) == {}, where
+        faults[fault.kind] += 1
+    print(f"chaos seed {seed}: {RUNS} runs on {NODES} nodes")
+    print("faults: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items())))
+    print("outcomes (node x run): " + ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())))
+    print(f"run wall time: max {max(walls):.1f} s, total {sum(walls):.0f} s")
