@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bringup.checks import Check, finding, fio, gpu, host, nccl, nvme, topology, xid
+from bringup.checks import Check, dcgm, finding, fio, gpu, host, nccl, nvme, topology, xid
 from bringup.checks import burnin as burnin_checks
 from bringup.checks import gemm as gemm_checks
 from bringup.facts import FactsError, NodeFacts, decode
@@ -18,6 +18,7 @@ CHECKS: list[Check] = [
     *host.CHECKS,
     *nvme.CHECKS,
     *xid.CHECKS,
+    *dcgm.CHECKS,
     *nccl.CHECKS,
     *fio.CHECKS,
     *gemm_checks.CHECKS,

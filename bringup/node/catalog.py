@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bringup.node.probes import burnin, gemm, gpu, host, nccl, nvme, telemetry, topology, xid
+from bringup.node.probes import burnin, dcgm, gemm, gpu, host, nccl, nvme, telemetry, topology, xid
 
 PROBES: dict[str, ModuleType] = {
     "gpu": gpu,
@@ -18,6 +18,7 @@ PROBES: dict[str, ModuleType] = {
     "host": host,
     "nvme": nvme,
     "xid": xid,
+    "dcgm": dcgm,
     "nccl": nccl,
     "gemm": gemm,
     "telemetry": telemetry,

@@ -51,7 +51,7 @@ def test_quick_check_writes_the_run_directory(quick_run) -> None:
     assert manifest["nodes"] == [HOST]
     assert manifest["suite"] == "quick" and manifest["profile"] == "b300"
     facts = json.loads((out / "facts" / f"{HOST}.json").read_text())
-    assert list(facts["probes"]) == ["gpu", "topology", "host", "xid"]
+    assert list(facts["probes"]) == ["gpu", "topology", "host", "xid", "dcgm"]
     assert facts["probes"]["host"]["ok"] is True
     assert facts["probes"]["gpu"]["ok"] is False
     lines = (out / "findings.jsonl").read_text().splitlines()
