@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bringup.checks import Check, dcgm, finding, fio, gpu, host, nccl, nvme, topology, xid
+from bringup.checks import Check, dcgm, finding, fio, gpu, host, nccl, nvme, p2p, topology, xid
 from bringup.checks import burnin as burnin_checks
 from bringup.checks import gemm as gemm_checks
 from bringup.facts import FactsError, NodeFacts, decode
@@ -22,6 +22,7 @@ CHECKS: list[Check] = [
     *nccl.CHECKS,
     *fio.CHECKS,
     *gemm_checks.CHECKS,
+    *p2p.CHECKS,
     *burnin_checks.CHECKS,
 ]
 

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bringup.node.probes import burnin, dcgm, gemm, gpu, host, nccl, nvme, telemetry, topology, xid
+from bringup.node.probes import (
+    burnin,
+    dcgm,
+    gemm,
+    gpu,
+    host,
+    nccl,
+    nvme,
+    p2p,
+    telemetry,
+    topology,
+    xid,
+)
 
 PROBES: dict[str, ModuleType] = {
     "gpu": gpu,
@@ -21,6 +33,7 @@ PROBES: dict[str, ModuleType] = {
     "dcgm": dcgm,
     "nccl": nccl,
     "gemm": gemm,
+    "p2p": p2p,
     "telemetry": telemetry,
     "burnin": burnin,
 }

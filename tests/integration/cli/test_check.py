@@ -113,6 +113,29 @@ def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
     assert not any(p.name.startswith(".bringup-fio") for p in data.iterdir())
 
 
+def test_acceptance_without_a_gpu_errors_dcgm_gemm_and_p2p_with_the_reason(
+    tmp_path: Path, cli
+) -> None:
+    """The acceptance suite's own dcgm, gemm and p2p steps, as shipped, on this GPU-less
+    machine: each is an ERROR that says why, never a PASS."""
+    suite = yaml.safe_load((REPO / "checks/suites/acceptance.yaml").read_text())
+    suite["probes"] = [s for s in suite["probes"] if s["name"] in ("dcgm", "gemm", "p2p")]
+    assert [s["name"] for s in suite["probes"]] == ["dcgm", "gemm", "p2p"]
+    small = tmp_path / "gpu-steps.yaml"
+    small.write_text(yaml.safe_dump(suite))
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no dcgmi, as on a node without DCGM
+    result = cli("check", "--local", "--suite", small, "--out", tmp_path / "run", "--json", env=env)
+    assert result.code == 1
+    found = {(f["check"], f["status"], f["message"]) for f in result.json()["findings"]}
+    assert found == {
+        ("dcgm.diag", "ERROR", "dcgmi not found (install DCGM: `bringup provision --tags dcgm`)"),
+        ("gemm.tflops", "ERROR", "device cuda asked for, but torch sees no CUDA GPU"),
+        ("gemm.hbm", "ERROR", "device cuda asked for, but torch sees no CUDA GPU"),
+        ("gemm.diagnosis", "ERROR", "device cuda asked for, but torch sees no CUDA GPU"),
+        ("p2p.bandwidth", "ERROR", "torch sees no CUDA GPU: peer-to-peer copies need GPUs"),
+    }
+
+
 def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path: Path, cli) -> None:
     # An nvidia-smi that never answers, first on PATH: the topology probe hangs in it.
     tools = tmp_path / "bin"
