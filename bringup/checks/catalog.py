@@ -5,7 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bringup.checks import Check, dcgm, finding, fio, gpu, host, nccl, nvme, p2p, topology, xid
+from bringup.checks import (
+    Check,
+    dcgm,
+    finding,
+    fio,
+    gpu,
+    host,
+    nccl,
+    nvme,
+    p2p,
+    storage,
+    topology,
+    xid,
+)
 from bringup.checks import burnin as burnin_checks
 from bringup.checks import gemm as gemm_checks
 from bringup.facts import FactsError, NodeFacts, decode
@@ -17,6 +30,7 @@ CHECKS: list[Check] = [
     *topology.CHECKS,
     *host.CHECKS,
     *nvme.CHECKS,
+    *storage.CHECKS,
     *xid.CHECKS,
     *dcgm.CHECKS,
     *nccl.CHECKS,

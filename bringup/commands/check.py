@@ -50,6 +50,19 @@ if TYPE_CHECKING:
 
 profiles_app = typer.Typer(help="List and show the shipped profiles.", no_args_is_help=True)
 
+DatasetDirOpt = Annotated[
+    str | None,
+    typer.Option("--dataset-dir", help="The training dataset's directory (storage checks)."),
+]
+CheckpointDirOpt = Annotated[
+    str | None,
+    typer.Option("--checkpoint-dir", help="Where training writes checkpoints (storage checks)."),
+]
+TrainingUserOpt = Annotated[
+    str | None,
+    typer.Option("--training-user", help="The user training runs as (checkpoint write test)."),
+]
+
 
 # --- check --------------------------------------------------------------------------------
 
@@ -76,6 +89,9 @@ def check(
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    dataset_dir: DatasetDirOpt = None,
+    checkpoint_dir: CheckpointDirOpt = None,
+    training_user: TrainingUserOpt = None,
 ) -> None:
     """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
     sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
@@ -96,8 +112,9 @@ def check(
             if resume is None
             else _resume_target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
         )
+        layout = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         findings, run, outcomes = probe_fleet(
-            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume
+            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, layout
         )
     code = finish_run(run, findings)
     if as_json:
@@ -172,6 +189,7 @@ def probe_fleet(
     data_dirs: list[Path] | None,
     out_dir: Path | None,
     resume: Path | None = None,
+    storage: dict[str, str] | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
     from bringup.fleet.plan import FleetError, plan_node
@@ -193,6 +211,7 @@ def probe_fleet(
                     data_dirs=dirs,
                     done=done.get(host.name) if resume is not None else None,
                     remote=nodes.remote,
+                    storage=storage,
                 )
                 for host in nodes.hosts
             ]
@@ -224,6 +243,25 @@ def _data_dirs(chosen: Target, data_dirs: list[Path] | None) -> list[str]:
         if not str(path).startswith("/"):
             fail(f"--data-dir {path}: give an absolute path (it is a path on the nodes)")
     return [str(p) for p in data_dirs or []]
+
+
+def _storage(
+    chosen: Target, dataset: str | None, checkpoint: str | None, user: str | None
+) -> dict[str, str]:
+    """--dataset-dir, --checkpoint-dir, --training-user for the storage probe. The paths
+    are not required to exist: a missing one is the storage check's finding, on each node."""
+    given = {"dataset_dir": dataset, "checkpoint_dir": checkpoint}
+    params: dict[str, str] = {}
+    for name, path in given.items():
+        if not path:
+            continue
+        option = "--" + name.replace("_", "-")
+        if chosen.remote and not path.startswith("/"):
+            fail(f"{option} {path}: give an absolute path (it is a path on the nodes)")
+        params[name] = path if chosen.remote else str(Path(path).resolve())
+    if user:
+        params["user"] = user
+    return params
 
 
 def _record_target(run: RunDir, chosen: Target, dirs: list[str], suite_name: str) -> None:

@@ -136,6 +136,36 @@ def test_acceptance_without_a_gpu_errors_dcgm_gemm_and_p2p_with_the_reason(
     }
 
 
+def test_storage_layout_from_the_options(tmp_path: Path, cli) -> None:
+    """--dataset-dir and --checkpoint-dir reach the storage probe: a shared file system and
+    a checkpoint in memory (/dev/shm) each get their finding."""
+    suite = yaml.safe_load((REPO / "checks/suites/acceptance.yaml").read_text())
+    suite["probes"] = [s for s in suite["probes"] if s["name"] == "storage"]
+    only = tmp_path / "storage.yaml"
+    only.write_text(yaml.safe_dump(suite))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "ckpt").mkdir()
+
+    def run(checkpoint: Path, name: str) -> dict[str, tuple[str, str]]:
+        argv = ["check", "--local", "--suite", only, "--dataset-dir", tmp_path / "data"]
+        argv += ["--checkpoint-dir", checkpoint, "--out", tmp_path / name, "--json"]
+        result = cli(*argv)
+        assert result.code == 1, result.stderr
+        return {f["check"]: (f["status"], f["message"]) for f in result.json()["findings"]}
+
+    shared = run(tmp_path / "ckpt", "shared")
+    assert shared["storage.separate_devices"][0] == "FAIL"
+    assert "are on the same file system" in shared["storage.separate_devices"][1]
+    assert shared["storage.checkpoint_writable"][0] == "PASS"
+    in_memory = run(Path("/dev/shm"), "shm")
+    assert in_memory["storage.checkpoint_durable"] == (
+        "FAIL",
+        "checkpoint path /dev/shm is on tmpfs (memory): checkpoints are lost at the next reboot "
+        "and take the node's RAM",
+    )
+    assert in_memory["storage.separate_devices"][0] == "PASS"
+
+
 def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path: Path, cli) -> None:
     # An nvidia-smi that never answers, first on PATH: the topology probe hangs in it.
     tools = tmp_path / "bin"
