@@ -17,6 +17,7 @@ from bringup.checks import (
     p2p,
     storage,
     topology,
+    uplink,
     xid,
 )
 from bringup.checks import burnin as burnin_checks
@@ -31,6 +32,7 @@ CHECKS: list[Check] = [
     *host.CHECKS,
     *nvme.CHECKS,
     *storage.CHECKS,
+    *uplink.CHECKS,
     *xid.CHECKS,
     *dcgm.CHECKS,
     *nccl.CHECKS,

@@ -62,6 +62,10 @@ TrainingUserOpt = Annotated[
     str | None,
     typer.Option("--training-user", help="The user training runs as (checkpoint write test)."),
 ]
+UplinkOpt = Annotated[
+    str | None,
+    typer.Option("--uplink", help="iperf3://HOST[:PORT] or an http(s) URL: uplink throughput."),
+]
 
 
 # --- check --------------------------------------------------------------------------------
@@ -92,6 +96,7 @@ def check(
     dataset_dir: DatasetDirOpt = None,
     checkpoint_dir: CheckpointDirOpt = None,
     training_user: TrainingUserOpt = None,
+    uplink: UplinkOpt = None,
 ) -> None:
     """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
     sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
@@ -112,9 +117,11 @@ def check(
             if resume is None
             else _resume_target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
         )
-        layout = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
+        options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
+        if uplink:
+            options["uplink"] = {"endpoint": uplink}
         findings, run, outcomes = probe_fleet(
-            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, layout
+            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
     code = finish_run(run, findings)
     if as_json:
@@ -189,7 +196,7 @@ def probe_fleet(
     data_dirs: list[Path] | None,
     out_dir: Path | None,
     resume: Path | None = None,
-    storage: dict[str, str] | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
     from bringup.fleet.plan import FleetError, plan_node
@@ -211,7 +218,7 @@ def probe_fleet(
                     data_dirs=dirs,
                     done=done.get(host.name) if resume is not None else None,
                     remote=nodes.remote,
-                    storage=storage,
+                    options=options,
                 )
                 for host in nodes.hosts
             ]
@@ -247,7 +254,7 @@ def _data_dirs(chosen: Target, data_dirs: list[Path] | None) -> list[str]:
 
 def _storage(
     chosen: Target, dataset: str | None, checkpoint: str | None, user: str | None
-) -> dict[str, str]:
+) -> dict[str, dict[str, Any]]:
     """--dataset-dir, --checkpoint-dir, --training-user for the storage probe. The paths
     are not required to exist: a missing one is the storage check's finding, on each node."""
     given = {"dataset_dir": dataset, "checkpoint_dir": checkpoint}
@@ -261,7 +268,7 @@ def _storage(
         params[name] = path if chosen.remote else str(Path(path).resolve())
     if user:
         params["user"] = user
-    return params
+    return {"storage": params} if params else {}
 
 
 def _record_target(run: RunDir, chosen: Target, dirs: list[str], suite_name: str) -> None:

@@ -22,6 +22,7 @@ from bringup.node.probes import (
     storage,
     telemetry,
     topology,
+    uplink,
     xid,
 )
 
@@ -31,6 +32,7 @@ PROBES: dict[str, ModuleType] = {
     "host": host,
     "nvme": nvme,
     "storage": storage,
+    "uplink": uplink,
     "xid": xid,
     "dcgm": dcgm,
     "nccl": nccl,
