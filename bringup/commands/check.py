@@ -62,6 +62,10 @@ TrainingUserOpt = Annotated[
     str | None,
     typer.Option("--training-user", help="The user training runs as (checkpoint write test)."),
 ]
+GoldenOpt = Annotated[
+    Path | None,
+    typer.Option("--golden", help="A manifest from `bringup learn`: every node judged by it."),
+]
 UplinkOpt = Annotated[
     str | None,
     typer.Option("--uplink", help="iperf3://HOST[:PORT] or an http(s) URL: uplink throughput."),
@@ -97,6 +101,7 @@ def check(
     checkpoint_dir: CheckpointDirOpt = None,
     training_user: TrainingUserOpt = None,
     uplink: UplinkOpt = None,
+    golden: GoldenOpt = None,
 ) -> None:
     """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
     sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
@@ -105,6 +110,7 @@ def check(
     if limit and nodes_file is None and resume is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
     outcomes: list[NodeOutcome] = []
+    golden_fields = _load_golden(golden) if golden is not None else None
     if replay is not None or demo:
         findings, run = _judge_recorded(replay, demo, profile_name, out_dir)
     else:
@@ -123,6 +129,7 @@ def check(
         findings, run, outcomes = probe_fleet(
             "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
+    findings += judge_fleet(run, findings, golden_fields, golden)
     code = finish_run(run, findings)
     if as_json:
         nodes = {
@@ -132,6 +139,41 @@ def check(
     else:
         show_run(run, findings, f"profile {run.manifest.profile}")
     raise typer.Exit(code)
+
+
+def _load_golden(path: Path) -> dict[str, Any]:
+    """The flat fields of a golden manifest; exit 2 naming what is wrong with it."""
+    import yaml
+
+    from bringup.checks.consistency import from_manifest
+
+    try:
+        return from_manifest(yaml.safe_load(path.read_text()))
+    except OSError as exc:
+        fail(f"--golden {path}: {exc.strerror}")
+    except (yaml.YAMLError, ValueError) as exc:
+        fail(f"--golden {path}: {' '.join(str(exc).split())}")
+
+
+def judge_fleet(
+    run: RunDir, findings: list[Finding], golden: dict[str, Any] | None, source: Path | None
+) -> list[Finding]:
+    """Judgements over all nodes of the run, once every node is in: the odd node out, and
+    each node against the golden manifest; recorded in the run directory."""
+    from bringup.checks.consistency import fleet_fields, judge_consistency, judge_golden
+
+    if not (run.path / "facts").exists():
+        return []
+    fleet = fleet_fields(load_facts(run.path))
+    flagged: dict[str, set[str]] = {}
+    for f in findings:
+        if f.status.bad or f.status.name == "WARN":
+            flagged.setdefault(f.node, set()).add(f.check)
+    found = judge_consistency(fleet, flagged)
+    if golden is not None:
+        found += judge_golden(golden, fleet, str(source))
+    run.add_findings(found)
+    return found
 
 
 def _judge_recorded(
