@@ -131,14 +131,25 @@ def check(
         )
     findings += judge_fleet(run, findings, golden_fields, golden)
     code = finish_run(run, findings)
+    durations = _durations(run) if outcomes else {}
     if as_json:
         nodes = {
             o.node: {"state": o.state, "reason": o.reason, "seconds": o.seconds} for o in outcomes
         }
-        print_json(run_json(run, findings, **({"nodes": nodes} if nodes else {})))
+        extra: dict[str, Any] = {"nodes": nodes, "durations": durations} if nodes else {}
+        print_json(run_json(run, findings, **extra))
     else:
-        show_run(run, findings, f"profile {run.manifest.profile}")
+        show_run(run, findings, f"profile {run.manifest.profile}", durations)
     raise typer.Exit(code)
+
+
+def _durations(run: RunDir) -> dict[str, dict[str, float]]:
+    """Seconds each probe ran on each node (docs/workflows.md#how-long-a-suite-takes)."""
+    from bringup.commands.show import probe_durations
+
+    if not (run.path / "facts").exists():
+        return {}
+    return probe_durations(load_facts(run.path))
 
 
 def _load_golden(path: Path) -> dict[str, Any]:

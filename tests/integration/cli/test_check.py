@@ -64,6 +64,9 @@ def test_json_output_is_one_document(quick_run) -> None:
     doc = json.loads(result.stdout)  # raises if anything else was printed on stdout
     assert doc["run_dir"] == str(out)
     assert doc["exit_code"] == 1
+    # What each probe took on this node, in the suite's order.
+    assert list(doc["durations"][HOST]) == ["gpu", "topology", "host", "xid", "dcgm"]
+    assert all(seconds >= 0 for seconds in doc["durations"][HOST].values())
 
 
 def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run, cli) -> None:
