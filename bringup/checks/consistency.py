@@ -83,7 +83,8 @@ def _gpu_fields(facts: GpuFacts) -> Fields:
         if gpu.error:
             continue  # a lost GPU: its fields are absent, and gpu.count names it
         at = f"gpu{gpu.index}."
-        _put(fields, at + "pci_bus_id", gpu.pci_bus_id)
+        # NVML prints hex digits in capitals, nvidia-smi's XML in lower case: the same bus.
+        _put(fields, at + "pci_bus_id", gpu.pci_bus_id.lower() if gpu.pci_bus_id else None)
         _put(fields, at + "pcie_gen", gpu.pcie_gen_max)
         _put(fields, at + "pcie_width", gpu.pcie_width_current)
         _put(fields, at + "vbios_version", gpu.vbios_version)
