@@ -12,7 +12,18 @@ from typing import Annotated
 import typer
 
 from bringup import __version__
-from bringup.commands import burnin, check, diagnose, exporter, nccl, plan, provision, report, sim
+from bringup.commands import (
+    burnin,
+    check,
+    diagnose,
+    exporter,
+    learn,
+    nccl,
+    plan,
+    provision,
+    report,
+    sim,
+)
 
 app = typer.Typer(
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
@@ -39,6 +50,7 @@ app.command()(check.check)
 app.command()(check.snapshot)
 app.command()(check.inspect)
 app.add_typer(check.profiles_app, name="profiles")
+app.command()(learn.learn)
 app.command()(nccl.nccl)
 app.command()(burnin.burnin)
 app.command()(plan.plan)

@@ -66,6 +66,13 @@ class HostSpec(Strict):
     min_free_bytes: int = 100 * 10**9  # on the data and checkpoint paths
 
 
+class UplinkSpec(Strict):
+    """The node's external bandwidth (the uplink probe): a site figure, not a GPU's."""
+
+    min_mbit_s: float | None = None  # None: measured and reported, not judged
+    dataset_bytes: int = Field(default=512 * 10**9, gt=0)  # whose transfer time is stated
+
+
 class MetricTolerance(Strict):
     """How far a measured metric may move before a report flags it (docs/reports.md)."""
 
@@ -100,6 +107,7 @@ class Profile(Strict):
     nccl: NcclSpec
     nvme: NvmeSpec = NvmeSpec()
     host: HostSpec = HostSpec()
+    uplink: UplinkSpec = UplinkSpec()
     # Metric name ("nccl.busbw", ...) -> tolerance; every known metric is present.
     tolerances: dict[str, MetricTolerance] = Field(default_factory=default_tolerances)
 

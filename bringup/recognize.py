@@ -16,8 +16,8 @@ from typing import Any
 
 from bringup.checks.catalog import judge_probe
 from bringup.findings import Finding
-from bringup.node.parsers import dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
-from bringup.node.probes import nccl, topology, xid
+from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
+from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
 from bringup.profile import Profile
 
@@ -45,6 +45,7 @@ def _looks_like_smi_q(text: str) -> bool:
 KINDS: list[Kind] = [
     Kind("smi-xml", "nvidia-smi -q -x", smi_xml.detect, smi_xml.parse_q_xml, "gpu"),
     Kind("fio", "fio --output-format=json", fio.detect, fio.parse_fio_json, "fio"),
+    Kind("dcgm", "dcgmi diag", dcgm_diag.detect, dcgm.facts_from_output, "dcgm"),
     # Before smi-q: a series of -q captures also looks like one.
     Kind(
         "smi-q-series",

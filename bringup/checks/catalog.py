@@ -5,7 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bringup.checks import Check, finding, fio, gpu, host, nccl, nvme, topology, xid
+from bringup.checks import (
+    Check,
+    dcgm,
+    finding,
+    fio,
+    gpu,
+    host,
+    nccl,
+    nvme,
+    p2p,
+    storage,
+    topology,
+    uplink,
+    xid,
+)
 from bringup.checks import burnin as burnin_checks
 from bringup.checks import gemm as gemm_checks
 from bringup.facts import FactsError, NodeFacts, decode
@@ -17,10 +31,14 @@ CHECKS: list[Check] = [
     *topology.CHECKS,
     *host.CHECKS,
     *nvme.CHECKS,
+    *storage.CHECKS,
+    *uplink.CHECKS,
     *xid.CHECKS,
+    *dcgm.CHECKS,
     *nccl.CHECKS,
     *fio.CHECKS,
     *gemm_checks.CHECKS,
+    *p2p.CHECKS,
     *burnin_checks.CHECKS,
 ]
 

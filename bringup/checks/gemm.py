@@ -10,9 +10,9 @@ from __future__ import annotations
 import statistics
 
 from bringup.checks import Check, finding
-from bringup.checks.throttle import gemm_flops, judge_throttling
+from bringup.checks.throttle import STRAGGLER_BELOW, below_median, gemm_flops, judge_throttling
 from bringup.findings import Finding, Status
-from bringup.node.probes.gemm import GemmFacts
+from bringup.node.probes.gemm import FP8_CAPABILITY, GemmFacts, GemmGpu
 from bringup.node.timeline import Timeline
 from bringup.profile import Profile
 
@@ -37,6 +37,17 @@ def judge_tflops(facts: GemmFacts, profile: Profile) -> list[Finding]:
         )
         for g in facts.gpus
         if g.fp8_error
+    ]
+    findings += [
+        finding(
+            check,
+            Status.ERROR,
+            f"GPU {g.index}: FP8 did not run, though the GPU has it (compute capability "
+            f"{g.capability})",
+            action="run the gemm probe with fp8: true; check torch.cuda and torch._scaled_mm",
+        )
+        for g in facts.gpus
+        if facts.fp8 and has_fp8(g) and g.fp8_flops_per_s is None and not (g.fp8_error or g.error)
     ]
     flops = gemm_flops(facts)
     if facts.device != "cuda":
@@ -100,6 +111,14 @@ def judge_tflops(facts: GemmFacts, profile: Profile) -> list[Finding]:
     return findings
 
 
+def has_fp8(gpu: GemmGpu) -> bool:
+    """The GPU has FP8 tensor cores (compute capability 8.9 on); unknown on old records."""
+    if not gpu.capability:
+        return False
+    major, _, minor = gpu.capability.partition(".")
+    return (int(major), int(minor or 0)) >= FP8_CAPABILITY
+
+
 def _fp8_and_hbm(facts: GemmFacts) -> str:
     fp8 = [g.fp8_flops_per_s for g in facts.gpus if g.fp8_flops_per_s]
     hbm = [g.hbm_bytes_per_s for g in facts.gpus if g.hbm_bytes_per_s]
@@ -109,6 +128,46 @@ def _fp8_and_hbm(facts: GemmFacts) -> str:
     if hbm:
         text += f"; HBM copy median {statistics.median(hbm) / 1e12:.2f} TB/s"
     return text
+
+
+def judge_hbm(facts: GemmFacts, profile: Profile) -> list[Finding]:
+    """Every GPU's HBM copy bandwidth within STRAGGLER_BELOW of the node's median."""
+    check = "gemm.hbm"
+    copies = {g.index: g.hbm_bytes_per_s for g in facts.gpus if g.hbm_bytes_per_s}
+    if facts.device != "cuda":
+        return [finding(check, Status.SKIP, "measured on the CPU (no CUDA GPU): not comparable")]
+    if not copies:
+        return [finding(check, Status.ERROR, "no GPU measured its HBM copy")]
+    median = statistics.median(copies.values())
+    findings = []
+    for index, share in sorted(below_median(copies).items()):
+        if share < STRAGGLER_BELOW:
+            continue
+        findings.append(
+            finding(
+                check,
+                Status.FAIL,
+                f"GPU {index}: HBM copy {copies[index] / 1e12:.2f} TB/s, {share:.0%} below the "
+                f"node median {median / 1e12:.2f} TB/s",
+                value=round(copies[index] / 1e12, 3),
+                expected=f">= {(1 - STRAGGLER_BELOW) * median / 1e12:.2f}",
+                unit="TB/s",
+                action="look for HBM errors and throttling (`bringup diagnose`, "
+                "`nvidia-smi -q -d ECC,ROW_REMAPPER`); reset the GPU, RMA if it stays slow",
+            )
+        )
+    if findings:
+        return findings
+    return [
+        finding(
+            check,
+            Status.PASS,
+            f"{len(copies)} GPUs: HBM copy median {median / 1e12:.2f} TB/s (read + write), none "
+            f"more than {STRAGGLER_BELOW:.0%} below it",
+            value=round(median / 1e12, 3),
+            unit="TB/s",
+        )
+    ]
 
 
 def judge_gemm_diagnosis(facts: GemmFacts, profile: Profile) -> list[Finding]:
@@ -127,6 +186,7 @@ def judge_telemetry(facts: Timeline, profile: Profile) -> list[Finding]:
 
 CHECKS = [
     Check("gemm.tflops", "gemm", judge_tflops, "BF16 matmul TFLOP/s vs the achievable ceiling"),
+    Check("gemm.hbm", "gemm", judge_hbm, "HBM copy bandwidth of every GPU vs the node median"),
     Check("gemm.diagnosis", "gemm", judge_gemm_diagnosis, "throttling diagnosis under matmul load"),
     Check("telemetry.diagnosis", "telemetry", judge_telemetry, "throttling diagnosis of a job"),
 ]

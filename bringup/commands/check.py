@@ -50,6 +50,27 @@ if TYPE_CHECKING:
 
 profiles_app = typer.Typer(help="List and show the shipped profiles.", no_args_is_help=True)
 
+DatasetDirOpt = Annotated[
+    str | None,
+    typer.Option("--dataset-dir", help="The training dataset's directory (storage checks)."),
+]
+CheckpointDirOpt = Annotated[
+    str | None,
+    typer.Option("--checkpoint-dir", help="Where training writes checkpoints (storage checks)."),
+]
+TrainingUserOpt = Annotated[
+    str | None,
+    typer.Option("--training-user", help="The user training runs as (checkpoint write test)."),
+]
+GoldenOpt = Annotated[
+    Path | None,
+    typer.Option("--golden", help="A manifest from `bringup learn`: every node judged by it."),
+]
+UplinkOpt = Annotated[
+    str | None,
+    typer.Option("--uplink", help="iperf3://HOST[:PORT] or an http(s) URL: uplink throughput."),
+]
+
 
 # --- check --------------------------------------------------------------------------------
 
@@ -76,6 +97,11 @@ def check(
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    dataset_dir: DatasetDirOpt = None,
+    checkpoint_dir: CheckpointDirOpt = None,
+    training_user: TrainingUserOpt = None,
+    uplink: UplinkOpt = None,
+    golden: GoldenOpt = None,
 ) -> None:
     """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
     sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
@@ -84,6 +110,7 @@ def check(
     if limit and nodes_file is None and resume is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
     outcomes: list[NodeOutcome] = []
+    golden_fields = _load_golden(golden) if golden is not None else None
     if replay is not None or demo:
         findings, run = _judge_recorded(replay, demo, profile_name, out_dir)
     else:
@@ -96,18 +123,68 @@ def check(
             if resume is None
             else _resume_target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
         )
+        options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
+        if uplink:
+            options["uplink"] = {"endpoint": uplink}
         findings, run, outcomes = probe_fleet(
-            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume
+            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
+    findings += judge_fleet(run, findings, golden_fields, golden)
     code = finish_run(run, findings)
+    durations = _durations(run) if outcomes else {}
     if as_json:
         nodes = {
             o.node: {"state": o.state, "reason": o.reason, "seconds": o.seconds} for o in outcomes
         }
-        print_json(run_json(run, findings, **({"nodes": nodes} if nodes else {})))
+        extra: dict[str, Any] = {"nodes": nodes, "durations": durations} if nodes else {}
+        print_json(run_json(run, findings, **extra))
     else:
-        show_run(run, findings, f"profile {run.manifest.profile}")
+        show_run(run, findings, f"profile {run.manifest.profile}", durations)
     raise typer.Exit(code)
+
+
+def _durations(run: RunDir) -> dict[str, dict[str, float]]:
+    """Seconds each probe ran on each node (docs/workflows.md#how-long-a-suite-takes)."""
+    from bringup.commands.show import probe_durations
+
+    if not (run.path / "facts").exists():
+        return {}
+    return probe_durations(load_facts(run.path))
+
+
+def _load_golden(path: Path) -> dict[str, Any]:
+    """The flat fields of a golden manifest; exit 2 naming what is wrong with it."""
+    import yaml
+
+    from bringup.checks.consistency import from_manifest
+
+    try:
+        return from_manifest(yaml.safe_load(path.read_text()))
+    except OSError as exc:
+        fail(f"--golden {path}: {exc.strerror}")
+    except (yaml.YAMLError, ValueError) as exc:
+        fail(f"--golden {path}: {' '.join(str(exc).split())}")
+
+
+def judge_fleet(
+    run: RunDir, findings: list[Finding], golden: dict[str, Any] | None, source: Path | None
+) -> list[Finding]:
+    """Judgements over all nodes of the run, once every node is in: the odd node out, and
+    each node against the golden manifest; recorded in the run directory."""
+    from bringup.checks.consistency import fleet_fields, judge_consistency, judge_golden
+
+    if not (run.path / "facts").exists():
+        return []
+    fleet = fleet_fields(load_facts(run.path))
+    flagged: dict[str, set[str]] = {}
+    for f in findings:
+        if f.status.bad or f.status.name == "WARN":
+            flagged.setdefault(f.node, set()).add(f.check)
+    found = judge_consistency(fleet, flagged)
+    if golden is not None:
+        found += judge_golden(golden, fleet, str(source))
+    run.add_findings(found)
+    return found
 
 
 def _judge_recorded(
@@ -172,6 +249,7 @@ def probe_fleet(
     data_dirs: list[Path] | None,
     out_dir: Path | None,
     resume: Path | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
     from bringup.fleet.plan import FleetError, plan_node
@@ -193,6 +271,7 @@ def probe_fleet(
                     data_dirs=dirs,
                     done=done.get(host.name) if resume is not None else None,
                     remote=nodes.remote,
+                    options=options,
                 )
                 for host in nodes.hosts
             ]
@@ -224,6 +303,25 @@ def _data_dirs(chosen: Target, data_dirs: list[Path] | None) -> list[str]:
         if not str(path).startswith("/"):
             fail(f"--data-dir {path}: give an absolute path (it is a path on the nodes)")
     return [str(p) for p in data_dirs or []]
+
+
+def _storage(
+    chosen: Target, dataset: str | None, checkpoint: str | None, user: str | None
+) -> dict[str, dict[str, Any]]:
+    """--dataset-dir, --checkpoint-dir, --training-user for the storage probe. The paths
+    are not required to exist: a missing one is the storage check's finding, on each node."""
+    given = {"dataset_dir": dataset, "checkpoint_dir": checkpoint}
+    params: dict[str, str] = {}
+    for name, path in given.items():
+        if not path:
+            continue
+        option = "--" + name.replace("_", "-")
+        if chosen.remote and not path.startswith("/"):
+            fail(f"{option} {path}: give an absolute path (it is a path on the nodes)")
+        params[name] = path if chosen.remote else str(Path(path).resolve())
+    if user:
+        params["user"] = user
+    return {"storage": params} if params else {}
 
 
 def _record_target(run: RunDir, chosen: Target, dirs: list[str], suite_name: str) -> None:

@@ -160,9 +160,17 @@ def run_json(run: RunDir, findings: list[Finding], **extra: Any) -> dict[str, An
     }
 
 
-def show_run(run: RunDir, findings: list[Finding], title: str) -> None:
-    """A run's verdict for people: its findings, then where the run directory is."""
-    from bringup.commands.show import show_findings
+def show_run(
+    run: RunDir,
+    findings: list[Finding],
+    title: str,
+    durations: dict[str, dict[str, float]] | None = None,
+) -> None:
+    """A run's verdict for people: its findings, what each probe cost (when given), then
+    where the run directory is."""
+    from bringup.commands.show import duration_lines, show_findings
 
     show_findings(out, findings, run.manifest.nodes, title)
+    for line in duration_lines(durations or {}):
+        out.print(line, highlight=False, soft_wrap=True)
     out.print(f"run directory: {run.path}", highlight=False)

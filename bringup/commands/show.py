@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status, worst
 from bringup.report.escape import printable
 
@@ -218,3 +219,61 @@ def summary_line(findings: list[Finding]) -> Text:
         probes = "1 probe" if len(unrun) == 1 else f"{len(unrun)} probes"
         text.append(f"({checks} checks not judged: {probes} could not run)", style="dim")
     return text
+
+
+# --- how long each probe took -------------------------------------------------------------
+
+
+def probe_durations(nodes: list[NodeFacts]) -> dict[str, dict[str, float]]:
+    """node -> probe -> seconds it ran, in the suite's order; recorded (replayed) ones left out."""
+    found: dict[str, dict[str, float]] = {}
+    for node in nodes:
+        times = {
+            name: record.duration_s
+            for name, record in node.probes.items()
+            if not record.params.get("replayed")
+        }
+        if times:
+            found[node.node] = times
+    return found
+
+
+def duration_lines(durations: dict[str, dict[str, float]]) -> list[str]:
+    """What each probe cost: one node's times and total; for a fleet, the median and the
+    slowest node per probe, and the slowest node's total."""
+    if not durations:
+        return []
+    if len(durations) == 1:
+        ((node, times),) = durations.items()
+        parts = [f"{probe} {seconds_text(s)}" for probe, s in times.items()]
+        return [
+            f"probe times on {node}: {', '.join(parts)}; total {seconds_text(sum(times.values()))}"
+        ]
+    probes: dict[str, dict[str, float]] = defaultdict(dict)
+    for node, times in durations.items():
+        for probe, seconds in times.items():
+            probes[probe][node] = seconds
+    lines = [f"probe times over {len(durations)} nodes (median, slowest):"]
+    for probe, by_node in probes.items():
+        slow = max(by_node, key=lambda n: by_node[n])
+        median = sorted(by_node.values())[len(by_node) // 2]
+        lines.append(
+            f"  {probe:12} {seconds_text(median):>10}  {seconds_text(by_node[slow]):>10} ({slow})"
+        )
+    totals = {node: sum(times.values()) for node, times in durations.items()}
+    slowest = max(totals, key=lambda n: totals[n])
+    lines.append(f"  {'total':12} {'':>10}  {seconds_text(totals[slowest]):>10} ({slowest})")
+    return lines
+
+
+def seconds_text(seconds: float) -> str:
+    """0.42 s, 12.3 s, 4 min 5 s, 1 h 2 min."""
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

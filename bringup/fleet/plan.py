@@ -3,6 +3,8 @@ inventory variables. Pure functions: nothing here connects or runs anything.
 
 Per-node host variables (inventory): `bringup_profile_overrides` (a mapping merged onto
 the profile, validated by its schema), `bringup_data_dirs` (where host and nvme measure),
+`bringup_dataset_dir`, `bringup_checkpoint_dir` and `bringup_training_user` (what the
+storage probe looks at), `bringup_uplink` (the uplink probe's endpoint),
 `bringup_probe_params` ({probe: {param: value}}) and `bringup_replay` (a facts file whose
 recorded probes answer for the node: how GPU facts reach GPU-less simulated nodes).
 """
@@ -22,6 +24,14 @@ from bringup.suite import Suite
 
 # Probes whose `paths` parameter --data-dir (or bringup_data_dirs) replaces.
 PATH_PROBES = ("host", "nvme")
+# Probe parameters that the check command's options (--dataset-dir, --checkpoint-dir,
+# --training-user, --uplink) and these host variables set; a host's own value wins.
+OPTION_VARS: dict[str, tuple[str, str]] = {
+    "bringup_dataset_dir": ("storage", "dataset_dir"),
+    "bringup_checkpoint_dir": ("storage", "checkpoint_dir"),
+    "bringup_training_user": ("storage", "user"),
+    "bringup_uplink": ("uplink", "endpoint"),
+}
 # Seconds a node may take beyond the sum of its probes' timeouts (connect, upload, start).
 NODE_SLACK_S = 60.0
 
@@ -102,6 +112,21 @@ def _probe_params(value: object, node: str) -> dict[str, dict[str, Any]] | None:
     return value
 
 
+def option_params(
+    given: dict[str, dict[str, Any]] | None, host_vars: dict[str, Any], node: str
+) -> dict[str, dict[str, Any]]:
+    """{probe: {param: value}} of the command's options, a host's variables laid over."""
+    params = {probe: dict(values) for probe, values in (given or {}).items()}
+    for var, (probe, param) in OPTION_VARS.items():
+        value = host_vars.get(var)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value:
+            raise FleetError(f"host {node}: {var} must be one string (a path, user or endpoint)")
+        params.setdefault(probe, {})[param] = value
+    return params
+
+
 def load_replay(path: object, node: str) -> NodeFacts:
     """The recording named by `bringup_replay`: one node's facts file."""
     try:
@@ -142,18 +167,22 @@ def plan_node(
     params: dict[str, dict[str, Any]] | None = None,
     done: NodeFacts | None = None,
     remote: bool = True,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> NodePlan:
     """A node's plan from the suite and its inventory variables.
 
     `params` ({probe: {param: value}}) is the command's own per-node setting, laid over
     the host's `bringup_probe_params` (a node's place in a multi-node job, say); `done`
-    (resume) drops the probes that already answered. A plan without a profile records its
-    probes and is not judged by the suite's checks (snapshot; the burn-in judges itself).
+    (resume) drops the probes that already answered. `options` ({probe: {param: value}}) is
+    what the command's options set (OPTION_VARS), under the host's own variables. A plan
+    without a profile records its probes and is not judged by the suite's checks
+    (snapshot; the burn-in judges itself).
     """
     node, host_vars = host.name, host.vars
     dirs = _data_dirs(host_vars.get("bringup_data_dirs"), node) or data_dirs
     own = _probe_params(host_vars.get("bringup_probe_params"), node)
-    request = build_request(suite, dirs, own, params)
+    named = option_params(options, host_vars, node)
+    request = build_request(suite, dirs, named, own, params)
     finished = {p for p, r in (done.probes.items() if done else []) if r.ok}
     steps = [s for s in request["probes"] if s["name"] not in finished]
     replayed: list[dict[str, Any]] = []

@@ -452,8 +452,8 @@ class _Session:
                     yield record
                 if channel.eof_received and not channel.recv_ready():
                     break
-                if channel.closed:
-                    break
+                if channel.closed and not channel.recv_ready():
+                    break  # closed with data still buffered: read it first (the last record)
             # The node closed its output: its exit status follows, unless the link died
             # (then paramiko closes the channel and leaves exit_status at -1).
             channel.status_event.wait(5.0)

@@ -10,16 +10,34 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bringup.node.probes import burnin, gemm, gpu, host, nccl, nvme, telemetry, topology, xid
+from bringup.node.probes import (
+    burnin,
+    dcgm,
+    gemm,
+    gpu,
+    host,
+    nccl,
+    nvme,
+    p2p,
+    storage,
+    telemetry,
+    topology,
+    uplink,
+    xid,
+)
 
 PROBES: dict[str, ModuleType] = {
     "gpu": gpu,
     "topology": topology,
     "host": host,
     "nvme": nvme,
+    "storage": storage,
+    "uplink": uplink,
     "xid": xid,
+    "dcgm": dcgm,
     "nccl": nccl,
     "gemm": gemm,
+    "p2p": p2p,
     "telemetry": telemetry,
     "burnin": burnin,
 }

@@ -10,10 +10,12 @@ GPU-less nodes get their GPU facts from recordings: each node has a facts file b
 `bringup_replay`; the controller answers the recorded probes from it and runs the other
 probes (host, nvme by default) for real over SSH.
 
-Faults are real too: an sshd stopped (connection refused), a node's processes killed
-mid-run, a node frozen with SIGSTOP (silent, like a hung kernel), a tool that hangs (a
-node-local `nvidia-smi` that never answers), packet loss (nftables), latency (tc netem,
-where the kernel has it), a rate-limited link (tc tbf), a host key that changed.
+Each node also has its own `dcgmi` (bringup.sim.dcgm), which prints DCGM's table for the
+node's GPUs with every test passed. Faults are real too: an sshd stopped (connection
+refused), a node's processes killed mid-run, a node frozen with SIGSTOP (silent, like a
+hung kernel), a tool that hangs (a node-local `nvidia-smi` that never answers), packet
+loss (nftables), latency (tc netem, where the kernel has it), a rate-limited link (tc
+tbf), a host key that changed.
 
 Needs root, `ip` and `tc` (iproute2), `sshd` and `ssh-keygen` (openssh-server), `nft`
 (nftables, for packet loss). `SimCluster.available()` says why it cannot run otherwise.
@@ -266,6 +268,7 @@ class SimCluster:
         for node in self.nodes.values():
             self._track(node.dir)
             node.bin_dir.mkdir(parents=True, exist_ok=True)
+            self._install_dcgmi(node)
             node.host_key_line = keygen(node.host_key, node.name)
             (node.dir / "authorized_keys_root").write_text(client_key + "\n")
             (node.dir / "sshd_config").write_text(self._sshd_config(node))
@@ -285,6 +288,14 @@ class SimCluster:
         self.write_known_hosts()
         self._track(self.inventory)
         self.write_inventory()
+
+    def _install_dcgmi(self, node: SimNode) -> None:
+        """The node's own `dcgmi` (bringup.sim.dcgm): DCGM's table for the GPUs it has."""
+        from bringup.sim import dcgm
+
+        state = nvml_state(node.fault)
+        gpus = [g for g in state["gpus"] if not g.get("missing")]  # type: ignore[attr-defined]
+        dcgm.install(node.bin_dir, len(gpus), str(state["driver_version"]))
 
     def _build_nvml(self) -> None:
         """The simulated libnvidia-ml.so.1, once for all nodes (each reads its own state)."""

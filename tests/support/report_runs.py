@@ -5,14 +5,18 @@ Every run starts from the B300 demo fleet as the real CLI writes it
 every node, an `nccl` probe record parsed from a recorded real nccl-tests output (8x H100,
 NVLS, NVIDIA/nccl-tests#290: peak 476.53 GB/s, so the B300 floor of 800 GB/s fails it),
 and to node01 a `telemetry` record parsed from a recorded real `nvidia-smi dmon` output
-(1x A100, pytorch/pytorch#97459). Then the facts are judged with the real checks, as
-`bringup check` would, and written with the real RunDir.
+(1x A100, pytorch/pytorch#97459). The rest of the acceptance suite is recorded as a
+GPU-less machine records it: a real `dcgmi diag` table (DCGM 3.3.3, 8x A100, all pass),
+the gemm and p2p probes run for real on this CPU (judged SKIP: not comparable), and the
+storage and uplink probes with nothing configured (SKIP). Then the facts are judged with
+the real checks, as `bringup check` would, and written with the real RunDir.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from bringup.checks.catalog import judge_node
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status, exit_code
 from bringup.node.parsers.dmon import parse_dmon
+from bringup.node.probes import gemm, p2p, storage, uplink
+from bringup.node.probes.dcgm import facts_from_output
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
 from bringup.rundir import RunDir, load_facts
@@ -31,6 +37,7 @@ from tests.support.cli import invoke
 
 NCCL_LOG = FIXTURES / "nccl" / "nccltests-290-h100x8-single-node-nvls.txt"
 DMON_LOG = FIXTURES / "dmon" / "pytorch-97459-a100-dmon-appclocks.txt"
+DCGM_LOG = FIXTURES / "dcgm" / "awsdt-efa-cheatsheet-p4de-a100x8-dcgm3.3.3-r2-pass.txt"
 # A real Xid 48 line (gpu-operator#1146), planted as a new event in a later run.
 XID48_LOG = FIXTURES / "xid" / "gpuoperator-1146-xid48-dbe-syslog-TRUNCATED.txt"
 STAMP = "2026-11-29T12:00:00+00:00"
@@ -51,11 +58,26 @@ def record(probe: str, facts: Any) -> ProbeRecord:
     )
 
 
+@functools.cache
+def _rest_of_acceptance() -> dict[str, Any]:
+    """The acceptance suite's other probes, as a GPU-less machine records them."""
+    return {
+        "dcgm": facts_from_output(DCGM_LOG.read_text()),
+        "gemm": gemm.collect(gemm.Params(device="cpu", m_sizes=[32], nk=64, iterations=2)).facts,
+        "p2p": p2p.collect(p2p.Params(device="cpu", size_bytes=1 << 16, iterations=2)).facts,
+        "storage": storage.collect(storage.Params()).facts,
+        "uplink": uplink.collect(uplink.Params()).facts,
+    }
+
+
 def with_measurements(nodes: dict[str, NodeFacts]) -> None:
-    """Add the recorded nccl run to every node and the recorded dmon timeline to node01."""
+    """Add the recorded nccl run and the rest of the acceptance suite to every node, and
+    the recorded dmon timeline to node01."""
     nccl = parse_nccl_tests(NCCL_LOG.read_text())
     for node in nodes.values():
         node.probes["nccl"] = record("nccl", nccl)
+        for probe, facts in _rest_of_acceptance().items():
+            node.probes[probe] = record(probe, facts)
     timeline = parse_dmon(DMON_LOG.read_text())
     nodes["b300-node01"].probes["telemetry"] = record("telemetry", timeline)
 

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from bringup.checks.gemm import judge_tflops
+from bringup.checks.gemm import judge_hbm, judge_tflops
 from bringup.findings import Status
 from bringup.node.probes.gemm import GemmFacts, GemmGpu
 from bringup.profile import load
@@ -48,6 +48,41 @@ def test_cpu_figures_are_not_judged_against_the_profile() -> None:
     (f,) = judge_tflops(facts, H200)
     assert f.status is Status.SKIP
     assert f.message == "measured on the CPU (no CUDA GPU): 0.33 TFLOP/s BF16, not comparable"
+
+
+def test_fp8_must_run_on_a_gpu_that_has_it() -> None:
+    facts = gpu_facts({})
+    for gpu in facts.gpus:
+        gpu.capability, gpu.fp8_flops_per_s = "9.0", 1300e12
+    facts.gpus[4].fp8_flops_per_s = None  # silently not measured: an ERROR, never a pass
+    findings = judge_tflops(facts, H200)
+    assert [(f.status, f.message) for f in findings] == [
+        (
+            Status.ERROR,
+            "GPU 4: FP8 did not run, though the GPU has it (compute capability 9.0)",
+        )
+    ]
+    # An Ampere GPU has no FP8; a run that did not ask for FP8 is not held to it.
+    facts.gpus[4].capability = "8.0"
+    assert judge_tflops(facts, H200)[0].status is Status.PASS
+    facts.gpus[4].capability, facts.fp8 = "9.0", False
+    assert judge_tflops(facts, H200)[0].status is Status.PASS
+
+
+def test_hbm_straggler_fails_and_the_rest_pass() -> None:
+    facts = gpu_facts({})
+    for gpu in facts.gpus:
+        gpu.hbm_bytes_per_s = 3.0e12
+    assert [(f.status, f.message) for f in judge_hbm(facts, H200)] == [
+        (
+            Status.PASS,
+            "8 GPUs: HBM copy median 3.00 TB/s (read + write), none more than 10% below it",
+        )
+    ]
+    facts.gpus[6].hbm_bytes_per_s = 2.5e12
+    assert [(f.status, f.message) for f in judge_hbm(facts, H200)] == [
+        (Status.FAIL, "GPU 6: HBM copy 2.50 TB/s, 17% below the node median 3.00 TB/s")
+    ]
 
 
 @pytest.mark.parametrize(

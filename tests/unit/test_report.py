@@ -155,7 +155,7 @@ def test_telemetry_timeline_is_plotted(rich: Path) -> None:
     assert node.timelines[0].samples[0].temperature_c == 35.0
     figures = render.make_plots(report, B300)
     keys = [p.key for p in figures.all()]
-    assert keys[:2] == ["fleet-temperature", "fleet-busbw"]
+    assert keys[:3] == ["fleet-temperature", "fleet-tflops", "fleet-busbw"]
     assert "timeline-b300-node01-0" in keys
     assert {f"nccl-{n}" for n in NODES} <= set(keys)
     assert "timelines" not in render.summary_json(report)  # bulky samples stay out of JSON
@@ -231,7 +231,8 @@ def test_baseline_flags_exactly_the_planted_regressions(
     ]
     assert [(x.node, x.event.xid) for x in comparison.new_xids] == [("b300-node01", 48)]
     # node05's Xid 79 was already in the baseline's log: not new.
-    assert len(comparison.metrics) == 6 * 3  # busbw, NVMe read and write on six nodes
+    # busbw, NVMe read and write, and the gemm TFLOP/s (measured on this CPU) on six nodes
+    assert len(comparison.metrics) == 6 * 4
 
 
 def test_baseline_of_the_same_data_flags_nothing(rich: Path, demo: Path, tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ CPU_M_SIZES = [64, 128, 256]
 CPU_NK = 256
 HBM_COPY_BYTES_GPU = 2**30  # 1 GiB: far above any L2 cache
 HBM_COPY_BYTES_CPU = 16 * 2**20
+# FP8 tensor cores: Ada and Hopper (sm_89, sm_90) on (docs/reference.md#gpu-peaks).
+FP8_CAPABILITY = (8, 9)
 
 
 @dataclass
@@ -63,6 +65,7 @@ class GemmGpu:
 
     index: int
     name: str
+    capability: str | None = None  # CUDA compute capability, "9.0"; None on the CPU
     bf16_flops_per_s: float | None = None  # best shape of the sweep
     bf16_best: str | None = None  # "MxNxK"
     fp8_flops_per_s: float | None = None
@@ -85,6 +88,7 @@ class GemmFacts:
     torch_version: str
     gpus: list[GemmGpu] = field(default_factory=list)
     timeline: Timeline | None = None  # telemetry while sustaining, when asked for
+    fp8: bool = True  # FP8 was asked for (Params.fp8): a GPU that has it must show it
 
 
 FACTS = GemmFacts
@@ -129,6 +133,7 @@ def collect(params: Params) -> ProbeOutput:
         torch_version=str(torch.__version__),
         gpus=[r for r in results if r is not None],
         timeline=timeline,
+        fp8=params.fp8,
     )
     if all(g.error for g in facts.gpus):
         raise ProbeError(f"gemm failed on every {device} device: {facts.gpus[0].error}")
@@ -173,6 +178,9 @@ def measure(
     nk = params.nk or (GPU_NK if device == "cuda" else CPU_NK)
     m_sizes = params.m_sizes or (GPU_M_SIZES if device == "cuda" else CPU_M_SIZES)
     gpu = GemmGpu(index=index, name=_name(torch, device, index))
+    if device == "cuda":
+        major, minor = torch.cuda.get_device_capability(index)
+        gpu.capability = f"{major}.{minor}"
     for m in m_sizes:
         gpu.sweep.append(_matmul(torch, dev, timer, "bf16", m, nk, nk, params))
     best = max(gpu.sweep, key=lambda r: r.flops_per_s)
@@ -203,10 +211,11 @@ def measure(
 
 
 def _has_fp8(torch: Any, device: str, index: int) -> bool:
-    """FP8 matmuls (torch._scaled_mm) need sm_89 or newer and a torch that has them."""
-    if device != "cuda" or not hasattr(torch, "_scaled_mm"):
+    """FP8 matmuls (torch._scaled_mm) need sm_89 or newer. A torch without _scaled_mm on
+    such a GPU is tried all the same: its failure is the GPU's fp8_error, not a silence."""
+    if device != "cuda":
         return False
-    return tuple(torch.cuda.get_device_capability(index)) >= (8, 9)
+    return tuple(torch.cuda.get_device_capability(index)) >= FP8_CAPABILITY
 
 
 def _fp8_accumulation(torch: Any) -> str:

@@ -25,6 +25,7 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 SYS_INFINIBAND = Path("/sys/class/infiniband")
 SYS_IOMMU_GROUPS = Path("/sys/kernel/iommu_groups")
+SYS_DMI = Path("/sys/class/dmi/id")
 OS_RELEASE = Path("/etc/os-release")
 
 # The most CPUs or NUMA nodes a kernel list may name: Linux's NR_CPUS tops out at 8192
@@ -116,6 +117,8 @@ class HostFacts:
     free_space: list[PathSpace] = field(default_factory=list)
     ib_ports: list[IbPort] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
+    # Firmware versions: "bios" (DMI bios_version) and each RDMA device's fw_ver ("mlx5_0").
+    firmware: dict[str, str] = field(default_factory=dict)
 
 
 FACTS = HostFacts
@@ -347,6 +350,22 @@ def _read_ib_port(device: str, port_dir: Path) -> IbPort:
     )
 
 
+def read_firmware(dmi: Path = SYS_DMI, ib_root: Path = SYS_INFINIBAND) -> dict[str, str]:
+    """The system firmware (DMI bios_version) and every RDMA device's firmware (fw_ver)."""
+    found: dict[str, str] = {}
+    sources = [("bios", dmi / "bios_version")]
+    if ib_root.is_dir():
+        sources += [(d.name, d / "fw_ver") for d in sorted(ib_root.iterdir())]
+    for name, path in sources:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue  # no DMI in many VMs and containers; a NIC without fw_ver
+        if text:
+            found[name] = text
+    return found
+
+
 def _or_none(func: Callable[[str], T], text: str | None) -> T | None:
     """func(text), or None when the text is missing or malformed (an IB port must not abort)."""
     if text is None:
@@ -452,6 +471,7 @@ def collect(params: Params) -> ProbeOutput:
         free_space=[path_space(p, params.timeout_s) for p in params.paths],
         ib_ports=ib_ports,
         notes=notes.lines,
+        firmware=read_firmware(),
     )
 
     if cpuinfo_text is not None:

@@ -137,13 +137,17 @@ def test_verdict_failing_findings_and_plots_visible_without_overflow(
         assert expected in seen["failingText"]
     ids = [p["id"] for p in seen["plots"]]
     nodes = [f"b300-node0{i}" for i in range(1, 7)]
-    assert ids == [
-        "plot-fleet-temperature",
-        "plot-fleet-busbw",
-        "plot-nccl-b300-node01",
-        "plot-timeline-b300-node01-0",
-        *(f"plot-nccl-{n}" for n in nodes[1:]),
-    ]
+    assert (
+        ids
+        == [
+            "plot-fleet-temperature",
+            "plot-fleet-tflops",  # the gemm probe, run on this CPU by the recorded runs
+            "plot-fleet-busbw",
+            "plot-nccl-b300-node01",
+            "plot-timeline-b300-node01-0",
+            *(f"plot-nccl-{n}" for n in nodes[1:]),
+        ]
+    )
     assert all(p["visible"] and p["width"] > 200 for p in seen["plots"]), seen["plots"]
     assert seen["wide"] == []
     assert seen["scrollWidth"] <= seen["clientWidth"]

@@ -51,7 +51,7 @@ def test_quick_check_writes_the_run_directory(quick_run) -> None:
     assert manifest["nodes"] == [HOST]
     assert manifest["suite"] == "quick" and manifest["profile"] == "b300"
     facts = json.loads((out / "facts" / f"{HOST}.json").read_text())
-    assert list(facts["probes"]) == ["gpu", "topology", "host", "xid"]
+    assert list(facts["probes"]) == ["gpu", "topology", "host", "xid", "dcgm"]
     assert facts["probes"]["host"]["ok"] is True
     assert facts["probes"]["gpu"]["ok"] is False
     lines = (out / "findings.jsonl").read_text().splitlines()
@@ -64,6 +64,9 @@ def test_json_output_is_one_document(quick_run) -> None:
     doc = json.loads(result.stdout)  # raises if anything else was printed on stdout
     assert doc["run_dir"] == str(out)
     assert doc["exit_code"] == 1
+    # What each probe took on this node, in the suite's order.
+    assert list(doc["durations"][HOST]) == ["gpu", "topology", "host", "xid", "dcgm"]
+    assert all(seconds >= 0 for seconds in doc["durations"][HOST].values())
 
 
 def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run, cli) -> None:
@@ -111,6 +114,59 @@ def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
     raw = list((tmp_path / "run" / "raw" / HOST / "nvme").iterdir())
     assert any(p.suffix == ".json" for p in raw)
     assert not any(p.name.startswith(".bringup-fio") for p in data.iterdir())
+
+
+def test_acceptance_without_a_gpu_errors_dcgm_gemm_and_p2p_with_the_reason(
+    tmp_path: Path, cli
+) -> None:
+    """The acceptance suite's own dcgm, gemm and p2p steps, as shipped, on this GPU-less
+    machine: each is an ERROR that says why, never a PASS."""
+    suite = yaml.safe_load((REPO / "checks/suites/acceptance.yaml").read_text())
+    suite["probes"] = [s for s in suite["probes"] if s["name"] in ("dcgm", "gemm", "p2p")]
+    assert [s["name"] for s in suite["probes"]] == ["dcgm", "gemm", "p2p"]
+    small = tmp_path / "gpu-steps.yaml"
+    small.write_text(yaml.safe_dump(suite))
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no dcgmi, as on a node without DCGM
+    result = cli("check", "--local", "--suite", small, "--out", tmp_path / "run", "--json", env=env)
+    assert result.code == 1
+    found = {(f["check"], f["status"], f["message"]) for f in result.json()["findings"]}
+    assert found == {
+        ("dcgm.diag", "ERROR", "dcgmi not found (install DCGM: `bringup provision --tags dcgm`)"),
+        ("gemm.tflops", "ERROR", "device cuda asked for, but torch sees no CUDA GPU"),
+        ("gemm.hbm", "ERROR", "device cuda asked for, but torch sees no CUDA GPU"),
+        ("gemm.diagnosis", "ERROR", "device cuda asked for, but torch sees no CUDA GPU"),
+        ("p2p.bandwidth", "ERROR", "torch sees no CUDA GPU: peer-to-peer copies need GPUs"),
+    }
+
+
+def test_storage_layout_from_the_options(tmp_path: Path, cli) -> None:
+    """--dataset-dir and --checkpoint-dir reach the storage probe: a shared file system and
+    a checkpoint in memory (/dev/shm) each get their finding."""
+    suite = yaml.safe_load((REPO / "checks/suites/acceptance.yaml").read_text())
+    suite["probes"] = [s for s in suite["probes"] if s["name"] == "storage"]
+    only = tmp_path / "storage.yaml"
+    only.write_text(yaml.safe_dump(suite))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "ckpt").mkdir()
+
+    def run(checkpoint: Path, name: str) -> dict[str, tuple[str, str]]:
+        argv = ["check", "--local", "--suite", only, "--dataset-dir", tmp_path / "data"]
+        argv += ["--checkpoint-dir", checkpoint, "--out", tmp_path / name, "--json"]
+        result = cli(*argv)
+        assert result.code == 1, result.stderr
+        return {f["check"]: (f["status"], f["message"]) for f in result.json()["findings"]}
+
+    shared = run(tmp_path / "ckpt", "shared")
+    assert shared["storage.separate_devices"][0] == "FAIL"
+    assert "are on the same file system" in shared["storage.separate_devices"][1]
+    assert shared["storage.checkpoint_writable"][0] == "PASS"
+    in_memory = run(Path("/dev/shm"), "shm")
+    assert in_memory["storage.checkpoint_durable"] == (
+        "FAIL",
+        "checkpoint path /dev/shm is on tmpfs (memory): checkpoints are lost at the next reboot "
+        "and take the node's RAM",
+    )
+    assert in_memory["storage.separate_devices"][0] == "PASS"
 
 
 def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path: Path, cli) -> None:

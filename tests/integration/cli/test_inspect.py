@@ -18,13 +18,20 @@ def _kind_of(path: Path) -> str:
         if ".csv" in name:
             return "smi-csv"
         return "nvlink" if "nvlink-s" in name else "smi-q"
-    kinds = {"topo": "topo", "fio": "fio", "xid": "kernel-log", "nccl": "nccl", "dmon": "dmon"}
+    kinds = {
+        "topo": "topo",
+        "fio": "fio",
+        "xid": "kernel-log",
+        "nccl": "nccl",
+        "dmon": "dmon",
+        "dcgm": "dcgm",
+    }
     return kinds[path.parent.name]
 
 
 CASES = sorted(
     p
-    for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon")
+    for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon", "dcgm")
     for p in (FIXTURES / kind).iterdir()
     if p.name != "SOURCES.md"
 )
@@ -40,6 +47,20 @@ def test_every_fixture_is_recognised_and_parsed(path: Path, cli) -> None:
     for f in doc["findings"]:
         assert f["status"] in {"PASS", "WARN", "FAIL", "SKIP", "ERROR"}
         assert f["check"] and f["message"]
+
+
+def test_a_dcgm_diag_table_names_the_failed_gpu_and_test(cli) -> None:
+    path = FIXTURES / "dcgm" / "mleng-diag-r2-gpu-memory-fail-thermal-warning-excerpt.txt"
+    result = cli("inspect", path, "--profile", "a100", "--json")
+    assert result.code == 1
+    doc = result.json()
+    assert [r["status"] for r in doc["facts"]["report"]["tests"][0]["results"]] == [
+        *["pass"] * 7,
+        "fail",
+    ]
+    (fail,) = doc["findings"]
+    assert (fail["check"], fail["status"]) == ("dcgm.diag", "FAIL")
+    assert fail["message"].startswith("GPU Memory failed on GPU 0: GPU 0 Thermal violations")
 
 
 def test_topo_facts_carry_the_documented_keys(cli) -> None:

@@ -23,7 +23,7 @@ from tests.support.cluster import CheckRun, needs_cluster, run_check
 
 pytestmark = [pytest.mark.cluster]
 
-QUICK = ("gpu", "topology", "host", "xid")
+QUICK = ("gpu", "topology", "host", "xid", "dcgm")  # dcgm: each node's simulated dcgmi
 # What each planted fault must show (check -> worst status) under the b300 profile, and
 # nothing else: the recordings of bringup.sim.demo judged by the real checks.
 PLANTED: dict[str, dict[str, str]] = {
@@ -69,6 +69,7 @@ def _suite(tmp_path: Path, topology_timeout_s: float) -> Path:
             {"name": "host", "timeout_s": 30},
             {"name": "topology", "timeout_s": topology_timeout_s},
             {"name": "xid", "timeout_s": 60},
+            {"name": "dcgm", "params": {"level": 1}, "timeout_s": 60},
         ],
     }
     path = tmp_path / "faults.yaml"
@@ -296,6 +297,7 @@ def test_a_node_killed_mid_run_keeps_what_it_measured(make_cluster, tmp_path: Pa
         "topology.gpu_count": "ERROR",
         "topology.nvlink": "ERROR",
         "topology.nic_affinity": "ERROR",
+        "dcgm.diag": "ERROR",  # the step after topology never ran
     }
     # What was recorded before the crash is kept and judged: host live, gpu and xid replayed.
     assert set(run.statuses("node02")) == _all_checks(QUICK) | {"node.run"}
@@ -325,6 +327,7 @@ def test_a_frozen_node_ends_at_the_controllers_deadline(make_cluster, tmp_path: 
         "topology.gpu_count": "ERROR",
         "topology.nvlink": "ERROR",
         "topology.nic_affinity": "ERROR",
+        "dcgm.diag": "ERROR",  # the step after topology never ran
     }
     _assert_complete(run, "node01")
     _assert_complete(run, "node03")

@@ -64,7 +64,11 @@ def test_diagnose_local_on_cpu_measures_and_says_no_driver(tmp_path: Path) -> No
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     checks = {(f["check"], f["status"]) for f in doc["findings"]}
-    assert checks == {("gemm.tflops", "SKIP"), ("diagnose.telemetry", "ERROR")}
+    assert checks == {
+        ("gemm.tflops", "SKIP"),
+        ("gemm.hbm", "SKIP"),
+        ("diagnose.telemetry", "ERROR"),
+    }
     telemetry = next(f for f in doc["findings"] if f["check"] == "diagnose.telemetry")
     assert telemetry["message"].startswith("no telemetry: no NVIDIA driver found (")
     facts = json.loads(next((out / "facts").glob("*.json")).read_text())

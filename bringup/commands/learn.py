@@ -1,0 +1,72 @@
+"""`bringup learn`: a golden manifest of what every node of a fleet should show.
+
+    bringup learn runs/2026-11-30-check/ --out golden.yaml     the fleet's majority
+    bringup learn runs/2026-11-30-check/ --node node03         one node taken as the model
+    bringup check --nodes hosts.ini --golden golden.yaml      every node judged against it
+
+The manifest is YAML for a person to read and edit: per node the driver, CUDA, kernel,
+kernel command line, firmware and NIC ports; per GPU its PCIe address, generation and
+width, VBIOS, NVLink count and the state of each link, and its NIC's rate. A field deleted
+from it is not checked. bringup/checks/consistency.py says what each field is.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bringup.commands.common import JsonOpt, fail, load_facts, out, print_json
+
+
+def learn(
+    run_dir: Annotated[Path, typer.Argument(help="A run or snapshot directory (its facts/).")],
+    node: Annotated[
+        str | None, typer.Option("--node", help="Take this node as the model, not the majority.")
+    ] = None,
+    out_file: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the manifest.")
+    ] = Path("golden.yaml"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a golden manifest from a run's facts: the fleet's majority, or one node."""
+    import yaml
+
+    from bringup.checks.consistency import FIELDS_HELP, fleet_fields, majority, to_manifest
+
+    fleet = fleet_fields(load_facts(run_dir))
+    if not any(fleet.values()):
+        fail(f"{run_dir}: no gpu, host or topology facts to learn from")
+    split: dict[str, list[str]] = {}
+    if node is not None:
+        if node not in fleet:
+            fail(f"--node {node}: not in {run_dir} (nodes: {', '.join(sorted(fleet))})")
+        fields = {k: v for group in fleet[node].values() for k, v in group.items()}
+        origin = f"node {node} of {run_dir}"
+    else:
+        fields, split = majority(fleet)
+        origin = f"the majority of {len(fleet)} node(s) of {run_dir}"
+    header = [
+        f"# Golden manifest: learned from {origin}",
+        f"# by `bringup learn` on {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}.",
+        "# `bringup check --golden THIS_FILE` FAILs every node and field that differs.",
+        "# Edit freely: a field removed is not checked. Fields:",
+        *(f"#   {line}" for line in FIELDS_HELP.splitlines()),
+    ]
+    if split:
+        header.append("# Not learned, no majority among the nodes (value: the values seen):")
+        header += [f"#   {key}: {', '.join(values)}" for key, values in sorted(split.items())]
+    # Flow style for lists and mappings of plain values: a GPU's 18 link states on one line.
+    body = yaml.safe_dump(to_manifest(fields), sort_keys=False, width=100, default_flow_style=None)
+    try:
+        out_file.write_text("\n".join(header) + "\n" + body)
+    except OSError as exc:
+        fail(f"cannot write {out_file}: {exc.strerror}")
+    if as_json:
+        print_json({"golden": str(out_file), "fields": len(fields), "not_learned": split})
+        return
+    out.print(f"{out_file}: {len(fields)} fields from {origin}", highlight=False)
+    if split:
+        out.print(f"not learned (no majority): {', '.join(sorted(split))}", highlight=False)

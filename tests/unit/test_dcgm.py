@@ -1,0 +1,449 @@
+"""The dcgm probe's parser (real `dcgmi diag` tables, JSON in DCGM's layout) and its check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+
+from bringup.checks.dcgm import judge_diag
+from bringup.findings import Status
+from bringup.node.parsers.dcgm_diag import DiagReport, detect, parse_diag
+from bringup.node.probes.dcgm import DcgmFacts, Params, diag_argv, facts_from_output
+from bringup.node.result import ParseError, ProbeError
+from tests.support.profiles import h100_profile
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "dcgm"
+A100_3X = "awsdt-efa-cheatsheet-p4de-a100x8-dcgm3.3.3-r2-pass.txt"
+A10G_4X = "dcgm-124-dcgm4.4.2-r2-single-gpu-pass-newfmt.txt"
+ROWREMAP = "mleng-diag-deployment-rowremap-pending-excerpt.txt"
+THERMAL = "mleng-diag-r2-gpu-memory-fail-thermal-warning-excerpt.txt"
+
+PROFILE = h100_profile()
+
+
+def text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def verdicts(report: DiagReport) -> list[tuple[str, str, str, list[tuple[int | None, str]]]]:
+    """(category, test, verdict, [(gpu, status)]) of every test, in order."""
+    return [
+        (t.category, t.name, t.status, [(r.gpu, r.status) for r in t.results]) for t in report.tests
+    ]
+
+
+def judged(output: str) -> list[tuple[Status, str]]:
+    return [(f.status, f.message) for f in judge_diag(facts_from_output(output), PROFILE)]
+
+
+# --- the real outputs, pinned --------------------------------------------------------------
+
+
+def test_every_fixture_is_recognised() -> None:
+    names = sorted(p.name for p in FIXTURES.glob("*.txt"))
+    assert names == sorted([A100_3X, A10G_4X, ROWREMAP, THERMAL])
+    assert all(detect(text(n)) for n in names)
+
+
+def test_dcgm_3_table_of_eight_a100s_all_pass() -> None:
+    report = parse_diag(text(A100_3X))
+    assert (report.format, report.dcgm_version, report.driver_version) == (
+        "table",
+        "3.3.3",
+        "535.104.12",
+    )
+    assert report.device_ids == ["20b2"] * 8
+    deployment = [
+        "Denylist",
+        "NVML Library",
+        "CUDA Main Library",
+        "Permissions and OS Blocks",
+        "Persistence Mode",
+        "Environment Variables",
+        "Page Retirement/Row Remap",
+        "Graphics Processes",
+        "Inforom",
+    ]
+    assert verdicts(report) == [
+        *[("Deployment", name, "pass", []) for name in deployment],
+        ("Integration", "PCIe", "pass", [(None, "pass")]),
+        ("Hardware", "GPU Memory", "pass", [(None, "pass")]),
+    ]
+    assert all(not t.messages and not t.info for t in report.tests)
+
+
+def test_dcgm_4_table_one_gpu_per_row() -> None:
+    report = parse_diag(text(A10G_4X))
+    assert (report.dcgm_version, report.driver_version, report.device_ids) == (
+        "4.4.2",
+        "580.105.08",
+        ["2237"],
+    )
+    assert verdicts(report) == [
+        ("Deployment", "software", "pass", [(0, "pass")]),
+        ("Hardware", "memory", "pass", [(0, "pass")]),
+        ("Integration", "pcie", "pass", [(0, "pass")]),
+    ]
+
+
+def test_a_deployment_error_cut_over_two_cells_is_one_message() -> None:
+    report = parse_diag(text(ROWREMAP))
+    assert verdicts(report) == [("Deployment", "Deployment", "fail", [])]
+    # "...and row" + " remappings..." at DCGM's 45-character cut: one space, as DCGM wrote it.
+    assert report.tests[0].messages == [
+        "GPU 3 has uncorrectable memory errors and row remappings are pending"
+    ]
+
+
+def test_a_memory_failure_on_gpu_0_carries_its_thermal_warning() -> None:
+    report = parse_diag(text(THERMAL))
+    assert verdicts(report) == [
+        (
+            "",
+            "GPU Memory",
+            "fail",
+            [*((gpu, "pass") for gpu in range(1, 8)), (0, "fail")],
+        )
+    ]
+    gpu0 = report.tests[0].results[-1]
+    # Cut mid-word six times ("second|s", "GP|U 0", "componen|ts."), the last cell unclosed.
+    assert gpu0.messages == [
+        "GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test "
+        "for GPU 0 Verify that the cooling on this machine is functional, including external, "
+        "thermal material interface, fans, and any other components."
+    ]
+
+
+def test_the_fixtures_judged() -> None:
+    (passed,) = judge_diag(facts_from_output(text(A100_3X)), PROFILE)
+    assert passed.status == Status.PASS
+    assert passed.message.startswith("dcgmi diag -r 2 (DCGM 3.3.3): 11 tests passed on 8 GPUs")
+    assert judged(text(A10G_4X)) == [
+        (
+            Status.PASS,
+            "dcgmi diag -r 2 (DCGM 4.4.2): 3 tests passed on 1 GPU: software, memory, pcie",
+        )
+    ]
+    assert judged(text(ROWREMAP)) == [
+        (
+            Status.FAIL,
+            "Deployment failed: GPU 3 has uncorrectable memory errors and row remappings "
+            "are pending",
+        )
+    ]
+    (memory,) = judge_diag(facts_from_output(text(THERMAL)), PROFILE)
+    assert memory.status == Status.FAIL
+    assert memory.message.startswith("GPU Memory failed on GPU 0: GPU 0 Thermal violations")
+    assert memory.value == "GPU Memory" and "ROW_REMAPPER" in (memory.action or "")
+
+
+def test_outputs_of_other_tools_are_not_taken_for_dcgm() -> None:
+    others = Path(__file__).parent.parent / "fixtures"
+    for name in ("smi/ugpuexp-h100-q-idle.txt", "topo/simllm-vastai-h200x8-8nic.txt"):
+        assert not detect((others / name).read_text())
+    with pytest.raises(ParseError):
+        parse_diag("Error: unable to establish a connection to the specified host: localhost\n")
+
+
+# --- layouts no public output shows yet: built row by row as dcgmi/Diag.cpp prints them ----
+
+# DCGM 4.x (the 4.4.2 fixture's layout): a test row with its verdict, a row per GPU, and a
+# "Warning: GPU<n>" message cut every 45 characters.
+TP_MESSAGE = (
+    "Detected a targeted power of 612 W on GPU 3; the target was 700 W. "
+    "Check the power supply and cooling."
+)
+
+
+def row(name: str, info: str) -> str:
+    return f"| {name:<25} | {info:<46} |"
+
+
+def table_4x(power_rows: list[str]) -> str:
+    return "\n".join(
+        [
+            "Successfully ran diagnostic for group.",
+            "+---------------------------+------------------------------------------------+",
+            row("Diagnostic", "Result"),
+            "+===========================+================================================+",
+            "|-----  Metadata  ----------+------------------------------------------------|",
+            row("DCGM Version", "4.4.2"),
+            row("GPU Device IDs Detected", ", ".join(["2330"] * 4)),
+            "|-----  Deployment  --------+------------------------------------------------|",
+            row("software", "Pass"),
+            *(row("", f"GPU{i}: Pass") for i in range(4)),
+            "+-----  Stress  ------------+------------------------------------------------+",
+            *power_rows,
+            "+---------------------------+------------------------------------------------+",
+        ]
+    )
+
+
+def wrapped(label: str, message: str) -> list[str]:
+    chunks = [message[i : i + 45] for i in range(0, len(message), 45)]
+    return [row(label if n == 0 else "", chunk) for n, chunk in enumerate(chunks)]
+
+
+def test_a_failed_targeted_power_on_one_gpu_is_one_fail_naming_gpu_and_test() -> None:
+    output = table_4x(
+        [
+            row("targeted_power", "Fail"),
+            *(row("", f"GPU{i}: Pass") for i in range(3)),
+            row("", "GPU3: Fail"),
+            *wrapped("Warning: GPU3", TP_MESSAGE),
+        ]
+    )
+    report = parse_diag(output)
+    power = report.tests[-1]
+    assert (power.category, power.status) == ("Stress", "fail")
+    assert [(r.gpu, r.status) for r in power.results] == [
+        (0, "pass"),
+        (1, "pass"),
+        (2, "pass"),
+        (3, "fail"),
+    ]
+    assert power.results[3].messages == [TP_MESSAGE]
+    (fail,) = judge_diag(facts_from_output(output), PROFILE)
+    assert fail.status == Status.FAIL
+    assert fail.message == f"Stress test targeted_power failed on GPU 3: {TP_MESSAGE}"
+    assert "power cables" in (fail.action or "") and "-i 3" in (fail.action or "")
+
+
+def test_the_same_failure_in_the_dcgm_3_layout() -> None:
+    lines = [
+        "+-----  Stress  ------------+------------------------------------------------+",
+        row("Targeted Power", "Pass - GPUs: 0, 1, 2, 4, 5, 6, 7"),
+        row("", "Fail - GPU: 3"),
+        *wrapped("Warning", TP_MESSAGE),
+    ]
+    report = parse_diag("\n".join(lines))
+    assert [(r.gpu, r.status) for r in report.tests[0].results] == [
+        *((g, "pass") for g in (0, 1, 2, 4, 5, 6, 7)),
+        (3, "fail"),
+    ]
+    (fail,) = judge_diag(facts_from_output("\n".join(lines)), PROFILE)
+    assert (fail.status, fail.message) == (
+        Status.FAIL,
+        f"Stress test Targeted Power failed on GPU 3: {TP_MESSAGE}",
+    )
+
+
+def test_a_warned_test_reads_a_gpus_fail_row_as_a_warning() -> None:
+    # Diag.cpp prints a GPU's warning as "Fail" under a test whose verdict is "Warn".
+    output = table_4x(
+        [row("pcie", "Warn"), row("", "GPU0: Fail"), *wrapped("Warning: GPU0", "PCIe replays")]
+        + [row("", f"GPU{i}: Pass") for i in range(1, 4)]
+    )
+    pcie = parse_diag(output).tests[-1]
+    assert (pcie.status, pcie.results[0].gpu, pcie.results[0].status) == ("warn", 0, "warn")
+    assert [(f.status, f.message) for f in judge_diag(facts_from_output(output), PROFILE)] == [
+        (Status.WARN, "Stress test pcie warned on GPU 0: PCIe replays")
+    ]
+
+
+def test_skipped_is_skip_and_not_run_is_error() -> None:
+    output = table_4x(
+        [
+            row("memtest", "Skip"),
+            *(row("", f"GPU{i}: Skip") for i in range(4)),
+            row("pulse_test", "Not Run"),
+            *(row("", f"GPU{i}: Not Run") for i in range(4)),
+        ]
+    )
+    statuses = [f.status for f in judge_diag(facts_from_output(output), PROFILE)]
+    assert statuses == [Status.SKIP] * 4 + [Status.ERROR] * 4
+
+
+def test_a_skip_all_of_dcgm_3_is_one_skip_with_its_reason() -> None:
+    lines = [
+        row("Targeted Stress", "Skip - All"),
+        *wrapped("Warning", "GPU 0: Unable to find hardware diagnostic, skipping this test."),
+    ]
+    findings = judge_diag(facts_from_output("\n".join(lines)), PROFILE)
+    assert [(f.status, f.message) for f in findings] == [
+        (
+            Status.SKIP,
+            "Targeted Stress skipped: GPU 0: Unable to find hardware diagnostic, "
+            "skipping this test.",
+        )
+    ]  # no PASS: nothing passed
+
+
+# JSON: documents in the layout DCGM's source writes (dcgmi/Diag.cpp, NvvsJsonStrings.h,
+# testing/python3/dcgm_diag_schema.json); no complete real `-j` output is public.
+
+
+def json_4x() -> str:
+    def gpu(index: int, status: str, warning: str | None = None) -> dict[str, object]:
+        result: dict[str, object] = {
+            "entity_group": "GPU",
+            "entity_group_id": 1,
+            "entity_id": index,
+            "status": status,
+        }
+        if warning:
+            result["warnings"] = [
+                {"error_category": 1, "error_id": 2, "error_severity": 3, "warning": warning}
+            ]
+        return result
+
+    return json.dumps(
+        {
+            "DCGM Diagnostic": {
+                "test_categories": [
+                    {
+                        "category": "Deployment",
+                        "tests": [
+                            {
+                                "name": "software",
+                                "results": [gpu(0, "Pass"), gpu(1, "Pass")],
+                                "test_summary": {"status": "Pass"},
+                            }
+                        ],
+                    },
+                    {
+                        "category": "Stress",
+                        "tests": [
+                            {
+                                "name": "targeted_power",
+                                "results": [gpu(0, "Pass"), gpu(1, "Fail", TP_MESSAGE)],
+                                "test_summary": {
+                                    "status": "Fail",
+                                    "warnings": [{"warning": TP_MESSAGE, "error_id": 2}],
+                                },
+                            }
+                        ],
+                    },
+                ]
+            },
+            "entity_groups": [
+                {
+                    "entity_group": "GPU",
+                    "entity_group_id": 1,
+                    "entities": [
+                        {"entity_id": 0, "device_id": "2330"},
+                        {"entity_id": 1, "device_id": "2330"},
+                    ],
+                }
+            ],
+            "metadata": {"version": "4.4.2", "Driver Version Detected": "580.105.08"},
+        },
+        indent=3,
+    )
+
+
+def test_json_of_dcgm_4() -> None:
+    output = "# command: dcgmi diag -r 3 -j\n" + json_4x()
+    assert detect(output)
+    report = parse_diag(output)
+    assert (report.format, report.dcgm_version, report.driver_version, report.device_ids) == (
+        "json",
+        "4.4.2",
+        "580.105.08",
+        ["2330", "2330"],
+    )
+    assert verdicts(report) == [
+        ("Deployment", "software", "pass", [(0, "pass"), (1, "pass")]),
+        ("Stress", "targeted_power", "fail", [(0, "pass"), (1, "fail")]),
+    ]
+    # The summary repeats GPU 1's message: said once.
+    assert report.tests[1].messages == []
+    (fail,) = judge_diag(facts_from_output(output), PROFILE)
+    assert fail.message == f"Stress test targeted_power failed on GPU 1: {TP_MESSAGE}"
+
+
+def test_json_of_dcgm_3() -> None:
+    doc = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Deployment",
+                    "tests": [
+                        {"name": "Denylist", "results": [{"status": "Pass"}]},
+                        None,  # DCGM 3 leaves a null where a test did not run
+                        {
+                            "name": "Persistence Mode",
+                            "results": [
+                                {
+                                    "gpu_id": 2,
+                                    "status": "Fail",
+                                    "warnings": [
+                                        {"warnings": "Persistence mode for GPU 2 is disabled."}
+                                    ],
+                                }
+                            ],
+                        },
+                    ],
+                },
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": "GPU Memory",
+                            "results": [
+                                {"gpu_id": "0", "status": "Pass"},
+                                {"gpu_id": "1", "status": "Skip", "info": "ECC is off"},
+                            ],
+                        }
+                    ],
+                },
+            ]
+        },
+        "version": "3.3.3",
+        "Driver Version Detected": "535.104.12",
+        "GPU Device IDs": ["20b2", "20b2", "20b2"],
+    }
+    report = parse_diag(json.dumps(doc))
+    assert (report.dcgm_version, report.device_ids) == ("3.3.3", ["20b2"] * 3)
+    assert verdicts(report) == [
+        ("Deployment", "Denylist", "pass", [(None, "pass")]),
+        ("Deployment", "Persistence Mode", "fail", [(2, "fail")]),
+        ("Hardware", "GPU Memory", "skip", [(0, "pass"), (1, "skip")]),
+    ]
+    assert report.tests[2].info == ["ECC is off"]
+    findings = judge_diag(facts_from_output(json.dumps(doc)), PROFILE)
+    assert [(f.status, f.message) for f in findings] == [
+        (
+            Status.FAIL,
+            "Deployment test Persistence Mode failed on GPU 2: "
+            "Persistence mode for GPU 2 is disabled.",
+        ),
+        (Status.SKIP, "Hardware test GPU Memory skipped on GPU 1"),
+    ]
+
+
+def test_a_json_runtime_error_is_no_verdict() -> None:
+    doc = {
+        "DCGM Diagnostic": {
+            "runtime_error": "Error: Unable to complete diagnostic.",
+            "version": "4.4.2",
+        }
+    }
+    with pytest.raises(ParseError, match="did not run: Error: Unable to complete diagnostic"):
+        parse_diag(json.dumps(doc))
+
+
+def test_facts_round_trip_through_json() -> None:
+    facts = facts_from_output(text(THERMAL))
+    adapter = TypeAdapter(DcgmFacts)
+    assert adapter.validate_python(adapter.dump_python(facts)) == facts
+
+
+# --- the probe's command line ---------------------------------------------------------------
+
+
+def test_argv() -> None:
+    assert diag_argv("/usr/bin/dcgmi", Params(level=3), True) == [
+        "/usr/bin/dcgmi",
+        *("diag", "-r", "3", "-j"),
+    ]
+    params = Params(level=1, gpus="0,1", parameters=["pcie.gpu_nvlinks_expected_up=18"])
+    assert diag_argv("dcgmi", params, False) == [
+        "dcgmi",
+        *("diag", "-r", "1", "-i", "0,1", "-p", "pcie.gpu_nvlinks_expected_up=18"),
+    ]
+    with pytest.raises(ProbeError, match="level must be 1, 2, 3 or 4"):
+        diag_argv("dcgmi", Params(level=5), True)
