@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bringup import baseline as baselines
+from bringup.suite import load as load_suite
 from tests.support.cli import invoke
 from tests.support.planning import gpu_baseline, tiny_cpu_baseline
 
@@ -115,7 +116,11 @@ def test_70b_lora_on_b300_table(tmp_path: Path) -> None:
     for row in ("1 162.59 104.52 fits", "2 92.56 181.55 fits", "4 55.62 222.18 fits"):
         assert row in text
     assert "assumed MFU 35%, not measured (no --baseline)" in text
-    assert "the acceptance run: suite acceptance 20 min (its budget) + burn-in 30 min" in text
+    budget_min = round(load_suite("acceptance").budget_s / 60)
+    assert (
+        f"the acceptance run: suite acceptance {budget_min} min (its budget) + burn-in 30 min"
+        in text
+    )
 
 
 def test_json_is_one_document_with_the_ratios(tiny_baseline: Path) -> None:
@@ -194,10 +199,11 @@ def test_the_acceptance_cost_takes_the_baseline_runs_own_duration(tmp_path: Path
     doc = json.loads(result.stdout)
     assert doc["device"]["name"] == "b300"  # the baseline's profile
     assert doc["time"]["mfu_source"] == "measured"
-    # 1200 s suite budget + the run's 25 min, on 8 GPUs
+    # The acceptance suite's budget + the run's 25 min, on 8 GPUs.
+    budget = load_suite("acceptance").budget_s
     assert doc["acceptance"]["burnin_s"] == 1500
     assert doc["acceptance"]["burnin_source"] == f"the burn-in of {run} took 25 min"
-    assert doc["cost"]["acceptance_gpu_hours"] == pytest.approx((1200 + 1500) * 8 / 3600)
+    assert doc["cost"]["acceptance_gpu_hours"] == pytest.approx((budget + 1500) * 8 / 3600)
 
 
 def test_a_run_directory_without_a_baseline(tmp_path: Path) -> None:
