@@ -13,8 +13,10 @@ import typer
 
 from bringup import __version__
 from bringup.commands import burnin, check, diagnose, exporter, nccl, provision, report, sim
+from bringup.commands.common import Cli
 
 app = typer.Typer(
+    cls=Cli,
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
     no_args_is_help=True,
     add_completion=False,
