@@ -102,14 +102,10 @@ class RunDir:
     @classmethod
     def reopen(cls, path: Path) -> RunDir:
         """An existing run directory, to be continued (`--resume`): its facts are kept."""
-        manifest = load_manifest(path)
-        findings = path / "findings.jsonl"
-        if findings.is_symlink() or (findings.exists() and not findings.is_file()):
-            raise RunDirError(f"{findings}: not a regular file (not a run directory)")
+        manifest, recorded = load_resumable(path)
         run = cls(path, manifest)
-        if (path / "facts").exists():
-            for facts in load_facts(path):
-                run._facts[facts.node] = facts
+        for facts in recorded:
+            run._facts[facts.node] = facts
         manifest.status = "running"
         manifest.ended_at = None
         manifest.exit_code = None
@@ -218,6 +214,17 @@ def load_manifest(path: Path) -> Manifest:
         return Manifest.model_validate_json(text)
     except ValidationError as exc:
         raise RunDirError(f"{file}: not a run manifest ({_first_error(exc)})") from None
+
+
+def load_resumable(path: Path) -> tuple[Manifest, list[NodeFacts]]:
+    """A run directory to continue: its manifest and the facts recorded so far, or
+    RunDirError when one of them, or its findings.jsonl, is not what a run wrote."""
+    manifest = load_manifest(path)
+    findings = path / "findings.jsonl"
+    if findings.is_symlink() or (findings.exists() and not findings.is_file()):
+        raise RunDirError(f"{findings}: not a regular file (not a run directory)")
+    recorded = load_facts(path) if (path / "facts").exists() else []
+    return manifest, recorded
 
 
 def _read(file: Path, what: str) -> str:

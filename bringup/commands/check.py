@@ -152,10 +152,10 @@ def _resumed(
     resume: Path, nodes_file: Path | None, limit: str | None, data_dirs: list[Path] | None
 ) -> tuple[Path, str | None, str, str, list[Path] | None]:
     """A run is resumed as it started: its inventory, limit, profile, suite, data dirs."""
-    from bringup.rundir import RunDirError, load_manifest
+    from bringup.rundir import RunDirError, load_resumable
 
     try:
-        manifest = load_manifest(resume)
+        manifest, _ = load_resumable(resume)  # all of it, before anything runs
     except RunDirError as exc:
         fail(f"--resume: {exc}")
     if manifest.inventory is None and nodes_file is None:
