@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.files import MAX_BYTES
+
 
 class InventoryError(Exception):
     """The inventory could not be read or selected nothing; one line, naming file and line."""
@@ -57,6 +59,12 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
     """Every host of the inventory at `path` (selected by an Ansible `limit` pattern)."""
     if not path.exists():
         raise InventoryError(f"{path}: no such inventory file or directory")
+    # Ansible reads the file itself: what it would wait on (a FIFO) or read without end
+    # (a device) is refused here, as bringup/files.py refuses it for every other file.
+    if not (path.is_dir() or path.is_file()):
+        raise InventoryError(f"{path}: not a regular file or directory, not an inventory")
+    if path.is_file() and path.stat().st_size > MAX_BYTES:
+        raise InventoryError(f"{path}: over the {MAX_BYTES >> 20} MiB cap")
     # Imported here: Ansible takes a third of a second to import, and only fleet runs need it.
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager

@@ -184,10 +184,18 @@ def test_json_is_one_document_when_the_input_is_refused(args: list[str], message
         (["burnin", "--local", "--node-work-dir", "/x"], "--node-work-dir does not apply"),
     ],
 )
-def test_an_option_that_does_nothing_in_the_mode_is_refused(args: list[str], message: str) -> None:
-    result = invoke(*args)
+def test_an_option_that_does_nothing_in_the_mode_is_refused(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = invoke(*args, "--out", _unwritable(tmp_path))  # were it accepted: nothing runs
     assert result.exit_code == 2, result.stderr
     assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    """A run directory that cannot be made (its parent is a file)."""
+    (tmp_path / "file").write_text("")
+    return tmp_path / "file" / "run"
 
 
 NUMBERS = [
@@ -221,10 +229,11 @@ NUMBERS = [
 
 
 @pytest.mark.parametrize(("command", "option", "value"), NUMBERS)
-def test_numbers_out_of_range_are_refused(command: str, option: str, value: str) -> None:
-    where = ["--nodes", "/nonexistent.ini"] if command == "provision" else ["--local"]
-    if command in ("check", "snapshot"):
-        where = ["--nodes", "/nonexistent.ini"]
+def test_numbers_out_of_range_are_refused(
+    tmp_path: Path, command: str, option: str, value: str
+) -> None:
+    # An inventory that is not there: were the number accepted, nothing would run either.
+    where = ["--nodes", "/nonexistent.ini", "--out", _unwritable(tmp_path)]
     result = invoke(command, *where, option, value)
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1 and option in result.stderr, result.stderr

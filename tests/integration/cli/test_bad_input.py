@@ -277,3 +277,45 @@ def test_hostile_input_is_one_line_and_exit_2(
     named = [a for a in given if a.startswith(str(tmp_path)) or a == "/dev/urandom"]
     assert any(Path(n).name in line for n in named), line  # the line names the file
     assert not (tmp_path / "runs").exists()  # refused before a run directory was made
+
+
+def test_a_fifo_inventory_is_refused_not_waited_on(tmp_path: Path, cli) -> None:
+    os.mkfifo(tmp_path / "hosts.ini")
+    line = _one_line_error(
+        cli("check", "--nodes", tmp_path / "hosts.ini", cwd=tmp_path, timeout=60)
+    )
+    assert "hosts.ini: not a regular file or directory" in line
+
+
+@pytest.mark.parametrize("limit", [",", "~[", "n1,typo"])
+@pytest.mark.parametrize("command", ["check", "provision"])
+def test_a_limit_that_matches_no_valid_pattern_selects_nothing(
+    tmp_path: Path, cli, command: str, limit: str
+) -> None:
+    (tmp_path / "hosts.ini").write_text(
+        "[gpu]\nn1 ansible_host=10.0.0.1\nn2 ansible_host=10.0.0.2\n"
+    )
+    result = cli(
+        command, "--nodes", tmp_path / "hosts.ini", "--limit", limit, "--json", cwd=tmp_path
+    )
+    line = _one_line_error(result)
+    assert line.startswith(f"error: --limit {limit!r}")
+    assert json.loads(result.stdout) == {"error": line.removeprefix("error: "), "exit_code": 2}
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_refused_resume_leaves_the_run_as_it_was(tmp_path: Path, cli) -> None:
+    run = _findings_dir(_run_dir(tmp_path / "r"))
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
+    line = _one_line_error(cli("check", "--resume", run, "--json", cwd=tmp_path))
+    assert "findings.jsonl: not a regular file" in line
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_a_yaml_alias_bomb_is_refused(tmp_path: Path, cli) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    (tmp_path / "bomb.yaml").write_text("\n".join(lines) + "\n")
+    line = _one_line_error(cli("profiles", "show", tmp_path / "bomb.yaml", timeout=60))
+    assert "expands to more than 1000000 values" in line
