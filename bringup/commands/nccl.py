@@ -166,14 +166,14 @@ def nccl(
     chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
     if pairwise and nodes_file is None:
         fail("--pairwise needs --nodes hosts.ini")
+    if not 0 < slow_fraction < 1:
+        fail("--slow-fraction must be between 0 and 1")
     if nodes_file is None:
         not_for(ctx, "--local (a job on this node alone)", "port", "master_addr")
     if pairwise:
         not_for(ctx, "--pairwise (each pair meets on its first node)", "master_addr")
     else:
         not_for(ctx, "one job (it is for --pairwise)", "slow_fraction")
-    if not 0 < slow_fraction < 1:
-        fail("--slow-fraction must be between 0 and 1")
     try:
         params: dict[str, Any] = {
             "engine": engine,
