@@ -101,7 +101,16 @@ class Cli(TyperGroup):
     def make_context(
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> Any:
-        ctx = super().make_context(info_name, args, parent, **extra)
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except _parser_errors.UsageError as exc:  # `bringup --nosuch`: before any command
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                raise  # `bringup` alone: the help
+            token = _INVOCATION.set(_Invocation(json="--json" in args))
+            try:
+                fail(exc.format_message())
+            finally:
+                _INVOCATION.reset(token)
         ctx.meta["bringup.args"] = list(args)
         return ctx
 

@@ -157,6 +157,8 @@ def test_without_json_stdout_stays_empty(tmp_path: Path) -> None:
         (["check", "--demo", "--profile", "b900", "--json"], "unknown profile 'b900'"),
         (["check", "--demo", "--forks", "0", "--json"], "Invalid value for '--forks'"),
         (["inspect", "--json"], "Missing argument 'FILE'"),
+        (["--nosuch", "--json"], "No such option: --nosuch"),
+        (["nosuch", "--json"], "No such command 'nosuch'"),
         (["report", "/nonexistent/run", "--json"], "/nonexistent/run"),
     ],
 )
