@@ -316,6 +316,7 @@ def _run_pairwise(
 ) -> list[Finding]:
     """Pairs, then each suspect with a known-good partner; one verdict per node."""
     from bringup.checks.nccl import judge_pairwise, split_pairs
+    from bringup.files import write_atomic
     from bringup.fleet.job import pair_up, retest_pairs
 
     names = nodes.names
@@ -325,9 +326,8 @@ def _run_pairwise(
     retests = _measure_pairs(retest_pairs(suspects, good), nodes, params, prof, run, port, "retest")
     findings = judge_pairwise(names, first, retests, slow_fraction)
     run.add_findings(findings)
-    (run.path / "pairs.json").write_text(
-        json.dumps([p.as_json() for p in [*first, *retests]], indent=2) + "\n"
-    )
+    pairs = json.dumps([p.as_json() for p in [*first, *retests]], indent=2) + "\n"
+    write_atomic(run.path / "pairs.json", pairs)
     return findings
 
 
