@@ -10,7 +10,6 @@ Everything here is a pure function of the burn-in facts and the peaks; only `loa
 
 from __future__ import annotations
 
-import os
 import statistics
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from bringup import __version__
+from bringup.files import InputError, read_text, write_atomic
 from bringup.node.probes.burnin import BurninFacts
 from bringup.node.timeline import Timeline
 from bringup.schema import Strict, describe
@@ -91,7 +91,7 @@ class Baseline(Strict):
     metrics: dict[str, float]  # burnin.tokens_per_s (per GPU), burnin.mfu: fleet medians
 
 
-class BaselineError(Exception):
+class BaselineError(InputError):
     """A baseline file cannot be read or does not fit the schema; one line."""
 
 
@@ -245,9 +245,7 @@ def build(nodes: list[NodeBaseline], recipe: str, profile: str | None, created_a
 
 
 def write(path: Path, baseline: Baseline) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(baseline.model_dump_json(indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, baseline.model_dump_json(indent=2) + "\n")
 
 
 def load(path: Path) -> Baseline:
@@ -255,9 +253,9 @@ def load(path: Path) -> Baseline:
     if path.is_dir():
         path = path / "baseline.json"
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BaselineError(f"cannot read {path}: {exc.strerror}") from None
+        text = read_text(path, "baseline")
+    except InputError as exc:
+        raise BaselineError(str(exc)) from None
     try:
         return Baseline.model_validate_json(text)
     except ValidationError as exc:

@@ -24,8 +24,10 @@ from bringup.commands import (
     report,
     sim,
 )
+from bringup.commands.common import Cli
 
 app = typer.Typer(
+    cls=Cli,
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
     no_args_is_help=True,
     add_completion=False,

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from bringup.data import data_dir
+from bringup.files import InputError, read_text
 from bringup.node.burnin.recipe import Recipe, to_json
 from bringup.schema import describe, locate, read_yaml, shipped
 
@@ -74,9 +75,11 @@ def deepspeed_config(recipe: Recipe) -> dict[str, object]:
     if not path.suffix:
         path = recipes_dir() / "deepspeed" / f"{recipe.deepspeed.config}.json"
     try:
-        config = json.loads(path.read_text())
-    except OSError as exc:
-        raise RecipeError(f"deepspeed config {path}: {exc.strerror}") from None
+        config = json.loads(read_text(path, "DeepSpeed config"))
+    except InputError as exc:
+        raise RecipeError(f"deepspeed config: {exc}") from None
+    except RecursionError:
+        raise RecipeError(f"deepspeed config {path}: not JSON (nested too deeply)") from None
     except json.JSONDecodeError as exc:
         raise RecipeError(
             f"deepspeed config {path}: not JSON ({exc.msg}, line {exc.lineno})"

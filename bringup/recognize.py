@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bringup.checks.catalog import judge_probe
+from bringup.files import InputError
+from bringup.files import read_text as read_file
 from bringup.findings import Finding
 from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.probes import dcgm, nccl, topology, xid
@@ -80,7 +82,7 @@ KINDS: list[Kind] = [
 KIND_NAMES = [k.name for k in KINDS]
 
 
-class InspectError(Exception):
+class InspectError(InputError):
     """The file could not be read or recognised; one line."""
 
 
@@ -95,10 +97,12 @@ class Inspection:
 
 
 def read_text(path: Path) -> str:
+    """A tool output as text: a stray undecodable byte (a kernel log line) is replaced, not
+    refused; what is not text at all is then no known kind."""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InspectError(f"cannot read {path}: {exc.strerror}") from None
+        return read_file(path, "tool output", lenient=True)
+    except InputError as exc:
+        raise InspectError(str(exc)) from None
 
 
 def detect(text: str) -> Kind:
@@ -120,6 +124,10 @@ def inspect_text(text: str, profile: Profile, kind_name: str | None = None) -> I
         facts, error = kind.parse(text), None
     except ParseError as exc:
         facts, error = None, f"could not parse as {kind.description}: {exc}"
+    except (ValueError, LookupError, TypeError, AttributeError, RecursionError) as exc:
+        # A parser meets text no tool wrote (a file someone sent): its crash is "cannot parse".
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        facts, error = None, f"could not parse as {kind.description}: {reason}"
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
@@ -129,6 +137,6 @@ def inspect_text(text: str, profile: Profile, kind_name: str | None = None) -> I
 def is_facts_json(text: str) -> bool:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and "bringup_version" in data and "probes" in data

@@ -12,8 +12,7 @@ by the threads of a fleet run: every write holds its lock.
 
 from __future__ import annotations
 
-import os
-import re
+import hashlib
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
+from bringup.files import InputError, append_lines, read_text, write_atomic
 from bringup.findings import Finding
 
 
@@ -32,7 +32,7 @@ class Manifest(BaseModel):
     suite: str | None = None
     started_at: str
     ended_at: str | None = None
-    status: str = "running"  # running, complete, interrupted
+    status: str = "running"  # running, complete, interrupted, refused (bad input, exit 2)
     exit_code: int | None = None
     nodes: list[str] = Field(default_factory=list)
     # Fleet runs: what `--resume` needs to reach the same nodes with the same request.
@@ -42,7 +42,7 @@ class Manifest(BaseModel):
     suite_source: str | None = None  # the suite's name or absolute path, as given
 
 
-class RunDirError(Exception):
+class RunDirError(InputError):
     """A directory is not a readable run directory; the message is one line."""
 
 
@@ -50,16 +50,30 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _safe(name: str) -> str:
-    """A file name from text a node sent: no path separators, no leading dots."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
+# Characters a file name keeps as they are; a '.' only after the first character.
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_LONGEST = 120  # beyond this a name is cut and a hash of the whole name added
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def file_name(name: str) -> str:
+    """A file name from text a node (or a facts file) sent: one path component, different
+    for different names.
+
+    Plain names stay as they are (`node-01`, `gpu1.example.com`); every other character is
+    %-encoded as its UTF-8 bytes, so `a/b`, `a_b`, `x` and `.x` get four different files and
+    none can leave its directory. A long name is cut and a hash of the whole name added
+    after a `~` (a character the encoding never leaves): still one file per name.
+    """
+    encoded = "".join(
+        char
+        if char in _PLAIN or (char == "." and index > 0)
+        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        for index, char in enumerate(name)
+    )
+    if len(encoded) > _LONGEST:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        encoded = f"{encoded[:100]}~{digest}"
+    return encoded or "%"
 
 
 class RunDir:
@@ -73,9 +87,11 @@ class RunDir:
 
     @classmethod
     def create(cls, path: Path, command: str, profile: str | None, suite: str | None) -> RunDir:
-        if path.exists() and any(path.iterdir()):
-            raise RunDirError(f"{path} exists and is not empty; choose another --out")
         try:
+            if path.exists() and not path.is_dir():
+                raise RunDirError(f"{path} exists and is not a directory; choose another --out")
+            if path.exists() and any(path.iterdir()):
+                raise RunDirError(f"{path} exists and is not empty; choose another --out")
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunDirError(f"cannot create {path}: {exc.strerror}") from None
@@ -86,13 +102,10 @@ class RunDir:
     @classmethod
     def reopen(cls, path: Path) -> RunDir:
         """An existing run directory, to be continued (`--resume`): its facts are kept."""
-        manifest = load_manifest(path)
-        if manifest is None:
-            raise RunDirError(f"{path}: no readable manifest.json (not a run directory)")
+        manifest, recorded = load_resumable(path)
         run = cls(path, manifest)
-        if (path / "facts").is_dir():
-            for facts in load_facts(path):
-                run._facts[facts.node] = facts
+        for facts in recorded:
+            run._facts[facts.node] = facts
         manifest.status = "running"
         manifest.ended_at = None
         manifest.exit_code = None
@@ -102,7 +115,7 @@ class RunDir:
     def save_manifest(self) -> None:
         with self._lock:
             text = self.manifest.model_dump_json(indent=2) + "\n"
-            _write_atomic(self.path / "manifest.json", text)
+            write_atomic(self.path / "manifest.json", text)
 
     def add_node(self, node: str) -> NodeFacts:
         with self._lock:
@@ -135,16 +148,15 @@ class RunDir:
     def reset_findings(self) -> None:
         """Start findings.jsonl afresh (a resumed run judges every node again)."""
         with self._lock:
-            _write_atomic(self.path / "findings.jsonl", "")
+            write_atomic(self.path / "findings.jsonl", "")
 
     def add_record(self, node: str, record: dict[str, object]) -> ProbeRecord:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
         raw = record.pop("raw", None) or {}
         parsed = ProbeRecord.model_validate(record)
         for name, text in dict(raw).items():
-            target = self.path / "raw" / _safe(node) / _safe(parsed.probe) / _safe(str(name))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(str(text))
+            names = (node, parsed.probe, str(name))
+            write_atomic(self.path.joinpath("raw", *map(file_name, names)), str(text))
         with self._lock:
             facts = self._facts.get(node) or self.add_node(node)
             facts.probes[parsed.probe] = parsed
@@ -154,8 +166,8 @@ class RunDir:
     def add_findings(self, findings: list[Finding]) -> None:
         # One write of whole lines under the lock: nodes finishing together do not interleave.
         text = "".join(f.model_dump_json() + "\n" for f in findings)
-        with self._lock, (self.path / "findings.jsonl").open("a") as out:
-            out.write(text)
+        with self._lock:
+            append_lines(self.path / "findings.jsonl", text)
 
     def finish(self, status: str, exit_code: int) -> None:
         with self._lock:
@@ -165,33 +177,67 @@ class RunDir:
             self.save_manifest()
 
     def _save_facts(self, facts: NodeFacts) -> None:
-        target = self.path / "facts" / f"{_safe(facts.node)}.json"
-        _write_atomic(target, facts.model_dump_json(indent=2) + "\n")
+        target = self.path / "facts" / f"{file_name(facts.node)}.json"
+        write_atomic(target, facts.model_dump_json(indent=2) + "\n")
 
 
 def load_facts(path: Path) -> list[NodeFacts]:
     """Every node's facts from a run (or snapshot) directory, or from one facts file."""
-    files = [path] if path.is_file() else sorted((path / "facts").glob("*.json"))
+    if path.is_dir():
+        folder = path / "facts"
+        if folder.exists() and not folder.is_dir():
+            raise RunDirError(f"{folder}: not a directory (not a run or snapshot directory)")
+        files = sorted(folder.glob("*.json"))
+    else:
+        files = [path]
     if not files:
         raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
     nodes = []
     for file in files:
+        text = _read(file, "facts")
         try:
-            nodes.append(NodeFacts.model_validate_json(file.read_text()))
-        except OSError as exc:
-            raise RunDirError(f"cannot read {file}: {exc.strerror}") from None
+            nodes.append(NodeFacts.model_validate_json(text))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            raise RunDirError(f"{file}: not a facts file ({where}: {err['msg']})") from None
+            raise RunDirError(f"{file}: not a facts file ({_first_error(exc)})") from None
     return nodes
 
 
-def load_manifest(path: Path) -> Manifest | None:
+def load_manifest(path: Path) -> Manifest:
+    """The manifest of a run directory, or RunDirError saying why there is none."""
+    file = path / "manifest.json"
+    if not path.is_dir():
+        raise RunDirError(f"{path}: not a directory (not a run directory)")
+    if not file.exists() and not file.is_symlink():
+        raise RunDirError(f"{path}: no manifest.json (not a run directory)")
+    text = _read(file, "manifest")
     try:
-        return Manifest.model_validate_json((path / "manifest.json").read_text())
-    except (OSError, ValidationError):
-        return None
+        return Manifest.model_validate_json(text)
+    except ValidationError as exc:
+        raise RunDirError(f"{file}: not a run manifest ({_first_error(exc)})") from None
+
+
+def load_resumable(path: Path) -> tuple[Manifest, list[NodeFacts]]:
+    """A run directory to continue: its manifest and the facts recorded so far, or
+    RunDirError when one of them, or its findings.jsonl, is not what a run wrote."""
+    manifest = load_manifest(path)
+    findings = path / "findings.jsonl"
+    if findings.is_symlink() or (findings.exists() and not findings.is_file()):
+        raise RunDirError(f"{findings}: not a regular file (not a run directory)")
+    recorded = load_facts(path) if (path / "facts").exists() else []
+    return manifest, recorded
+
+
+def _read(file: Path, what: str) -> str:
+    try:
+        return read_text(file, what)
+    except InputError as exc:
+        raise RunDirError(str(exc)) from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    return " ".join(f"{where}: {err['msg']}".split())
 
 
 def default_path(command: str) -> Path:

@@ -8,6 +8,8 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bringup.files import InputError, read_text
+
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -17,14 +19,42 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Values a YAML document may expand to: anchors and aliases can make a few lines stand
+# for billions of values (the "billion laughs"); no profile, suite or recipe comes near this.
+MAX_VALUES = 1_000_000
+
+
 def read_yaml(path: Path, error: type[Exception]) -> object:
-    """Parsed YAML, or `error` with one line saying why not."""
+    """Parsed YAML, or `error` with one line saying why not (bringup/files.py reads it)."""
     try:
-        return yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise error(f"cannot read {path}: {exc.strerror}") from None
+        data = yaml.safe_load(read_text(path, "YAML"))
+    except InputError as exc:
+        raise error(str(exc)) from None
     except yaml.YAMLError as exc:
         raise error(f"{path}: malformed YAML: {' '.join(str(exc).split())}") from None
+    except ValueError as exc:  # a constructor's own: `!!int zz`, a date 2020-13-45
+        raise error(f"{path}: malformed YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise error(f"{path}: malformed YAML: nested too deeply") from None
+    if _too_many_values(data, MAX_VALUES):
+        raise error(f"{path}: YAML expands to more than {MAX_VALUES} values (aliases)")
+    return data
+
+
+def _too_many_values(data: object, limit: int) -> bool:
+    """Whether the document, its aliases expanded, holds more than `limit` values."""
+    pending, seen = [data], 0
+    while pending:
+        value = pending.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
 
 
 # How pydantic names an unknown key: in a model, and in a dataclass (the recipe's schema).
@@ -41,7 +71,7 @@ def describe(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in err["loc"]) or "(top level)"
     kind = "unknown key" if err["type"] in _UNKNOWN_KEY else err["msg"]
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {kind}{more}"
+    return " ".join(f"{where}: {kind}{more}".split())
 
 
 def shipped(folder: Path) -> list[str]:

@@ -33,7 +33,9 @@ from bringup.commands.common import (
     create_run,
     fail,
     finish_run,
+    finite,
     load_profile,
+    not_for,
     open_nodes,
     out,
     print_json,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from bringup import recipe as recipes
     from bringup.findings import Finding
     from bringup.fleet.inventory import Host
+    from bringup.fleet.plan import NodePlan
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.target import Nodes
     from bringup.rundir import RunDir
@@ -63,6 +66,7 @@ GEMM_TIMEOUT_S = 900.0
 
 
 def burnin(
+    ctx: typer.Context,
     local: LocalOpt = False,
     nodes_file: NodesOpt = None,
     joint: Annotated[
@@ -77,7 +81,8 @@ def burnin(
         int | None, typer.Option("--steps", min=1, help="Train this many steps.")
     ] = None,
     minutes: Annotated[
-        float | None, typer.Option("--minutes", min=0.01, help="Train this long.")
+        float | None,
+        typer.Option("--minutes", min=0.01, callback=finite, help="Train this long."),
     ] = None,
     nproc: Annotated[
         int, typer.Option("--nproc", min=0, help="Ranks on the node (0: one per GPU, 1 on CPU).")
@@ -95,7 +100,12 @@ def burnin(
     ] = None,
     peak_tflops: Annotated[
         float | None,
-        typer.Option("--peak-tflops", min=0.0, help="Peak to compute MFU against (TFLOP/s)."),
+        typer.Option(
+            "--peak-tflops",
+            min=0.001,
+            callback=finite,
+            help="Peak to compute MFU against (TFLOP/s).",
+        ),
     ] = None,
     with_gemm: Annotated[
         bool, typer.Option("--with-gemm", help="Measure the matmul ceiling first (gemm probe).")
@@ -127,7 +137,12 @@ def burnin(
     ] = None,
     rendezvous_timeout: Annotated[
         float,
-        typer.Option("--rendezvous-timeout", min=1.0, help="--joint: seconds to wait for nodes."),
+        typer.Option(
+            "--rendezvous-timeout",
+            min=1.0,
+            callback=finite,
+            help="--joint: seconds to wait for nodes.",
+        ),
     ] = 300.0,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
@@ -136,10 +151,17 @@ def burnin(
 ) -> None:
     """Run a reference LoRA fine-tune (DeepSpeed ZeRO-3) and record the node's MFU baseline."""
     from bringup import recipe as recipes
+    from bringup.fleet.run import run as run_fleet
+    from bringup.rundir import default_path
 
     chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
     if joint and nodes_file is None:
         fail("--joint needs --nodes hosts.ini")
+    if not joint:
+        why = "a run of each node on its own (it is for --joint)"
+        not_for(ctx, why, "port", "master_addr", "rendezvous_timeout")
+    if nodes_file is None:
+        not_for(ctx, "--local (the work directory is in the run directory)", "node_work_dir")
     if resume is not None and nodes_file is not None:
         fail("--resume works with --local only (a checkpoint lives on one node)")
     if steps is not None and minutes is not None:
@@ -167,9 +189,11 @@ def burnin(
     job = Job(recipe, nproc, keep_checkpoints, with_gemm, node_work_dir, port, master_addr)
     job.rendezvous_timeout_s = rendezvous_timeout
     job.resume = str(resume.resolve()) if resume is not None else None
+    run_path = out_dir or default_path("burnin")
     with open_nodes(chosen) as nodes:
-        run = create_run(out_dir, "burnin", profile_name, None)
-        outcomes = _launch(nodes, run, job, joint)
+        plans = _plans(nodes, run_path, job, joint)  # a bad host variable is said before the run
+        run = create_run(run_path, "burnin", profile_name, None)
+        outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
     else:
@@ -262,16 +286,15 @@ def joint_deepspeed_config(config: dict[str, Any]) -> dict[str, Any]:
     return joint
 
 
-def _launch(nodes: Nodes, run: RunDir, job: Job, joint: bool) -> dict[str, NodeOutcome]:
-    """The burn-in on every node at once, each record kept as it arrives."""
+def _plans(nodes: Nodes, run_path: Path, job: Job, joint: bool) -> list[NodePlan]:
+    """What every node runs: the burn-in, all nodes at once (fleet.run records each)."""
     from bringup.fleet.plan import FleetError, plan_node
-    from bringup.fleet.run import run as run_fleet
 
     suite = burnin_suite(job)
     if nodes.remote:
-        per_node = node_params(job, nodes.hosts, run.path.name, joint)
+        per_node = node_params(job, nodes.hosts, run_path.name, joint)
     else:  # this machine: the work directory is inside the run directory
-        local: dict[str, Any] = {"work_dir": str((run.path / "work").resolve())}
+        local: dict[str, Any] = {"work_dir": str((run_path / "work").resolve())}
         per_node = [local if job.resume is None else {**local, "resume": job.resume}]
     try:
         plans = [
@@ -288,7 +311,7 @@ def _launch(nodes: Nodes, run: RunDir, job: Job, joint: bool) -> dict[str, NodeO
         ]
     except FleetError as exc:
         fail(str(exc))
-    return {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
+    return plans
 
 
 # --- judging ------------------------------------------------------------------------------

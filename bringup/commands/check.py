@@ -33,9 +33,11 @@ from bringup.commands.common import (
     load_facts,
     load_profile,
     load_suite,
+    not_for,
     open_nodes,
     out,
     print_json,
+    remember_run,
     run_json,
     show_run,
     target,
@@ -76,6 +78,7 @@ UplinkOpt = Annotated[
 
 
 def check(
+    ctx: typer.Context,
     local: LocalOpt = False,
     nodes_file: NodesOpt = None,
     replay: Annotated[
@@ -109,6 +112,11 @@ def check(
         fail("say where the facts come from: --nodes FILE, --local, --replay DIR or --demo")
     if limit and nodes_file is None and resume is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
+    if replay is not None or demo:
+        mode = "--demo" if demo else "--replay"
+        not_for(ctx, f"{mode} (it judges recorded facts; nothing runs on nodes)", *_RUN_OPTIONS)
+    if resume is not None:
+        not_for(ctx, "--resume (a run resumes as it started)", "profile_name", "suite_name")
     outcomes: list[NodeOutcome] = []
     golden_fields = _load_golden(golden) if golden is not None else None
     if replay is not None or demo:
@@ -187,6 +195,10 @@ def judge_fleet(
     return found
 
 
+# What chooses and reaches the nodes a run probes: nothing for --replay and --demo.
+_RUN_OPTIONS = ("suite_name", "data_dirs", "forks", "accept_new_hostkeys", "connect_timeout")
+
+
 def _judge_recorded(
     replay: Path | None, demo: bool, profile_name: str, out_dir: Path | None
 ) -> tuple[list[Finding], RunDir]:
@@ -217,11 +229,12 @@ def _resumed(
     resume: Path, nodes_file: Path | None, limit: str | None, data_dirs: list[Path] | None
 ) -> tuple[Path, str | None, str, str, list[Path] | None]:
     """A run is resumed as it started: its inventory, limit, profile, suite, data dirs."""
-    from bringup.rundir import load_manifest
+    from bringup.rundir import RunDirError, load_resumable
 
-    manifest = load_manifest(resume)
-    if manifest is None:
-        fail(f"--resume {resume}: no readable manifest.json (not a run directory)")
+    try:
+        manifest, _ = load_resumable(resume)  # all of it, before anything runs
+    except RunDirError as exc:
+        fail(f"--resume: {exc}")
     if manifest.inventory is None and nodes_file is None:
         fail(f"--resume {resume}: a --local run cannot be resumed; run it again")
     return (
@@ -279,9 +292,9 @@ def probe_fleet(
             fail(str(exc))
         if resume is not None:
             try:
-                run = RunDir.reopen(resume)
+                run = remember_run(RunDir.reopen(resume))
             except RunDirError as exc:
-                fail(str(exc))
+                fail(f"--resume: {exc}")
             run.reset_findings()
         else:
             run = create_run(out_dir, command, profile_name, suite_chosen.name)
@@ -408,6 +421,8 @@ def inspect(
     prof = load_profile(profile_name)
     try:
         if file.is_dir() or (file.suffix == ".json" and is_facts_json(read_text(file))):
+            if kind is not None:
+                fail(f"--kind does not apply to {file}: it holds facts, not a tool output")
             _inspect_facts(file, prof, profile_name, as_json)
             return
         result = inspect_text(read_text(file), prof, kind)

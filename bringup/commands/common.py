@@ -5,16 +5,29 @@ runs on, and a run's JSON document. How findings look on a terminal is commands/
 A command module defines its Typer function with these options and imports anything
 heavy (pydantic models, the fleet, the report, torch, Ansible) inside it, so that
 `bringup --help` stays fast.
+
+Bad input ends the same way in every command, whether bringup or the option parser finds
+it: `fail` prints one line on stderr (and with --json one JSON document on stdout,
+`{"error": ..., "exit_code": 2}`), marks a run directory already created "refused", and
+exits 2. What `fail` needs to know of the invocation (--json given, the run directory) is
+set by the command group for each invocation, so nothing carries over to the next.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import sys
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from bringup import profile, suite
@@ -27,14 +40,103 @@ out = Console()
 err = Console(stderr=True)
 
 
+@dataclass
+class _Invocation:
+    """What `fail` needs to know of the command line being run."""
+
+    json: bool  # --json given: stdout carries one JSON document, an error too
+    run: RunDir | None = None  # the run directory created or reopened, if any
+
+
+_INVOCATION: ContextVar[_Invocation | None] = ContextVar("bringup_invocation", default=None)
+
+
 def fail(message: str) -> NoReturn:
-    """Bad input: one line on stderr, exit 2."""
+    """Bad input: one line on stderr (and the JSON document with --json), exit 2."""
+    line = one_line(message)
+    now = _INVOCATION.get()
+    if now is not None and now.run is not None and now.run.manifest.status == "running":
+        # The refusal is what matters: the directory may be what is broken.
+        with contextlib.suppress(OSError):
+            now.run.finish("refused", 2)
+    if now is not None and now.json:
+        print_json({"error": line, "exit_code": 2})
+    # Text, not markup: a path or a node's name with `[/]` in it is printed as it is.
     # soft_wrap: one line however narrow the terminal, so scripts can grep it.
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(Text.assemble(("error:", "bold red"), " ", line), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
+def one_line(text: str) -> str:
+    """The text with its control characters (newlines, ESC, ...) written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def remember_run(run: RunDir) -> RunDir:
+    """The run directory of this invocation: `fail` marks it refused."""
+    now = _INVOCATION.get()
+    if now is not None:
+        now.run = run
+    return run
+
+
+def not_for(ctx: typer.Context, mode: str, *names: str) -> None:
+    """Refuse the options among `names` (parameter names) given on the command line: they
+    do nothing in the chosen mode, and a user who gave one expects it to."""
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name in names else None
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            fail(f"{param.opts[0]} does not apply to {mode}")
+
+
+# The click that typer runs on (its own copy since typer 0.29): typer re-exports
+# BadParameter only, whose module holds the other parser errors.
+_parser_errors = sys.modules[typer.BadParameter.__module__]
+
+
+class Cli(TyperGroup):
+    """The command group: an option the parser refuses (`--forks 0`, a missing argument, an
+    unknown option) ends like any other bad input, through `fail`."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except _parser_errors.UsageError as exc:  # `bringup --nosuch`: before any command
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                raise  # `bringup` alone: the help
+            token = _INVOCATION.set(_Invocation(json="--json" in args))
+            try:
+                fail(exc.format_message())
+            finally:
+                _INVOCATION.reset(token)
+        ctx.meta["bringup.args"] = list(args)
+        return ctx
+
+    def invoke(self, ctx: Any) -> Any:
+        args = ctx.meta.get("bringup.args", [])
+        token = _INVOCATION.set(_Invocation(json="--json" in args))
+        try:
+            return super().invoke(ctx)
+        except _parser_errors.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                raise  # `bringup profiles` alone: the help, as asked
+            fail(exc.format_message())
+        finally:
+            _INVOCATION.reset(token)
+
+
 # --- options: each long option means one thing in every command ----------------------------
+
+
+def finite(value: float | None) -> float | None:
+    """Callback of every float option: typer reads `nan` and `inf` as numbers, and a nan
+    passes any min/max (every comparison with it is false)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="Profile name (b300, h100, ...) or YAML path.")
@@ -62,7 +164,10 @@ AcceptOpt = Annotated[
     typer.Option("--accept-new-hostkeys", help="Trust (and record) host keys seen the first time."),
 ]
 ConnectTimeoutOpt = Annotated[
-    float, typer.Option("--connect-timeout", min=0.1, help="Seconds for TCP, banner and auth.")
+    float,
+    typer.Option(
+        "--connect-timeout", min=0.1, callback=finite, help="Seconds for TCP, banner and auth."
+    ),
 ]
 
 
@@ -102,9 +207,10 @@ def create_run(
     from bringup.rundir import RunDir, RunDirError, default_path
 
     try:
-        return RunDir.create(out_dir or default_path(command), command, profile_name, suite_name)
+        run = RunDir.create(out_dir or default_path(command), command, profile_name, suite_name)
     except RunDirError as exc:
         fail(str(exc))
+    return remember_run(run)
 
 
 def target(

@@ -29,6 +29,7 @@ from bringup.commands.common import (
     create_run,
     fail,
     finish_run,
+    finite,
     load_profile,
     open_nodes,
     print_json,
@@ -74,10 +75,14 @@ def diagnose(
     local: LocalOpt = False,
     nodes_file: NodesOpt = None,
     seconds: Annotated[
-        float, typer.Option("--seconds", help="Sustained load (or watch) time, s.")
+        float,
+        typer.Option("--seconds", callback=finite, help="Sustained load (or watch) time, s."),
     ] = 60.0,
     interval_s: Annotated[
-        float, typer.Option("--interval", help="Telemetry sampling interval, s (0.1-0.2).")
+        float,
+        typer.Option(
+            "--interval", callback=finite, help="Telemetry sampling interval, s (0.1-0.2)."
+        ),
     ] = 0.2,
     watch: Annotated[
         bool, typer.Option("--watch", help="No load of its own: watch a running job.")

@@ -32,6 +32,8 @@ from bringup.commands.common import (
     create_run,
     fail,
     finish_run,
+    finite,
+    not_for,
     open_nodes,
     out,
     print_json,
@@ -94,6 +96,7 @@ def nccl_suite(params: dict[str, Any]) -> Suite:
 
 
 def nccl(
+    ctx: typer.Context,
     local: LocalOpt = False,
     nodes_file: NodesOpt = None,
     pairwise: Annotated[
@@ -107,7 +110,8 @@ def nccl(
     engine: Annotated[str, typer.Option(help="auto, nccl-tests or torch.")] = "auto",
     backend: Annotated[str, typer.Option(help="torch engine: auto, nccl or gloo (CPU).")] = "auto",
     ranks: Annotated[
-        int | None, typer.Option(help="Ranks per node (default: one per GPU; needed on CPU).")
+        int | None,
+        typer.Option(min=1, help="Ranks per node (default: one per GPU; needed on CPU)."),
     ] = None,
     collectives: Annotated[
         list[str] | None,
@@ -116,20 +120,31 @@ def nccl(
     min_bytes: Annotated[str, typer.Option("--min-bytes", "-b", help="Smallest size.")] = "8M",
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e", help="Largest size.")] = "8G",
     step_factor: Annotated[
-        int, typer.Option("--step-factor", help="Each size is this many times the last.")
+        int, typer.Option("--step-factor", min=2, help="Each size is this many times the last.")
     ] = 2,
-    iters: Annotated[int, typer.Option("--iters", help="Timed iterations.")] = 20,
-    warmup: Annotated[int, typer.Option("--warmup", "-w", help="Warm-up iterations.")] = 5,
+    iters: Annotated[int, typer.Option("--iters", min=1, help="Timed iterations.")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, help="Warm-up iterations.")] = 5,
     no_check: Annotated[
         bool, typer.Option("--no-check", help="Do not count wrong values (-c 0).")
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds the measurement may take.")
+        float,
+        typer.Option(
+            "--timeout", min=1.0, callback=finite, help="Seconds the measurement may take."
+        ),
     ] = 1500.0,
     rendezvous_timeout: Annotated[
-        float, typer.Option("--rendezvous-timeout", help="Seconds ranks wait for each other.")
+        float,
+        typer.Option(
+            "--rendezvous-timeout",
+            min=1.0,
+            callback=finite,
+            help="Seconds ranks wait for each other.",
+        ),
     ] = 120.0,
-    port: Annotated[int, typer.Option("--port", help="Rendezvous port (--nodes).")] = DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, help="Rendezvous port (--nodes).")
+    ] = DEFAULT_PORT,
     master_addr: Annotated[
         str | None,
         typer.Option("--master-addr", help="Rendezvous address (default: the first node's)."),
@@ -138,7 +153,8 @@ def nccl(
         list[str] | None, typer.Option("--env", help="NAME=VALUE for the ranks (repeatable).")
     ] = None,
     slow_fraction: Annotated[
-        float, typer.Option(help="--pairwise: slow below this share of the best pair.")
+        float,
+        typer.Option(callback=finite, help="--pairwise: slow below this share of the best pair."),
     ] = SLOW_FRACTION,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
@@ -152,6 +168,12 @@ def nccl(
         fail("--pairwise needs --nodes hosts.ini")
     if not 0 < slow_fraction < 1:
         fail("--slow-fraction must be between 0 and 1")
+    if nodes_file is None:
+        not_for(ctx, "--local (a job on this node alone)", "port", "master_addr")
+    if pairwise:
+        not_for(ctx, "--pairwise (each pair meets on its first node)", "master_addr")
+    else:
+        not_for(ctx, "one job (it is for --pairwise)", "slow_fraction")
     try:
         params: dict[str, Any] = {
             "engine": engine,
@@ -176,6 +198,7 @@ def nccl(
         _check_env(nodes)
         if pairwise and len(nodes.hosts) < 2:
             fail("--pairwise needs at least 2 nodes")
+        _job_plans(nodes, nodes.hosts, params, prof, port, master_addr)  # bad host vars: now
         run = create_run(out_dir, "nccl-pairwise" if pairwise else "nccl", profile_name, None)
         if pairwise:
             findings = _run_pairwise(nodes, params, prof, run, port, slow_fraction)
@@ -293,6 +316,7 @@ def _run_pairwise(
 ) -> list[Finding]:
     """Pairs, then each suspect with a known-good partner; one verdict per node."""
     from bringup.checks.nccl import judge_pairwise, split_pairs
+    from bringup.files import write_atomic
     from bringup.fleet.job import pair_up, retest_pairs
 
     names = nodes.names
@@ -302,9 +326,8 @@ def _run_pairwise(
     retests = _measure_pairs(retest_pairs(suspects, good), nodes, params, prof, run, port, "retest")
     findings = judge_pairwise(names, first, retests, slow_fraction)
     run.add_findings(findings)
-    (run.path / "pairs.json").write_text(
-        json.dumps([p.as_json() for p in [*first, *retests]], indent=2) + "\n"
-    )
+    pairs = json.dumps([p.as_json() for p in [*first, *retests]], indent=2) + "\n"
+    write_atomic(run.path / "pairs.json", pairs)
     return findings
 
 
@@ -329,12 +352,12 @@ def _measure_pairs(
     results = []
     for index, group in enumerate(rounds(pairs)):
         for chunk in (group[i : i + per_chunk] for i in range(0, len(group), per_chunk)):
-            sub = RunDir.create(
-                run.path / f"{stage}-{index + 1}", "nccl", run.manifest.profile, None
-            )
             plans = []
             for a, b in chunk:
                 plans += _job_plans(nodes, [by_name[a], by_name[b]], params, prof, port)
+            sub = RunDir.create(
+                run.path / f"{stage}-{index + 1}", "nccl", run.manifest.profile, None
+            )
             run_fleet(plans, sub, forks=len(plans))
             sub.finish("complete", 0)
             for a, b in chunk:

@@ -167,7 +167,7 @@ def load_measured(path: Path) -> Measured:
     from bringup import baseline as baselines
     from bringup import recipe as recipes
     from bringup.planning.throughput import Measured
-    from bringup.rundir import load_manifest
+    from bringup.rundir import RunDirError, load_manifest
 
     file = path / "baseline.json" if path.is_dir() else path
     try:
@@ -187,7 +187,10 @@ def load_measured(path: Path) -> Measured:
         recipe = recipes.load(base.recipe)
     except recipes.RecipeError:
         recipe = None  # the plan says so: nothing to reproduce, the shape unknown
-    manifest = load_manifest(file.parent)
+    try:  # a baseline.json on its own (no run directory around it) has no duration
+        manifest = load_manifest(file.parent)
+    except RunDirError:
+        manifest = None
     duration = None
     if manifest is not None and manifest.ended_at:
         started = datetime.fromisoformat(manifest.started_at)

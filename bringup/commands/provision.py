@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from bringup.commands.common import fail, print_json
+from bringup.commands.common import JsonOpt, fail, print_json, remember_run
 
 
 def provision(
@@ -33,7 +33,7 @@ def provision(
     check_mode: Annotated[
         bool, typer.Option("--check", help="Change nothing: show what would change.")
     ] = False,
-    forks: Annotated[int, typer.Option("--forks", help="Nodes worked on at once.")] = 16,
+    forks: Annotated[int, typer.Option("--forks", min=1, help="Nodes worked on at once.")] = 16,
     extra_vars: Annotated[
         list[str] | None,
         typer.Option("--extra-vars", "-e", help="NAME=VALUE for a role variable (repeatable)."),
@@ -43,15 +43,13 @@ def provision(
         typer.Option("--playbook", help="Another playbook than the shipped site.yml."),
     ] = None,
     connect_timeout: Annotated[
-        int, typer.Option("--connect-timeout", help="SSH connect timeout, seconds.")
+        int, typer.Option("--connect-timeout", min=1, help="SSH connect timeout, seconds.")
     ] = 30,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Run directory (default runs/<time>-provision)."),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document, nothing else.")
-    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Provision the nodes: driver, Fabric Manager, CUDA, containers, DCGM, tools."""
     from rich.console import Console, Group
@@ -79,6 +77,7 @@ def provision(
         run = RunDir.create(out_dir or default_path("provision"), "provision", None, None)
     except RunDirError as exc:
         fail(str(exc))
+    remember_run(run)
     err = Console(stderr=True)
     progress, result = run_playbooks(request, run, err)
     code = exit_code(result)

@@ -66,6 +66,7 @@ def state(
     ] = None,
 ) -> None:
     """Print (or write) a simulated NVML state as JSON."""
+    from bringup.files import InputError, read_text
     from bringup.sim.nvml import (
         PROFILES,
         NvmlSimError,
@@ -80,6 +81,7 @@ def state(
         if source in PROFILES:
             built = state_from_profile(source, driver)
         elif Path(source).is_file():
+            read_text(Path(source), "capture", lenient=True)  # a FIFO, a device, 64 MiB+: refused
             built = state_from_capture(Path(source), driver)
         else:
             known = ", ".join(PROFILES)
@@ -91,6 +93,6 @@ def state(
             write_state(built, out_file)
             print(out_file)
             return
-    except NvmlSimError as exc:
+    except (NvmlSimError, InputError) as exc:
         fail(str(exc))
     print_json(dict(built))

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.files import MAX_BYTES
+
 
 class InventoryError(Exception):
     """The inventory could not be read or selected nothing; one line, naming file and line."""
@@ -57,6 +59,12 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
     """Every host of the inventory at `path` (selected by an Ansible `limit` pattern)."""
     if not path.exists():
         raise InventoryError(f"{path}: no such inventory file or directory")
+    # Ansible reads the file itself: what it would wait on (a FIFO) or read without end
+    # (a device) is refused here, as bringup/files.py refuses it for every other file.
+    if not (path.is_dir() or path.is_file()):
+        raise InventoryError(f"{path}: not a regular file or directory, not an inventory")
+    if path.is_file() and path.stat().st_size > MAX_BYTES:
+        raise InventoryError(f"{path}: over the {MAX_BYTES >> 20} MiB cap")
     # Imported here: Ansible takes a third of a second to import, and only fleet runs need it.
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
@@ -72,7 +80,8 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
         if failures:
             raise InventoryError(_describe_failure(path, failures))
         try:
-            if limit:
+            if limit is not None:
+                _check_limit(inventory, limit, path)
                 inventory.subset(limit)
             selected = inventory.get_hosts("all")
         except AnsibleError as exc:
@@ -87,6 +96,57 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
         values = {k: v for k, v in values.items() if k not in MAGIC_VARS}
         hosts.append(_host(entry.name, _plain(_templated(loader, values, entry.name))))
     return hosts
+
+
+def _check_limit(inventory: Any, limit: str, path: Path) -> None:
+    """Refuse a --limit Ansible would quietly widen: a pattern that matches nothing is
+    dropped with a warning (`a,typo` runs on `a`, `!typo` excludes nothing), and one with
+    no pattern left (`,`) or a mangled one (`~[` becomes `~`, a regex matching every
+    host) selects the whole inventory."""
+    from ansible.inventory.manager import split_host_pattern
+
+    patterns = split_host_pattern(limit)
+    if not patterns:
+        raise InventoryError(f"--limit {limit!r}: no host pattern in it")
+    # Ansible's splitter drops what it cannot read (a lone `[`): compare what is left.
+    if _pattern_chars(limit) != _pattern_chars("".join(patterns)):
+        read_as = ",".join(patterns)
+        raise InventoryError(
+            f"--limit {limit!r}: not a valid host pattern (Ansible reads {read_as!r})"
+        )
+    for pattern in patterns:
+        bare = pattern.lstrip("!&")
+        if bare in ("", "~"):
+            raise InventoryError(f"--limit {limit!r}: {pattern!r} is not a host pattern")
+        if pattern.startswith("@"):
+            continue  # a file of patterns: Ansible reads it
+        warnings: list[str] = []
+        with _warnings_to(warnings):
+            matched = inventory.list_hosts(bare)
+        if not matched:
+            said = next((w for w in warnings if "host pattern" in w), None)
+            said = _one_line(said or f"Could not match supplied host pattern, ignoring: {bare}")
+            raise InventoryError(
+                f"--limit {limit!r}: no host of {path} matches {bare!r} (Ansible: {said})"
+            )
+
+
+def _pattern_chars(text: str) -> str:
+    return "".join(c for c in text if not c.isspace() and c not in ",:")
+
+
+@contextmanager
+def _warnings_to(warnings: list[str]) -> Iterator[None]:
+    """Ansible's warnings (its Display) into a list while the block runs."""
+    from ansible.inventory import manager
+
+    display = manager.display
+    saved = display.warning
+    display.warning = lambda msg, *args, **kwargs: warnings.append(str(msg))  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        display.warning = saved  # type: ignore[method-assign]
 
 
 # Ansible's magic variables that say nothing about the node (`groups` alone would make

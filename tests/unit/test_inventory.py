@@ -140,7 +140,12 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
     [
         (None, None, "{path}: no such inventory file or directory"),
         ("[gpu]\n", None, "{path}: no hosts"),
-        ("[gpu]\nn1\n", "nothere", "--limit 'nothere' matched no host of {path}"),
+        (
+            "[gpu]\nn1\n",
+            "nothere",
+            "--limit 'nothere': no host of {path} matches 'nothere'"
+            " (Ansible: Could not match supplied host pattern, ignoring: nothere)",
+        ),
     ],
 )
 def test_nothing_to_run_on_is_an_error(
@@ -149,6 +154,40 @@ def test_nothing_to_run_on_is_an_error(
     path = tmp_path / "hosts.ini"
     if text is not None:
         path.write_text(text)
+    with pytest.raises(InventoryError) as info:
+        load(path, limit)
+    assert str(info.value) == message.format(path=path)
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [
+        # Each of these selected every host before: Ansible drops what it cannot read.
+        (",", "--limit ',': no host pattern in it"),
+        ("", "--limit '': no host pattern in it"),
+        ("~[", "--limit '~[': not a valid host pattern (Ansible reads '~')"),
+        ("*[", "--limit '*[': not a valid host pattern (Ansible reads '*')"),
+        ("!", "--limit '!': '!' is not a host pattern"),
+        ("~", "--limit '~': '~' is not a host pattern"),
+        # A pattern that matches nothing was dropped with a warning: a typo ran on the rest.
+        (
+            "node01,nope",
+            "--limit 'node01,nope': no host of {path} matches 'nope'"
+            " (Ansible: Could not match supplied host pattern, ignoring: nope)",
+        ),
+        (
+            "gpu:!nope",
+            "--limit 'gpu:!nope': no host of {path} matches 'nope'"
+            " (Ansible: Could not match supplied host pattern, ignoring: nope)",
+        ),
+        ("~(", "--limit '~(': Invalid host list pattern: ~("),
+        ("gpu[9]", "--limit 'gpu[9]': No hosts matched the subscripted pattern 'gpu[9]'"),
+    ],
+)
+def test_a_limit_that_selects_no_valid_pattern_is_refused(
+    fleet_dir: Path, limit: str, message: str
+) -> None:
+    path = fleet_dir / "hosts.ini"
     with pytest.raises(InventoryError) as info:
         load(path, limit)
     assert str(info.value) == message.format(path=path)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.support.hostile import HOSTILE, check_report_outputs
+from tests.support.hostile_outputs import HOSTILE, check_report_outputs
 
 EXAMPLES = 200
 
