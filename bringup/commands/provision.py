@@ -36,7 +36,11 @@ def provision(
     forks: Annotated[int, typer.Option("--forks", help="Nodes worked on at once.")] = 16,
     extra_vars: Annotated[
         list[str] | None,
-        typer.Option("--extra-vars", "-e", help="NAME=VALUE for a role variable (repeatable)."),
+        typer.Option(
+            "--extra-vars",
+            "-e",
+            help="NAME=VALUE for a role variable, VALUE read as YAML (false, [a, b]); repeatable.",
+        ),
     ] = None,
     playbook: Annotated[
         Path | None,

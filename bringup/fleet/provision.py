@@ -20,6 +20,7 @@ written (through a FIFO) and stores it without the environment, so no key touche
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -275,7 +277,7 @@ class Request:
     skip_tags: list[str] = field(default_factory=list)
     check_mode: bool = False
     forks: int = 16
-    extra_vars: dict[str, str] = field(default_factory=dict)
+    extra_vars: dict[str, Any] = field(default_factory=dict)
     connect_timeout_s: int = 30
 
 
@@ -292,11 +294,19 @@ def parse_tags(text: str | None, option: str) -> list[str]:
     return tags
 
 
-def parse_extra_vars(items: list[str]) -> dict[str, str]:
-    """KEY=VALUE pairs; secret-looking names are refused (they would be recorded)."""
-    result = {}
+def parse_extra_vars(items: list[str]) -> dict[str, Any]:
+    """NAME=VALUE pairs, each VALUE read as YAML; secret-looking names are refused (they
+    would be recorded).
+
+    ansible-playbook's own `-e NAME=VALUE` passes every value as a string, so `false`
+    reaches a `when:` as the string "false" (true to ansible-core 2.18, an error to
+    2.19). Here booleans, null, lists and mappings get their YAML type; numbers stay the
+    text typed, because the roles' numbers are names (branch "580", CUDA "12.10", which
+    YAML would read as 12.1).
+    """
+    result: dict[str, Any] = {}
     for item in items:
-        key, sep, value = item.partition("=")
+        key, sep, text = item.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ProvisionError(f"-e {item!r}: expected NAME=VALUE")
         if SECRET_NAME.search(key):
@@ -304,8 +314,22 @@ def parse_extra_vars(items: list[str]) -> dict[str, str]:
                 f"-e {key}: secrets on the command line end up in logs; "
                 "set NGC_API_KEY in the environment or put the variable in Ansible Vault"
             )
-        result[key] = value
+        result[key] = _typed(item, text)
     return result
+
+
+def _typed(item: str, text: str) -> Any:
+    """The YAML value of one -e VALUE (numbers kept as typed)."""
+    try:
+        value = yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem", None) or "not valid YAML"
+        raise ProvisionError(f"-e {item!r}: {mark} (quote the value to pass it as text)") from None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return text
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return text  # YAML reads 2026-01-02 as a date: a tag or a name here
+    return value
 
 
 def _search_path() -> str:

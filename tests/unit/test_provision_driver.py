@@ -127,3 +127,42 @@ def test_tags_and_extra_vars_are_checked() -> None:
         parse_extra_vars(["nvidia_driver_branch"])
     with pytest.raises(ProvisionError, match="secrets on the command line end up in logs"):
         parse_extra_vars(["containers_ngc_api_key=abc"])
+
+
+def test_extra_vars_are_yaml_typed_but_numbers_stay_as_typed() -> None:
+    """`false` is a boolean (a bare `when:` would take the string "false" as true), lists
+    and mappings are structures; versions and branches stay text (12.10 is not 12.1)."""
+    typed = parse_extra_vars(
+        [
+            "nvidia_driver_reboot=false",
+            "containers_nvidia_default_runtime=no",
+            "cuda_install=True",
+            "cuda_version=12.10",
+            "nvidia_driver_branch=580",
+            "nvidia_driver_version=580.95.05",
+            "dcgm_version=1:4.4.1-1",
+            "nvidia_driver_headers_packages=[]",
+            "node_tools_packages=[fio, numactl]",
+            "containers_ngc_image=nvcr.io/nvidia/pytorch:25.09-py3",
+            "nvidia_repo_base_url=",
+            "containers_toolkit_version=null",
+            "release=2026-01-02",
+        ]
+    )
+    assert typed == {
+        "nvidia_driver_reboot": False,
+        "containers_nvidia_default_runtime": False,
+        "cuda_install": True,
+        "cuda_version": "12.10",
+        "nvidia_driver_branch": "580",
+        "nvidia_driver_version": "580.95.05",
+        "dcgm_version": "1:4.4.1-1",
+        "nvidia_driver_headers_packages": [],
+        "node_tools_packages": ["fio", "numactl"],
+        "containers_ngc_image": "nvcr.io/nvidia/pytorch:25.09-py3",
+        "nvidia_repo_base_url": "",
+        "containers_toolkit_version": None,
+        "release": "2026-01-02",
+    }
+    with pytest.raises(ProvisionError, match=r"-e 'x=\[1': .*quote the value"):
+        parse_extra_vars(["x=[1"])
