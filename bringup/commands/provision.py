@@ -100,6 +100,7 @@ def provision(
                     "changed": n.changed,
                     "failed": n.failed,
                     "skipped": n.skipped,
+                    "ignored": [t.task for t in n.ignored_tasks()],
                     "unreachable": n.unreachable,
                     "failed_task": n.failed_task,
                     "message": n.message,

@@ -88,6 +88,10 @@ class NodeResult:
     changed_tasks: list[str] = field(default_factory=list)
     tasks: list[TaskResult] = field(default_factory=list)
 
+    def ignored_tasks(self) -> list[TaskResult]:
+        """The failures the play was told to ignore (ignore_errors), in order."""
+        return [t for t in self.tasks if t.status == "ignored"]
+
     @property
     def status(self) -> str:
         if self.unreachable:
@@ -125,6 +129,31 @@ def result_message(res: dict[str, Any] | None) -> str:
         parts.append(f"exit status {res['rc']}")
     text = " — ".join(parts)
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def _ignored_finding(node: NodeResult, check_mode: bool) -> Finding:
+    """A play that finished past failures it was told to ignore (`ignore_errors`).
+
+    In check mode that is a FAIL: the check is there to say whether the real run would
+    work, and an ignored error (a package that does not resolve) says it would not. In a
+    real run the play went on by design: WARN, naming what was ignored.
+    """
+    ignored = node.ignored_tasks()
+    first = ignored[0]
+    more = f" (and {len(ignored) - 1} more)" if len(ignored) > 1 else ""
+    mode = "check mode: " if check_mode else ""
+    return Finding(
+        node=node.node,
+        check=CHECK,
+        status=Status.FAIL if check_mode else Status.WARN,
+        value=len(ignored),
+        unit="ignored",
+        message=(
+            f"{mode}{len(ignored)} failure(s) ignored: [{first.task}] "
+            f"{first.message or 'no reason given'}{more}"
+        ),
+        action=f"see raw/{node.node}/provision/tasks.jsonl: an ignored error is still an error",
+    )
 
 
 def _one_line(value: object) -> str:
@@ -209,7 +238,8 @@ class Progress:
 
 
 def findings(progress: Progress, check_mode: bool, rc: int | None) -> list[Finding]:
-    """One finding per node: PASS provisioned, FAIL failed at a task, UNREACHABLE."""
+    """One finding per node: PASS provisioned, FAIL failed at a task, UNREACHABLE; a play
+    that went on past ignored failures is WARN (FAIL in check mode)."""
     result = []
     for node in progress.nodes.values():
         counts = f"{node.ok} ok, {node.changed} changed, {node.skipped} skipped"
@@ -244,6 +274,8 @@ def findings(progress: Progress, check_mode: bool, rc: int | None) -> list[Findi
                     message=f"provisioning did not finish: {reason}",
                 )
             )
+        elif node.ignored_tasks():
+            result.append(_ignored_finding(node, check_mode))
         else:
             what = "would change" if check_mode else "changed"
             message = f"{'check mode: ' if check_mode else ''}{counts}"
@@ -454,10 +486,13 @@ def summary_table(progress: Progress, check_mode: bool) -> Table:
     """The final recap: per node counts, and the failed task with its reason."""
     changed = "would change" if check_mode else "changed"
     table = Table(title="provision summary", title_justify="left", expand=True)
-    for column in ("node", "result", "ok", changed, "skipped", "failed at / why"):
+    for column in ("node", "result", "ok", changed, "skipped", "ignored", "failed at / why"):
         table.add_column(column, no_wrap=column not in ("failed at / why",))
     for node in progress.nodes.values():
         why = f"[{node.failed_task}] {node.message or ''}" if node.failed_task else ""
+        ignored = node.ignored_tasks()
+        if not why and ignored:
+            why = f"ignored: [{ignored[0].task}] {ignored[0].message}"
         state = node.status if node.finished or node.failed_task else "did not finish"
         table.add_row(
             node.node,
@@ -465,6 +500,7 @@ def summary_table(progress: Progress, check_mode: bool) -> Table:
             str(node.ok),
             str(node.changed),
             str(node.skipped),
+            str(len(ignored)),
             why,
         )
     return table

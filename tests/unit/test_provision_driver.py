@@ -59,12 +59,10 @@ def _play(progress: Progress) -> None:
         progress.feed(event)
 
 
-def test_a_failed_node_is_named_with_its_task_and_reason_and_the_other_passes() -> None:
+def test_a_failed_node_is_named_with_its_task_and_reason() -> None:
     progress = Progress(["node01", "node02"])
     _play(progress)
     result = {f.node: f for f in findings(progress, check_mode=False, rc=2)}
-    assert result["node01"].status is Status.PASS
-    assert result["node01"].message == "12 ok, 1 changed, 48 skipped (1 task(s) changed)"
     assert result["node02"].status is Status.FAIL
     assert result["node02"].message == (
         "failed at [node_tools : Install the node tools]: '/usr/bin/apt-get -y install "
@@ -75,11 +73,38 @@ def test_a_failed_node_is_named_with_its_task_and_reason_and_the_other_passes() 
     assert statuses == ["changed", "ignored"]
 
 
-def test_check_mode_says_would_change() -> None:
+def test_an_ignored_failure_is_a_warning_and_in_check_mode_a_failure() -> None:
+    """node01 finished, but past an error it ignored: that is never a plain PASS."""
     progress = Progress(["node01", "node02"])
     _play(progress)
-    f = findings(progress, check_mode=True, rc=2)[0]
+    real = findings(progress, check_mode=False, rc=2)[0]
+    assert (real.status, real.value, real.unit) == (Status.WARN, 1, "ignored")
+    assert real.message == (
+        "1 failure(s) ignored: [nvidia_driver : Install the driver packages] "
+        "No package matching 'nvidia-open'"
+    )
+    check = findings(progress, check_mode=True, rc=2)[0]
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "check mode: 1 failure(s) ignored: [nvidia_driver : Install the driver packages] "
+        "No package matching 'nvidia-open'"
+    )
+
+
+def test_check_mode_says_would_change() -> None:
+    progress = Progress(["node01"])
+    task = {"task": "Install the node tools", "role": "node_tools"}
+    progress.feed(_event("runner_on_ok", "node01", res={"changed": True}, **task))
+    progress.feed(
+        _event(
+            "playbook_on_stats", ok={"node01": 12}, changed={"node01": 1}, skipped={"node01": 48}
+        )
+    )
+    f = findings(progress, check_mode=True, rc=0)[0]
+    assert f.status is Status.PASS
     assert f.message == "check mode: 12 ok, 1 changed, 48 skipped (1 task(s) would change)"
+    f = findings(progress, check_mode=False, rc=0)[0]
+    assert f.message == "12 ok, 1 changed, 48 skipped (1 task(s) changed)"
 
 
 def test_unreachable_and_unfinished_nodes() -> None:
