@@ -8,6 +8,7 @@ localhost in debug tasks: nothing of a role runs on this machine.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -76,6 +77,7 @@ def test_every_switch_is_read_through_bool() -> None:
     for path in _task_files():
         for task in _tasks(yaml.safe_load(path.read_text()) or []):
             for expression in _expressions(task):
+                expression = re.sub(r"'[^']*'|\"[^\"]*\"", "''", expression)  # not in text
                 for name in switches:
                     for match in re.finditer(rf"(?<![\w.]){name}(?!\w)", expression):
                         rest = expression[match.end() :]
@@ -85,15 +87,18 @@ def test_every_switch_is_read_through_bool() -> None:
     assert bare == []
 
 
-def _conditions_of(switch: str) -> list[tuple[str, list[str]]]:
-    """(task name, its `when` list) of every task whose `when` reads the switch."""
+def _conditions_of(switch: str) -> list[tuple[str, list[str], dict[str, Any]]]:
+    """(task name, its `when` list, its own vars) of every task whose `when` reads the
+    switch."""
     found = []
     for path in _task_files():
         for task in _tasks(yaml.safe_load(path.read_text()) or []):
             when = task.get("when")
             conditions = when if isinstance(when, list) else [when] if when else []
             if any(re.search(rf"(?<![\w.]){switch}(?!\w)", str(c)) for c in conditions):
-                found.append((str(task.get("name")), [str(c) for c in conditions]))
+                found.append(
+                    (str(task.get("name")), [str(c) for c in conditions], task.get("vars") or {})
+                )
     return found
 
 
@@ -101,7 +106,11 @@ def _conditions_of(switch: str) -> list[tuple[str, list[str]]]:
 # runs systemd, Docker's daemon.json names the nvidia runtime but not as its default.
 CONTEXT: dict[str, object] = {
     "nvidia_driver_install": {"changed": True},
-    "containers_daemon": {"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}},
+    "containers_daemon_json": {
+        "content": base64.b64encode(
+            json.dumps({"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}}).encode()
+        ).decode()
+    },
     "ansible_facts": {"service_mgr": "systemd"},
 }
 
@@ -110,12 +119,13 @@ def _evaluate(tmp_path: Path, switches: list[str], extra_vars: list[str]) -> dic
     """Run the roles' conditions of these switches in debug tasks on localhost; which ran."""
     tasks = []
     for switch in switches:
-        for name, conditions in _conditions_of(switch):
+        for name, conditions, own_vars in _conditions_of(switch):
             tasks.append(
                 {
                     "name": f"{switch}: {name}",
                     "ansible.builtin.debug": {"msg": f"RAN {switch}: {name}"},
                     "when": conditions,
+                    "vars": own_vars,
                 }
             )
     assert tasks, f"no task reads {switches}"

@@ -1,0 +1,191 @@
+"""Simulated HGX hardware for rootfs nodes, and `bringup provision` run against them with
+the local NVIDIA repositories.
+
+A rootfs node's kernel view is files under bringup.sim.rootfs.KERNEL_ROOT, which the
+roles read through `hardware_facts_kernel_root`: PCI devices (vendor, device, class, VPD)
+as sysfs shows them, and the loaded modules. A boot hook "loads" the installed driver at
+each simulated reboot, as a GPU node's kernel would.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bringup.sim import rootfs
+from bringup.sim.cluster import SimCluster
+from tests.integration.provision.aptrepo import Repos
+from tests.support.provision import run_provision
+
+KERNEL = rootfs.KERNEL_ROOT.lstrip("/")
+
+# PCI device IDs (NVIDIA 10de:xxxx; the management NIC Mellanox 15b3:1021, a ConnectX-7).
+GPU_DEVICE = {"h100": "0x2330", "b200": "0x2901", "gb200": "0x2941"}
+NVSWITCH_DEVICE = "0x22a3"  # HGX H100's NVSwitch, PCI class 0680 ("other bridge")
+
+# The simulated driver loads at boot: the version of the installed nvidia-open.
+BOOT_HOOK = f"""#!/bin/sh
+# bringup test: the kernel loads the installed NVIDIA driver at boot.
+version=$(dpkg-query -W -f '${{Version}}' nvidia-open 2>/dev/null) || exit 0
+mkdir -p {rootfs.KERNEL_ROOT}/sys/module/nvidia
+echo "${{version%-*}}" > {rootfs.KERNEL_ROOT}/sys/module/nvidia/version
+"""
+
+
+def _pci(root: Path, slot: str, vendor: str, device: str, pci_class: str, vpd: bytes = b"") -> None:
+    path = root / KERNEL / "sys/bus/pci/devices" / slot
+    path.mkdir(parents=True)
+    (path / "vendor").write_text(f"{vendor}\n")
+    (path / "device").write_text(f"{device}\n")
+    (path / "class").write_text(f"{pci_class}\n")
+    if vpd:
+        (path / "vpd").write_bytes(vpd)
+
+
+def plant(cluster: SimCluster, node: str, kind: str, gpus: int = 8) -> None:
+    """Give a rootfs node the PCI bus of an HGX board (h100, b200) or a GB200 host."""
+    root = cluster.root(node)
+    for i in range(gpus):
+        _pci(root, f"0000:{0x18 + i * 0x10:02x}:00.0", "0x10de", GPU_DEVICE[kind], "0x030200")
+    if kind == "h100":
+        for i in range(4):
+            _pci(root, f"0000:{0xC5 + i:02x}:00.0", "0x10de", NVSWITCH_DEVICE, "0x068000")
+    if kind == "b200":
+        # The NVLink 5 switch tray's management NIC: "SW_MNG" in its VPD.
+        vpd = b"\x82\x10NVIDIA ConnectX-7\x90\x12PN:SW_MNG_CX7_OSFP\x78"
+        _pci(root, "0000:03:00.0", "0x15b3", "0x1021", "0x020700", vpd)
+    hook = root / "etc/bringup-sim/boot.d/50-nvidia"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(BOOT_HOOK)
+    hook.chmod(0o755)
+
+
+def fake_nccl_tests(cluster: SimCluster, node: str, tmp: Path, tag: str = "v2.19.6") -> str:
+    """A git repository at the tag the cuda role builds, whose Makefile builds stand-ins
+    for the nccl-tests binaries; put in the node, its URL returned."""
+    repo = tmp / "nccl-tests"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Makefile").write_text(
+        "# bringup test: stands in for nccl-tests' build.\n"
+        "all:\n"
+        "\tmkdir -p build\n"
+        "\tfor t in all_reduce all_gather; do \\\n"
+        "\t  printf '#!/bin/sh\\necho %s\\n' $$t > build/$${t}_perf; \\\n"
+        "\t  chmod +x build/$${t}_perf; \\\n"
+        "\tdone\n"
+        "clean:\n"
+        "\trm -rf build\n"
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "stand-in"], check=True)
+    subprocess.run([*git, "tag", tag], check=True)
+    bare = cluster.root(node) / "srv/nccl-tests.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    shutil.rmtree(repo)
+    return "file:///srv/nccl-tests.git"
+
+
+def base_vars(repos: Repos) -> dict[str, Any]:
+    """What every run on rootfs nodes sets: their kernel view, the local repositories,
+    and what the image cannot have (this kernel's headers, Docker)."""
+    return {
+        "hardware_facts_kernel_root": rootfs.KERNEL_ROOT,
+        "nvidia_repo_base_url": repos.cuda_base_url,
+        "containers_toolkit_repo_url": f"{repos.url}/libnvidia-container/stable/deb/$(ARCH)",
+        "containers_toolkit_key_url": repos.toolkit_key_url,
+        "nvidia_driver_headers_packages": [],
+        "containers_docker_packages": [],
+        "containers_ngc_pull": False,
+        "nvidia_driver_reboot_timeout_s": 120,
+    }
+
+
+@dataclass
+class Run:
+    """One `bringup provision --json` run."""
+
+    code: int
+    doc: dict[str, Any]
+    stdout: str
+    stderr: str
+    out: Path
+
+    def node(self, name: str = "node01") -> dict[str, Any]:
+        return self.doc["nodes"][name]
+
+    def tasks(self, name: str = "node01") -> list[dict[str, Any]]:
+        lines = (self.out / "raw" / name / "provision" / "tasks.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def finding(self, name: str = "node01") -> dict[str, Any]:
+        return next(f for f in self.doc["findings"] if f["node"] == name)
+
+    def explain(self) -> str:
+        """What to print when an assertion on the run fails."""
+        failed = (
+            [t for t in self.tasks() if t["status"] in ("failed", "ignored")]
+            if (self.out / "raw").exists()
+            else []
+        )
+        return (
+            json.dumps({"node": self.doc.get("nodes"), "failed": failed}, indent=1)[-4000:]
+            + (self.stderr[-2000:])
+        )
+
+
+def provision(
+    cluster: SimCluster,
+    repos: Repos,
+    out: Path,
+    *args: str,
+    extra: dict[str, Any] | None = None,
+) -> Run:
+    """`bringup provision --nodes <cluster> --json --out OUT ARGS -e ...` as a user runs it."""
+    values = base_vars(repos) | (extra or {})
+    pairs = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items()]
+    argv = ["--nodes", str(cluster.inventory), "--json", "--out", str(out), *args]
+    for pair in pairs:
+        argv += ["-e", pair]
+    result = run_provision(*argv, timeout=1200)
+    try:
+        doc = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        doc = {}
+    return Run(result.returncode, doc, result.stdout, result.stderr, out)
+
+
+def dpkg(cluster: SimCluster, node: str = "node01") -> dict[str, tuple[str, str]]:
+    """The node's packages: name -> (dpkg status abbreviation, version)."""
+    root = cluster.root(node)
+    proc = subprocess.run(
+        [
+            "dpkg-query",
+            f"--admindir={root}/var/lib/dpkg",
+            "-W",
+            "-f",
+            "${db:Status-Abbrev}\t${Package}\t${Version}\n",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = {}
+    for line in proc.stdout.splitlines():
+        status, name, version = line.split("\t")
+        if status[1:2] == "i":  # installed (ii, hi)
+            result[name] = (status.strip(), version)
+    return result
+
+
+def kernel_log(cluster: SimCluster, node: str = "node01") -> list[str]:
+    """What the node asked of its kernel (reboots, module loads), without timestamps."""
+    path = cluster.root(node) / rootfs.KERNEL_LOG.lstrip("/")
+    if not path.exists():
+        return []
+    return [line.split(" ", 1)[1] for line in path.read_text().splitlines()]
