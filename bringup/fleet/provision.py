@@ -51,6 +51,8 @@ CHECK = "provision.site"  # the finding per node
 # be recorded (ansible-runner's command file, shell history): use the environment or Vault.
 SECRET_NAME = re.compile(r"(api_?key|password|passwd|secret|token)", re.IGNORECASE)
 MESSAGE_CHARS = 300
+# What OpenSSH adds to a module's stderr (the script module's), not the module's words.
+SSH_NOISE = re.compile(r"^Shared connection to \S+ closed\.$")
 
 
 class ProvisionError(Exception):
@@ -111,8 +113,8 @@ def task_label(event_data: dict[str, Any]) -> str:
 
 
 def result_message(res: dict[str, Any] | None) -> str:
-    """One line saying why a task failed: the module's message, and the last line of its
-    stderr when that says more (apt's "E: ..." comes after a message quoting the command)."""
+    """One line saying why a task failed: the module's message, and apt's "E: ..." lines
+    or else the last line of its stderr, when that says more."""
     if not res:
         return ""
     if "censored" in res:
@@ -122,9 +124,18 @@ def result_message(res: dict[str, Any] | None) -> str:
         if res.get(key):
             parts.append(_one_line(res[key]))
             break
-    stderr = [line for line in str(res.get("stderr") or "").splitlines() if line.strip()]
-    if stderr and _one_line(stderr[-1]) not in " ".join(parts):
-        parts.append(_one_line(stderr[-1]))
+    stderr = [
+        line
+        for line in str(res.get("stderr") or "").splitlines()
+        if line.strip() and not SSH_NOISE.match(line.strip())
+    ]
+    # apt's own verdicts ("E: Unable to locate package X") when there are some, else the
+    # last line (the script module runs on a terminal: its stderr arrives in its stdout).
+    stdout = str(res.get("stdout") or "").splitlines() if res.get("rc") not in (None, 0) else []
+    errors = [line.strip() for line in stderr + stdout if line.startswith("E: ")]
+    said = "; ".join(dict.fromkeys(errors)) if errors else stderr[-1] if stderr else ""
+    if said and _one_line(said) not in " ".join(parts):
+        parts.append(_one_line(said))
     if not parts and res.get("rc") not in (None, 0):
         parts.append(f"exit status {res['rc']}")
     text = " — ".join(parts)

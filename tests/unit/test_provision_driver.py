@@ -191,3 +191,28 @@ def test_extra_vars_are_yaml_typed_but_numbers_stay_as_typed() -> None:
     }
     with pytest.raises(ProvisionError, match=r"-e 'x=\[1': .*quote the value"):
         parse_extra_vars(["x=[1"])
+
+
+def test_the_message_is_apts_verdict_not_the_ssh_noise_after_it() -> None:
+    """The script module's stderr ends with OpenSSH's "Shared connection ... closed.":
+    the message takes apt's E: line, which names the package."""
+    res = {
+        "msg": "non-zero return code",
+        "rc": 100,
+        "stderr": "Reading package lists...\nE: Unable to locate package nvidia-fabricmanager-580\n"
+        "Shared connection to 10.231.2.1 closed.\r\n",
+    }
+    assert result_message(res) == (
+        "non-zero return code — E: Unable to locate package nvidia-fabricmanager-580"
+    )
+    on_a_terminal = {
+        "msg": "non-zero return code",
+        "rc": 100,
+        "stdout": "Reading package lists...\r\nE: Unable to locate package libnvsdm-580\r\n",
+        "stderr": "Shared connection to 10.231.2.1 closed.\r\n",
+    }
+    on_a_terminal["stdout"] = "E: Unable to locate package a\r\n" + on_a_terminal["stdout"]
+    assert result_message(on_a_terminal) == (
+        "non-zero return code — E: Unable to locate package a; "
+        "E: Unable to locate package libnvsdm-580"
+    )

@@ -36,6 +36,24 @@ echo "${{version%-*}}" > {rootfs.KERNEL_ROOT}/sys/module/nvidia/version
 """
 
 
+def ssh(cluster: SimCluster, node: str, command: str) -> str:
+    """Run a command on a node over SSH (as the controller does); its stdout."""
+    argv = [
+        "ssh",
+        "-i",
+        str(cluster.key_file),
+        "-o",
+        f"UserKnownHostsFile={cluster.known_hosts}",
+        "-o",
+        "BatchMode=yes",
+        f"root@{cluster.node(node).address}",
+        command,
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def _pci(root: Path, slot: str, vendor: str, device: str, pci_class: str, vpd: bytes = b"") -> None:
     path = root / KERNEL / "sys/bus/pci/devices" / slot
     path.mkdir(parents=True)
@@ -64,6 +82,42 @@ def plant(cluster: SimCluster, node: str, kind: str, gpus: int = 8) -> None:
     hook.chmod(0o755)
 
 
+# nvidia-ctk's `runtime configure` as it edits Docker's daemon.json (the real binary comes
+# with the toolkit, whose packages are empty here).
+NVIDIA_CTK = """#!/usr/bin/python3
+import json, os, sys
+args = sys.argv[1:]
+if args[:2] != ["runtime", "configure"]:
+    sys.exit(0)
+path = "/etc/docker/daemon.json"
+doc = json.load(open(path)) if os.path.exists(path) else {}
+doc.setdefault("runtimes", {})["nvidia"] = {"args": [], "path": "nvidia-container-runtime"}
+if "--set-as-default" in args:
+    doc["default-runtime"] = "nvidia"
+os.makedirs("/etc/docker", exist_ok=True)
+with open(path, "w") as f:
+    json.dump(doc, f, indent=4)
+"""
+
+
+def nvidia_documented_apt_setup(cluster: SimCluster, node: str, repos: Repos) -> None:
+    """The node as NVIDIA's install guides leave it: cuda-keyring installed (its .list and
+    keyring), the toolkit's key dearmored in /usr/share/keyrings and its .list."""
+    root = cluster.root(node)
+    keyring = (repos.root / repos.cuda_path / "cuda-keyring_1.1-1_all.deb").read_bytes()
+    (root / "tmp/cuda-keyring.deb").write_bytes(keyring)
+    ssh(cluster, node, "dpkg -i /tmp/cuda-keyring.deb")
+    armored = (repos.root / "libnvidia-container/gpgkey").read_text()
+    binary = subprocess.run(
+        ["gpg", "--dearmor"], input=armored.encode(), capture_output=True, check=True
+    ).stdout
+    (root / "usr/share/keyrings/nvidia-container-toolkit-keyring.gpg").write_bytes(binary)
+    (root / "etc/apt/sources.list.d/nvidia-container-toolkit.list").write_text(
+        "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+        f"{repos.url}/libnvidia-container/stable/deb/$(ARCH) /\n"
+    )
+
+
 def fake_nccl_tests(cluster: SimCluster, node: str, tmp: Path, tag: str = "v2.19.6") -> str:
     """A git repository at the tag the cuda role builds, whose Makefile builds stand-ins
     for the nccl-tests binaries; put in the node, its URL returned."""
@@ -85,9 +139,11 @@ def fake_nccl_tests(cluster: SimCluster, node: str, tmp: Path, tag: str = "v2.19
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "stand-in"], check=True)
     subprocess.run([*git, "tag", tag], check=True)
-    bare = cluster.root(node) / "srv/nccl-tests.git"
+    bare = tmp / "nccl-tests.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    shutil.copytree(bare, cluster.root(node) / "srv/nccl-tests.git")
     shutil.rmtree(repo)
+    shutil.rmtree(bare)
     return "file:///srv/nccl-tests.git"
 
 

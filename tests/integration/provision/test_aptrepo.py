@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.provision.conftest import needs_rootfs
-from tests.integration.provision.test_rootfs import ssh
+from tests.integration.provision.hgx import ssh
 
 pytestmark = [pytest.mark.provision, needs_rootfs]
 

@@ -3,34 +3,15 @@ provisioning tests rely on to never change this machine."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from bringup.sim.cluster import SimCluster
 from bringup.sim.rootfs import KERNEL_LOG, KERNEL_ROOT
 from tests.integration.provision.conftest import needs_rootfs
+from tests.integration.provision.hgx import ssh
 
 pytestmark = [pytest.mark.provision, needs_rootfs]
-
-
-def ssh(cluster: SimCluster, node: str, command: str) -> str:
-    """Run a command on a node over SSH (as the controller does); its stdout."""
-    argv = [
-        "ssh",
-        "-i",
-        str(cluster.key_file),
-        "-o",
-        f"UserKnownHostsFile={cluster.known_hosts}",
-        "-o",
-        "BatchMode=yes",
-        f"root@{cluster.node(node).address}",
-        command,
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 def test_each_node_has_its_own_hostname_files_and_packages(make_rootfs_cluster) -> None:
