@@ -118,33 +118,55 @@ def nvidia_documented_apt_setup(cluster: SimCluster, node: str, repos: Repos) ->
     )
 
 
-def fake_nccl_tests(cluster: SimCluster, node: str, tmp: Path, tag: str = "v2.19.6") -> str:
-    """A git repository at the tag the cuda role builds, whose Makefile builds stand-ins
-    for the nccl-tests binaries; put in the node, its URL returned."""
-    repo = tmp / "nccl-tests"
-    (repo / "src").mkdir(parents=True)
-    (repo / "Makefile").write_text(
-        "# bringup test: stands in for nccl-tests' build.\n"
-        "all:\n"
-        "\tmkdir -p build\n"
-        "\tfor t in all_reduce all_gather; do \\\n"
-        "\t  printf '#!/bin/sh\\necho %s\\n' $$t > build/$${t}_perf; \\\n"
-        "\t  chmod +x build/$${t}_perf; \\\n"
-        "\tdone\n"
-        "clean:\n"
-        "\trm -rf build\n"
-    )
+NCCL_TESTS_MAKEFILE = (
+    "# bringup test: stands in for nccl-tests' build.\n"
+    "all:\n"
+    "\tmkdir -p build\n"
+    "\tfor t in all_reduce all_gather; do \\\n"
+    "\t  printf '#!/bin/sh\\necho %s\\n' $$t > build/$${t}_perf; \\\n"
+    "\t  chmod +x build/$${t}_perf; \\\n"
+    "\tdone\n"
+    "clean:\n"
+    "\trm -rf build\n"
+)
+
+PYXIS_MAKEFILE = (
+    "# bringup test: stands in for pyxis' build and install.\n"
+    "install:\n"
+    "\tmkdir -p /usr/local/lib/slurm\n"
+    "\ttouch /usr/local/lib/slurm/spank_pyxis.so\n"
+)
+
+
+def fake_git_repo(
+    cluster: SimCluster, node: str, tmp: Path, name: str, tag: str, makefile: str
+) -> str:
+    """A git repository at the tag a role builds, with this Makefile, put in the node as
+    /srv/<name>.git; its URL returned (the roles clone it as they clone GitHub's)."""
+    repo = tmp / name
+    repo.mkdir(parents=True)
+    (repo / "Makefile").write_text(makefile)
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "stand-in"], check=True)
     subprocess.run([*git, "tag", tag], check=True)
-    bare = tmp / "nccl-tests.git"
+    bare = tmp / f"{name}.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
-    shutil.copytree(bare, cluster.root(node) / "srv/nccl-tests.git")
+    shutil.copytree(bare, cluster.root(node) / f"srv/{name}.git")
     shutil.rmtree(repo)
     shutil.rmtree(bare)
-    return "file:///srv/nccl-tests.git"
+    return f"file:///srv/{name}.git"
+
+
+def fake_nccl_tests(cluster: SimCluster, node: str, tmp: Path) -> str:
+    """nccl-tests at the cuda role's tag, building stand-ins for its binaries."""
+    return fake_git_repo(cluster, node, tmp, "nccl-tests", "v2.19.6", NCCL_TESTS_MAKEFILE)
+
+
+def fake_pyxis(cluster: SimCluster, node: str, tmp: Path) -> str:
+    """pyxis at the containers role's tag, installing a stand-in plugin."""
+    return fake_git_repo(cluster, node, tmp, "pyxis", "v0.20.0", PYXIS_MAKEFILE)
 
 
 def base_vars(repos: Repos) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from tests.integration.provision.hgx import (
     NVIDIA_CTK,
     dpkg,
     fake_nccl_tests,
+    fake_pyxis,
     kernel_log,
     nvidia_documented_apt_setup,
     plant,
@@ -185,7 +186,11 @@ def test_a_node_set_up_as_nvidia_documents_provisions_without_an_apt_error(
         "node01",
         "--tags",
         "nvidia_driver,containers",
-        extra={"nvidia_driver_reboot": False},
+        extra={
+            "nvidia_driver_reboot": False,
+            "containers_pyxis": True,
+            "containers_pyxis_git_url": fake_pyxis(cluster, "node01", tmp_path),
+        },
     )
     assert run.code == 0, run.explain()
     said = [t["task"] for t in run.tasks()]
@@ -196,6 +201,12 @@ def test_a_node_set_up_as_nvidia_documents_provisions_without_an_apt_error(
     update = ssh(cluster, "node01", "apt-get update 2>&1")
     assert "Conflicting" not in update and "W:" not in update and "E:" not in update
     assert dpkg(cluster)["nvidia-container-toolkit"][1] == "1.20.0-1"
+    # pyxis is registered where Slurm reads it: plugstack.conf includes plugstack.conf.d.
+    slurm = cluster.root("node01") / "etc/slurm"
+    assert (slurm / "plugstack.conf.d/pyxis.conf").read_text() == (
+        "required /usr/local/lib/slurm/spank_pyxis.so\n"
+    )
+    assert (slurm / "plugstack.conf").read_text() == "include /etc/slurm/plugstack.conf.d/*\n"
 
 
 def test_whole_site_versions_move_and_a_rerun_changes_nothing(
