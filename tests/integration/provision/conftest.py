@@ -24,7 +24,8 @@ from tests.integration.provision import aptrepo
 
 # Everything the roles install from Debian (node_tools' tools, the build tools of the cuda
 # role, dkms for the driver, lshw for DCGM), the modules Ansible's apt and deb822 need,
-# and systemd's systemctl (units are enabled offline: no systemd runs in a node).
+# systemd's systemctl (units are enabled offline: no systemd runs in a node), and cJSON,
+# which the simulated NVML library reads its state with.
 PROVISION_IMAGE = rootfs.Image(
     (
         *rootfs.BASE_PACKAGES,
@@ -45,6 +46,7 @@ PROVISION_IMAGE = rootfs.Image(
         "infiniband-diags",
         "ibverbs-utils",
         "linux-cpupower",
+        "libcjson1",
     )
 )
 

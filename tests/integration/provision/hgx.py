@@ -36,6 +36,48 @@ echo "${{version%-*}}" > {rootfs.KERNEL_ROOT}/sys/module/nvidia/version
 """
 
 
+# At each simulated boot the node's simulated NVML (bringup.sim.nvml) shows what the
+# booted node runs: the installed driver's version, and persistence mode as
+# nvidia-persistenced's unit gives it (enabled, and run with --persistence-mode).
+NVML_BOOT_HOOK = """#!/usr/bin/python3
+import json, os, subprocess
+STATE = {state!r}
+UNIT = "/lib/systemd/system/nvidia-persistenced.service"
+OVERRIDE = "/etc/systemd/system/nvidia-persistenced.service.d/override.conf"
+ENABLED = "/etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service"
+
+
+def exec_start(path):
+    if not os.path.exists(path):
+        return None
+    lines = open(path).read().splitlines()
+    starts = [x.split("=", 1)[1] for x in lines if x.startswith("ExecStart=")]
+    return starts[-1] if starts else None
+
+
+state = json.load(open(STATE))
+version = subprocess.run(
+    ["dpkg-query", "-W", "-f", "${{Version}}", "nvidia-open"], capture_output=True, text=True
+).stdout
+if version:
+    state["driver_version"] = version.rsplit("-", 1)[0]
+command = exec_start(OVERRIDE) or exec_start(UNIT) or ""
+on = os.path.islink(ENABLED) and " --persistence-mode" in command
+for gpu in state["gpus"]:
+    gpu["persistence_mode"] = int(on)
+with open(STATE, "w") as f:
+    json.dump(state, f, indent=1)
+"""
+
+
+def follow_nvml(cluster: SimCluster, node: str) -> None:
+    """Make the node's simulated NVML follow what it boots (NVML_BOOT_HOOK)."""
+    hook = cluster.root(node) / "etc/bringup-sim/boot.d/60-nvml"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(NVML_BOOT_HOOK.format(state=str(cluster.node(node).nvml_state)))
+    hook.chmod(0o755)
+
+
 def ssh(cluster: SimCluster, node: str, command: str) -> str:
     """Run a command on a node over SSH (as the controller does); its stdout."""
     argv = [
