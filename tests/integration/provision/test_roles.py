@@ -17,6 +17,7 @@ from tests.integration.provision.conftest import needs_rootfs
 from tests.integration.provision.hgx import (
     NVIDIA_CTK,
     dpkg,
+    fake_git_repo,
     fake_nccl_tests,
     fake_pyxis,
     kernel_log,
@@ -302,3 +303,50 @@ def test_fabric_manager_goes_by_the_switches_not_the_gpu_name(
     said = [t["task"] for t in run.tasks("node02") if t["status"] == "ok"]
     assert "nvidia_driver : Warn when the installed driver is not the loaded one" in said
     assert "fabric_manager : Say when Fabric Manager starts" in said
+
+    # A rerun with reboots allowed: nothing to install, but the loaded driver is not the
+    # installed one, so the node reboots now (a rerun used to never reboot).
+    again = provision(cluster, repos, tmp_path / "again", "--limit", "node02", "--tags", DRIVER)
+    assert again.code == 0, again.explain()
+    assert kernel_log(cluster, "node02")[1:] == [
+        "shutdown -r 0 bringup nvidia_driver role - new NVIDIA driver installed",
+        "booted",
+    ]
+    loaded = cluster.root("node02") / "var/lib/bringup-sim/kernel/sys/module/nvidia/version"
+    assert loaded.read_text().strip() + "-1" == h100["nvidia-open"][1]
+
+
+def test_nccl_built_from_source_is_on_the_loader_path(
+    make_rootfs_cluster, serve_repos, tmp_path: Path
+) -> None:
+    cluster = make_rootfs_cluster(1)
+    repos = serve_repos(cluster)
+    plant(cluster, "node01", "h100")
+    makefile = (  # a stand-in libnccl.so.2, compiled on the node (the loader wants ELF)
+        "src.build:\n\tmkdir -p build/lib\n"
+        "\techo 'int nccl_stand_in;' > build/stand_in.c\n"
+        "\tgcc -shared -fPIC -Wl,-soname,libnccl.so.2 -o build/lib/libnccl.so.2 build/stand_in.c\n"
+        "clean:\n\trm -rf build\n"
+    )
+    run = provision(
+        cluster,
+        repos,
+        tmp_path / "run",
+        "--tags",
+        "cuda",
+        extra={
+            "cuda_nccl_from_source": True,
+            "cuda_nccl_git_url": fake_git_repo(
+                cluster, "node01", tmp_path, "nccl", "v2.30.7-1", makefile
+            ),
+            "cuda_nccl_tests_git_url": fake_nccl_tests(cluster, "node01", tmp_path),
+        },
+    )
+    assert run.code == 0, run.explain()
+    root = cluster.root("node01")
+    assert (root / "etc/ld.so.conf.d/bringup-nccl.conf").read_text().splitlines()[-1] == (
+        "/opt/nccl/build/lib"
+    )
+    cache = ssh(cluster, "node01", "ldconfig -p | grep libnccl || true")
+    assert "/opt/nccl/build/lib/libnccl.so.2" in cache
+    assert "libnccl2" not in dpkg(cluster)
