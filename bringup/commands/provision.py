@@ -36,7 +36,11 @@ def provision(
     forks: Annotated[int, typer.Option("--forks", min=1, help="Nodes worked on at once.")] = 16,
     extra_vars: Annotated[
         list[str] | None,
-        typer.Option("--extra-vars", "-e", help="NAME=VALUE for a role variable (repeatable)."),
+        typer.Option(
+            "--extra-vars",
+            "-e",
+            help="NAME=VALUE for a role variable, VALUE read as YAML (false, [a, b]); repeatable.",
+        ),
     ] = None,
     playbook: Annotated[
         Path | None,
@@ -95,6 +99,7 @@ def provision(
                     "changed": n.changed,
                     "failed": n.failed,
                     "skipped": n.skipped,
+                    "ignored": [t.task for t in n.ignored_tasks()],
                     "unreachable": n.unreachable,
                     "failed_task": n.failed_task,
                     "message": n.message,

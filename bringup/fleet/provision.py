@@ -20,6 +20,7 @@ written (through a FIFO) and stores it without the environment, so no key touche
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -49,6 +51,8 @@ CHECK = "provision.site"  # the finding per node
 # be recorded (ansible-runner's command file, shell history): use the environment or Vault.
 SECRET_NAME = re.compile(r"(api_?key|password|passwd|secret|token)", re.IGNORECASE)
 MESSAGE_CHARS = 300
+# What OpenSSH adds to a module's stderr (the script module's), not the module's words.
+SSH_NOISE = re.compile(r"^Shared connection to \S+ closed\.$")
 
 
 class ProvisionError(Exception):
@@ -86,6 +90,10 @@ class NodeResult:
     changed_tasks: list[str] = field(default_factory=list)
     tasks: list[TaskResult] = field(default_factory=list)
 
+    def ignored_tasks(self) -> list[TaskResult]:
+        """The failures the play was told to ignore (ignore_errors), in order."""
+        return [t for t in self.tasks if t.status == "ignored"]
+
     @property
     def status(self) -> str:
         if self.unreachable:
@@ -105,8 +113,8 @@ def task_label(event_data: dict[str, Any]) -> str:
 
 
 def result_message(res: dict[str, Any] | None) -> str:
-    """One line saying why a task failed: the module's message, and the last line of its
-    stderr when that says more (apt's "E: ..." comes after a message quoting the command)."""
+    """One line saying why a task failed: the module's message, and apt's "E: ..." lines
+    or else the last line of its stderr, when that says more."""
     if not res:
         return ""
     if "censored" in res:
@@ -116,13 +124,47 @@ def result_message(res: dict[str, Any] | None) -> str:
         if res.get(key):
             parts.append(_one_line(res[key]))
             break
-    stderr = [line for line in str(res.get("stderr") or "").splitlines() if line.strip()]
-    if stderr and _one_line(stderr[-1]) not in " ".join(parts):
-        parts.append(_one_line(stderr[-1]))
+    stderr = [
+        line
+        for line in str(res.get("stderr") or "").splitlines()
+        if line.strip() and not SSH_NOISE.match(line.strip())
+    ]
+    # apt's own verdicts ("E: Unable to locate package X") when there are some, else the
+    # last line (the script module runs on a terminal: its stderr arrives in its stdout).
+    stdout = str(res.get("stdout") or "").splitlines() if res.get("rc") not in (None, 0) else []
+    errors = [line.strip() for line in stderr + stdout if line.startswith("E: ")]
+    said = "; ".join(dict.fromkeys(errors)) if errors else stderr[-1] if stderr else ""
+    if said and _one_line(said) not in " ".join(parts):
+        parts.append(_one_line(said))
     if not parts and res.get("rc") not in (None, 0):
         parts.append(f"exit status {res['rc']}")
     text = " — ".join(parts)
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def _ignored_finding(node: NodeResult, check_mode: bool) -> Finding:
+    """A play that finished past failures it was told to ignore (`ignore_errors`).
+
+    In check mode that is a FAIL: the check is there to say whether the real run would
+    work, and an ignored error (a package that does not resolve) says it would not. In a
+    real run the play went on by design: WARN, naming what was ignored.
+    """
+    ignored = node.ignored_tasks()
+    first = ignored[0]
+    more = f" (and {len(ignored) - 1} more)" if len(ignored) > 1 else ""
+    mode = "check mode: " if check_mode else ""
+    return Finding(
+        node=node.node,
+        check=CHECK,
+        status=Status.FAIL if check_mode else Status.WARN,
+        value=len(ignored),
+        unit="ignored",
+        message=(
+            f"{mode}{len(ignored)} failure(s) ignored: [{first.task}] "
+            f"{first.message or 'no reason given'}{more}"
+        ),
+        action=f"see raw/{node.node}/provision/tasks.jsonl: an ignored error is still an error",
+    )
 
 
 def _one_line(value: object) -> str:
@@ -207,7 +249,8 @@ class Progress:
 
 
 def findings(progress: Progress, check_mode: bool, rc: int | None) -> list[Finding]:
-    """One finding per node: PASS provisioned, FAIL failed at a task, UNREACHABLE."""
+    """One finding per node: PASS provisioned, FAIL failed at a task, UNREACHABLE; a play
+    that went on past ignored failures is WARN (FAIL in check mode)."""
     result = []
     for node in progress.nodes.values():
         counts = f"{node.ok} ok, {node.changed} changed, {node.skipped} skipped"
@@ -242,6 +285,8 @@ def findings(progress: Progress, check_mode: bool, rc: int | None) -> list[Findi
                     message=f"provisioning did not finish: {reason}",
                 )
             )
+        elif node.ignored_tasks():
+            result.append(_ignored_finding(node, check_mode))
         else:
             what = "would change" if check_mode else "changed"
             message = f"{'check mode: ' if check_mode else ''}{counts}"
@@ -275,7 +320,7 @@ class Request:
     skip_tags: list[str] = field(default_factory=list)
     check_mode: bool = False
     forks: int = 16
-    extra_vars: dict[str, str] = field(default_factory=dict)
+    extra_vars: dict[str, Any] = field(default_factory=dict)
     connect_timeout_s: int = 30
 
 
@@ -292,11 +337,19 @@ def parse_tags(text: str | None, option: str) -> list[str]:
     return tags
 
 
-def parse_extra_vars(items: list[str]) -> dict[str, str]:
-    """KEY=VALUE pairs; secret-looking names are refused (they would be recorded)."""
-    result = {}
+def parse_extra_vars(items: list[str]) -> dict[str, Any]:
+    """NAME=VALUE pairs, each VALUE read as YAML; secret-looking names are refused (they
+    would be recorded).
+
+    ansible-playbook's own `-e NAME=VALUE` passes every value as a string, so `false`
+    reaches a `when:` as the string "false" (true to ansible-core 2.18, an error to
+    2.19). Here booleans, null, lists and mappings get their YAML type; numbers stay the
+    text typed, because the roles' numbers are names (branch "580", CUDA "12.10", which
+    YAML would read as 12.1).
+    """
+    result: dict[str, Any] = {}
     for item in items:
-        key, sep, value = item.partition("=")
+        key, sep, text = item.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ProvisionError(f"-e {item!r}: expected NAME=VALUE")
         if SECRET_NAME.search(key):
@@ -304,8 +357,22 @@ def parse_extra_vars(items: list[str]) -> dict[str, str]:
                 f"-e {key}: secrets on the command line end up in logs; "
                 "set NGC_API_KEY in the environment or put the variable in Ansible Vault"
             )
-        result[key] = value
+        result[key] = _typed(item, text)
     return result
+
+
+def _typed(item: str, text: str) -> Any:
+    """The YAML value of one -e VALUE (numbers kept as typed)."""
+    try:
+        value = yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem", None) or "not valid YAML"
+        raise ProvisionError(f"-e {item!r}: {mark} (quote the value to pass it as text)") from None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return text
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return text  # YAML reads 2026-01-02 as a date: a tag or a name here
+    return value
 
 
 def _search_path() -> str:
@@ -430,10 +497,13 @@ def summary_table(progress: Progress, check_mode: bool) -> Table:
     """The final recap: per node counts, and the failed task with its reason."""
     changed = "would change" if check_mode else "changed"
     table = Table(title="provision summary", title_justify="left", expand=True)
-    for column in ("node", "result", "ok", changed, "skipped", "failed at / why"):
+    for column in ("node", "result", "ok", changed, "skipped", "ignored", "failed at / why"):
         table.add_column(column, no_wrap=column not in ("failed at / why",))
     for node in progress.nodes.values():
         why = f"[{node.failed_task}] {node.message or ''}" if node.failed_task else ""
+        ignored = node.ignored_tasks()
+        if not why and ignored:
+            why = f"ignored: [{ignored[0].task}] {ignored[0].message}"
         state = node.status if node.finished or node.failed_task else "did not finish"
         table.add_row(
             node.node,
@@ -441,6 +511,7 @@ def summary_table(progress: Progress, check_mode: bool) -> Table:
             str(node.ok),
             str(node.changed),
             str(node.skipped),
+            str(len(ignored)),
             why,
         )
     return table

@@ -66,6 +66,8 @@ from bringup.sim.netns import (
     teardown_run,
     unlimited_memlock,
 )
+from bringup.sim.rootfs import Image, NodeRoot, RootfsError, ensure_image, first_process
+from bringup.sim.rootfs import available as rootfs_available
 
 __all__ = ["FAULTS", "NETNS_DIR", "STATE_DIR", "SimCluster", "SimClusterError", "SimNode"]
 
@@ -122,10 +124,15 @@ class SimCluster:
         faults: Mapping[str, str] | None = None,
         live: Mapping[str, Sequence[str]] | None = None,
         nvml: bool | None = None,
+        rootfs: Image | None = None,
     ) -> None:
         """`nvml`: give every node its own simulated NVML (bringup.sim.nvml), so its gpu
         probe and telemetry sampler run for real through pynvml; None: where the library
         can be built here (a C compiler, NVIDIA's nvml.h wheel, libcjson), else recordings.
+
+        `rootfs`: give every node its own root filesystem, an overlay over this Debian
+        image (bringup.sim.rootfs), for tests that change a node; None: the nodes share
+        this machine's filesystem.
         """
         if not 1 <= nodes <= MAX_NODES:
             raise SimClusterError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
@@ -142,6 +149,8 @@ class SimCluster:
         self._faults = faults
         self._live = {name: tuple(probes) for name, probes in live.items()}
         self._nvml = nvml
+        self._rootfs = rootfs
+        self.rootfs_image: Path | None = None  # the unpacked image, when rootfs was asked
         self.nvml_library: Path | None = None  # set by start() when the nodes have NVML
         self.nvml_why_not: str | None = None  # why they do not, when nvml was None
         self.run: int | None = None
@@ -248,6 +257,8 @@ class SimCluster:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._build_nvml()
+        if self._rootfs is not None:
+            self._build_rootfs_image()
         default_live = NVML_LIVE if self.nvml_library is not None else DEFAULT_LIVE
         for index, name in enumerate(self.names, start=1):
             live = self._live.get(name, default_live)
@@ -272,6 +283,8 @@ class SimCluster:
             node.host_key_line = keygen(node.host_key, node.name)
             (node.dir / "authorized_keys_root").write_text(client_key + "\n")
             (node.dir / "sshd_config").write_text(self._sshd_config(node))
+            if self.rootfs_image is not None:
+                self._node_root(node).prepare()
             recording = node_facts(node.name, node.fault, node.live)
             node.facts_file.write_text(recording.model_dump_json(indent=2) + "\n")
             if self.nvml_library is not None:
@@ -310,6 +323,31 @@ class SimCluster:
             if self._nvml:
                 raise SimClusterError(f"simulated NVML: {exc}") from None
             self.nvml_why_not = str(exc)
+
+    def _build_rootfs_image(self) -> None:
+        reason = rootfs_available()
+        if reason:
+            raise SimClusterError(f"rootfs nodes: {reason}")
+        try:
+            self.rootfs_image = ensure_image(self._rootfs or Image())
+        except RootfsError as exc:
+            raise SimClusterError(f"rootfs nodes: {exc}") from None
+        self._track(self.workdir / ".rootfs")
+
+    def _node_root(self, node: SimNode) -> NodeRoot:
+        assert self.rootfs_image is not None
+        return NodeRoot(self.rootfs_image, self.workdir / ".rootfs" / node.name)
+
+    def root(self, name: str) -> Path:
+        """The node's own root filesystem as this machine sees it (rootfs mode), through
+        its first process: write a file under it and the node has it in its overlay."""
+        node = self.node(name)
+        if self.rootfs_image is None:
+            raise SimClusterError("the nodes share this machine's filesystem (no rootfs mode)")
+        first = first_process(node.sshd.pid) if node.sshd is not None else None
+        if first is None:
+            raise SimClusterError(f"{name} is not running")
+        return Path(f"/proc/{first}/root")
 
     def _track(self, *paths: Path) -> None:
         self._created.extend(paths)
@@ -374,17 +412,13 @@ class SimCluster:
 
     def _spawn_sshd(self, node: SimNode) -> subprocess.Popen[bytes]:
         log = (node.dir / "sshd.log").open("ab")
-        argv = [
-            "ip",
-            "netns",
-            "exec",
-            node.netns,
-            SSHD,
-            "-D",
-            "-e",
-            "-f",
-            str(node.dir / "sshd_config"),
-        ]
+        sshd = [SSHD, "-D", "-e", "-f", str(node.dir / "sshd_config")]
+        argv = ["ip", "netns", "exec", node.netns, *sshd]
+        if self.rootfs_image is not None:
+            # Its own root: the node's folder (keys, sshd_config, tools) and the NVML
+            # library are seen inside at the same paths.
+            binds = [node.dir] + ([self.nvml_library.parent] if self.nvml_library else [])
+            argv = self._node_root(node).command(node.netns, node.name, binds, sshd)
         with log:
             return subprocess.Popen(
                 argv,

@@ -59,12 +59,10 @@ def _play(progress: Progress) -> None:
         progress.feed(event)
 
 
-def test_a_failed_node_is_named_with_its_task_and_reason_and_the_other_passes() -> None:
+def test_a_failed_node_is_named_with_its_task_and_reason() -> None:
     progress = Progress(["node01", "node02"])
     _play(progress)
     result = {f.node: f for f in findings(progress, check_mode=False, rc=2)}
-    assert result["node01"].status is Status.PASS
-    assert result["node01"].message == "12 ok, 1 changed, 48 skipped (1 task(s) changed)"
     assert result["node02"].status is Status.FAIL
     assert result["node02"].message == (
         "failed at [node_tools : Install the node tools]: '/usr/bin/apt-get -y install "
@@ -75,11 +73,38 @@ def test_a_failed_node_is_named_with_its_task_and_reason_and_the_other_passes() 
     assert statuses == ["changed", "ignored"]
 
 
-def test_check_mode_says_would_change() -> None:
+def test_an_ignored_failure_is_a_warning_and_in_check_mode_a_failure() -> None:
+    """node01 finished, but past an error it ignored: that is never a plain PASS."""
     progress = Progress(["node01", "node02"])
     _play(progress)
-    f = findings(progress, check_mode=True, rc=2)[0]
+    real = findings(progress, check_mode=False, rc=2)[0]
+    assert (real.status, real.value, real.unit) == (Status.WARN, 1, "ignored")
+    assert real.message == (
+        "1 failure(s) ignored: [nvidia_driver : Install the driver packages] "
+        "No package matching 'nvidia-open'"
+    )
+    check = findings(progress, check_mode=True, rc=2)[0]
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "check mode: 1 failure(s) ignored: [nvidia_driver : Install the driver packages] "
+        "No package matching 'nvidia-open'"
+    )
+
+
+def test_check_mode_says_would_change() -> None:
+    progress = Progress(["node01"])
+    task = {"task": "Install the node tools", "role": "node_tools"}
+    progress.feed(_event("runner_on_ok", "node01", res={"changed": True}, **task))
+    progress.feed(
+        _event(
+            "playbook_on_stats", ok={"node01": 12}, changed={"node01": 1}, skipped={"node01": 48}
+        )
+    )
+    f = findings(progress, check_mode=True, rc=0)[0]
+    assert f.status is Status.PASS
     assert f.message == "check mode: 12 ok, 1 changed, 48 skipped (1 task(s) would change)"
+    f = findings(progress, check_mode=False, rc=0)[0]
+    assert f.message == "12 ok, 1 changed, 48 skipped (1 task(s) changed)"
 
 
 def test_unreachable_and_unfinished_nodes() -> None:
@@ -127,3 +152,67 @@ def test_tags_and_extra_vars_are_checked() -> None:
         parse_extra_vars(["nvidia_driver_branch"])
     with pytest.raises(ProvisionError, match="secrets on the command line end up in logs"):
         parse_extra_vars(["containers_ngc_api_key=abc"])
+
+
+def test_extra_vars_are_yaml_typed_but_numbers_stay_as_typed() -> None:
+    """`false` is a boolean (a bare `when:` would take the string "false" as true), lists
+    and mappings are structures; versions and branches stay text (12.10 is not 12.1)."""
+    typed = parse_extra_vars(
+        [
+            "nvidia_driver_reboot=false",
+            "containers_nvidia_default_runtime=no",
+            "cuda_install=True",
+            "cuda_version=12.10",
+            "nvidia_driver_branch=580",
+            "nvidia_driver_version=580.95.05",
+            "dcgm_version=1:4.4.1-1",
+            "nvidia_driver_headers_packages=[]",
+            "node_tools_packages=[fio, numactl]",
+            "containers_ngc_image=nvcr.io/nvidia/pytorch:25.09-py3",
+            "nvidia_repo_base_url=",
+            "containers_toolkit_version=null",
+            "release=2026-01-02",
+        ]
+    )
+    assert typed == {
+        "nvidia_driver_reboot": False,
+        "containers_nvidia_default_runtime": False,
+        "cuda_install": True,
+        "cuda_version": "12.10",
+        "nvidia_driver_branch": "580",
+        "nvidia_driver_version": "580.95.05",
+        "dcgm_version": "1:4.4.1-1",
+        "nvidia_driver_headers_packages": [],
+        "node_tools_packages": ["fio", "numactl"],
+        "containers_ngc_image": "nvcr.io/nvidia/pytorch:25.09-py3",
+        "nvidia_repo_base_url": "",
+        "containers_toolkit_version": None,
+        "release": "2026-01-02",
+    }
+    with pytest.raises(ProvisionError, match=r"-e 'x=\[1': .*quote the value"):
+        parse_extra_vars(["x=[1"])
+
+
+def test_the_message_is_apts_verdict_not_the_ssh_noise_after_it() -> None:
+    """The script module's stderr ends with OpenSSH's "Shared connection ... closed.":
+    the message takes apt's E: line, which names the package."""
+    res = {
+        "msg": "non-zero return code",
+        "rc": 100,
+        "stderr": "Reading package lists...\nE: Unable to locate package nvidia-fabricmanager-580\n"
+        "Shared connection to 10.231.2.1 closed.\r\n",
+    }
+    assert result_message(res) == (
+        "non-zero return code — E: Unable to locate package nvidia-fabricmanager-580"
+    )
+    on_a_terminal = {
+        "msg": "non-zero return code",
+        "rc": 100,
+        "stdout": "Reading package lists...\r\nE: Unable to locate package libnvsdm-580\r\n",
+        "stderr": "Shared connection to 10.231.2.1 closed.\r\n",
+    }
+    on_a_terminal["stdout"] = "E: Unable to locate package a\r\n" + on_a_terminal["stdout"]
+    assert result_message(on_a_terminal) == (
+        "non-zero return code — E: Unable to locate package a; "
+        "E: Unable to locate package libnvsdm-580"
+    )

@@ -1,8 +1,9 @@
 """`bringup provision` against a simulated cluster: real sshd in network namespaces.
 
-The namespaces share this machine's filesystem, so a real run changes THIS machine: only
-harmless, idempotent things run for real (apt packages of node_tools; the GPU roles skip
-themselves on a GPU-less node, which is what is shown). Everything else runs in --check.
+The default nodes share this machine's filesystem: on them only --check runs (it changes
+nothing) and the NGC steps with a docker that only prints. Real runs happen on rootfs
+nodes (each its own Debian, bringup.sim.rootfs), never on this machine; test_roles.py
+runs the GPU roles there against the local NVIDIA repositories.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bringup.sim.cluster import SimCluster
+from tests.integration.provision.conftest import needs_rootfs
 from tests.support.provision import needs_ansible, run_provision
 
 WHY_NOT = SimCluster.available()
@@ -86,31 +88,18 @@ def test_check_mode_whole_site_and_an_unreachable_node(cluster: SimCluster, tmp_
     }
 
 
-def _prefetch_packages() -> None:
-    """The simulated nodes have no route to a mirror: fetch node_tools' .debs into the
-    shared apt cache from this (root) namespace, so the nodes install them for real."""
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "--download-only", "-y", "-qq", *NODE_TOOLS],
-    ):
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot fetch the node_tools packages here: {proc.stderr.strip()[-200:]}")
-
-
-def test_real_run_twice_second_changes_nothing(cluster: SimCluster, tmp_path: Path) -> None:
-    """Every role but containers, for real (GPU roles skip themselves); rerun: changed=0."""
-    _prefetch_packages()
+@needs_rootfs
+def test_real_run_twice_second_changes_nothing(make_rootfs_cluster, tmp_path: Path) -> None:
+    """Every role for real on two GPU-less rootfs nodes (node_tools installs, the GPU
+    roles skip themselves); a rerun reports changed=0."""
+    rootfs_cluster = make_rootfs_cluster(2)
     runs = []
     for i in (1, 2):
         result = run_provision(
             "--nodes",
-            str(cluster.inventory),
-            "--limit",
-            "node01,node02",
-            "--skip-tags",
-            "containers",  # Docker would be installed on this machine for real
+            str(rootfs_cluster.inventory),
+            "-e",
+            "containers_docker_packages=[]",  # no Debian mirror reaches the nodes
             "--json",
             "--out",
             str(tmp_path / f"run{i}"),
@@ -122,8 +111,16 @@ def test_real_run_twice_second_changes_nothing(cluster: SimCluster, tmp_path: Pa
         second = runs[1]["nodes"][name]
         assert second["changed"] == 0, second
         assert second["failed"] == 0 and second["status"] == "ok"
+    status = rootfs_cluster.root("node01") / "var/lib/dpkg/status"
     installed = subprocess.run(
-        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\n", *NODE_TOOLS],
+        [
+            "dpkg-query",
+            f"--admindir={status.parent}",
+            "-W",
+            "-f",
+            "${db:Status-Abbrev}\n",
+            *NODE_TOOLS,
+        ],
         capture_output=True,
         text=True,
     ).stdout.split()

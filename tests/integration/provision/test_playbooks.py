@@ -3,6 +3,7 @@ verification judged on recorded `nvidia-smi -q` outputs by Ansible itself."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -129,6 +130,26 @@ def _fabric_verdict(tmp_path: Path, smi_file: Path, gpus: int, mutate: tuple[str
         ),
         # One GPU reported where the node has eight: not every GPU registered.
         ("ugpuexp-h200-q-load.txt", 8, ("x", "x"), 'False [["Completed", "Success"]]'),
+        # R570+ Health lines: a healthy summary passes; an unhealthy route does not, though
+        # the state reads Completed/Success.
+        (
+            "ugpuexp-h200-q-load.txt",
+            1,
+            ("Summary" + " " * 36 + ": N/A", "Summary" + " " * 36 + ": Healthy"),
+            'True [["Completed", "Success"]]',
+        ),
+        (
+            "ugpuexp-h200-q-load.txt",
+            1,
+            ("Route Unhealthy" + " " * 28 + ": N/A", "Route Unhealthy" + " " * 28 + ": True"),
+            'False [["Completed", "Success"]]',
+        ),
+        (
+            "ugpuexp-h200-q-load.txt",
+            1,
+            ("Summary" + " " * 36 + ": N/A", "Summary" + " " * 36 + ": Unhealthy"),
+            'False [["Completed", "Success"]]',
+        ),
         # An A100 nvidia-smi -q (driver 510) without any Fabric section.
         ("mleng-a100-sxm4-80gb-q-excerpt-remapped-rows-pending.txt", 1, ("x", "x"), "False []"),
     ],
@@ -138,3 +159,61 @@ def test_fabric_verification_on_recorded_outputs(
 ) -> None:
     verdict = _fabric_verdict(tmp_path, SMI / fixture, gpus, mutate)
     assert verdict.replace('\\"', '"') == expected
+
+
+HEADERS_PLAY = """
+- name: Evaluate nvidia_driver_headers_packages for a kernel release
+  hosts: localhost
+  gather_facts: false
+  vars_files: [{defaults}]
+  tasks:
+    - name: Report them
+      ansible.builtin.debug:
+        msg: "HEADERS {{{{ nvidia_driver_headers_packages | to_json }}}}"
+      vars:
+        ansible_facts: {{kernel: "{{{{ kernel }}}}"}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("kernel", "expected"),
+    [
+        # Debian: the running kernel's headers and its flavour's metapackage, which pulls
+        # the headers of every later kernel (NVIDIA's Debian instructions).
+        ("6.1.0-18-amd64", ["linux-headers-6.1.0-18-amd64", "linux-headers-amd64"]),
+        (
+            "6.1.0-18-cloud-amd64",
+            ["linux-headers-6.1.0-18-cloud-amd64", "linux-headers-cloud-amd64"],
+        ),
+        # Ubuntu: the same rule gives linux-headers-generic.
+        ("6.8.0-52-generic", ["linux-headers-6.8.0-52-generic", "linux-headers-generic"]),
+    ],
+)
+def test_kernel_headers_also_follow_later_kernels(
+    tmp_path: Path, kernel: str, expected: list[str]
+) -> None:
+    play = tmp_path / "headers.yml"
+    play.write_text(
+        HEADERS_PLAY.format(defaults=PLAYBOOKS / "roles/nvidia_driver/defaults/main.yml")
+    )
+    proc = subprocess.run(
+        [
+            str(ANSIBLE_PLAYBOOK),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(play),
+            "-e",
+            f"kernel={kernel}",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "HEADERS" in x)
+    assert (
+        json.loads(line.split("HEADERS", 1)[1].strip().rstrip('"').replace('\\"', '"')) == expected
+    )
