@@ -233,11 +233,10 @@ def test_a_malformed_inventory_is_exit_2_naming_the_line(tmp_path: Path) -> None
     inventory.write_text("[sim]\nnode01 ansible_host=10.231.9.1\nnode02 ansible_host\n")
     run = run_check(inventory, "--suite", "quick", "--out", str(tmp_path / "run"))
     assert run.code == 2
-    assert run.doc == {}  # nothing on stdout
-    lines = run.stderr.strip().splitlines()
-    assert lines == [
-        f"error: {inventory} line 3: Expected key=value host variable assignment, got: ansible_host"
-    ]
+    reason = f"{inventory} line 3: Expected key=value host variable assignment, got: ansible_host"
+    # --json: stdout still carries one JSON document, the error and the exit code.
+    assert run.doc == {"error": reason, "exit_code": 2}
+    assert run.stderr.strip().splitlines() == [f"error: {reason}"]
 
 
 # --- nodes that fail during the run ---------------------------------------------------------

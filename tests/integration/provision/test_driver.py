@@ -17,9 +17,12 @@ pytestmark = pytest.mark.provision
     ("args", "message"),
     [
         (["--tags", "drivers"], "--tags drivers: unknown tag"),
-        (["--limit", "nodeX"], "--limit 'nodeX' matched no host"),
+        (["--limit", "nodeX"], "--limit 'nodeX': no host of"),
         (["-e", "containers_ngc_api_key=abc"], "secrets on the command line end up in logs"),
-        (["--forks", "0"], "--forks 0: must be at least 1"),
+        (
+            ["--forks", "0"],
+            "Invalid value for '--forks': Input should be greater than or equal to 1",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
