@@ -36,8 +36,10 @@ lint: setup
 test: setup-test lint ## lint, then every test (root-only and apt-backed tests skip with a reason)
 	$(BIN)/pytest -q
 
-# The inner loop: the pure, in-process tier (tests/unit), no torch or Ansible runs needed.
-test-fast: setup ## the unit tests only, in well under a minute
+# The inner loop: the pure, in-process tier (tests/unit): no child processes, sshd, torch
+# ranks, fio or Ansible runs. Some of its report fixtures call the gemm and p2p probes
+# in-process on the CPU, so it installs what `make test` installs (torch among them).
+test-fast: setup-test ## the unit tests only, in about a minute
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
 
 clean:
