@@ -128,7 +128,8 @@ def judge_burnin(
     prof: profiles.Profile | None,
     peak_tflops: float | None,
 ) -> tuple[list[Finding], tuple[BurninFacts, Peak | None, Peak | None, Any] | None]:
-    """Findings of the run, and (facts, peak, ceiling, profile) when the burn-in reported."""
+    """Findings of the run, and (facts, peak, ceiling, profile) when the burn-in reported.
+    `prof` is the profile the command chose (--profile, or the one of the GPU it ran on)."""
     record = node.probes.get("burnin")
     if record is None:
         return [], None
@@ -139,7 +140,7 @@ def judge_burnin(
         facts: BurninFacts = decode(record)
     except FactsError as exc:
         return [Finding(check="burnin.run", status=Status.ERROR, message=str(exc))], None
-    chosen = prof or profiles.for_gpu(facts.device_name)
+    chosen = prof
     findings: list[Finding] = []
     for check in CHECKS:
         if check.name != "burnin.mfu":  # judged below, against the peak this command chose

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from bringup import baseline as baselines
     from bringup import profile as profiles
     from bringup import recipe as recipes
+    from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.inventory import Host
     from bringup.fleet.plan import NodePlan
@@ -340,6 +341,19 @@ def outcome_finding(outcome: NodeOutcome) -> Finding | None:
     return None
 
 
+def profile_for(node: NodeFacts, prof: profiles.Profile | None) -> profiles.Profile | None:
+    """--profile, else the shipped profile of the GPU model the burn-in ran on (files are
+    read here, in the command: the checks only judge what they are given)."""
+    if prof is not None:
+        return prof
+    from bringup import profile as profiles
+
+    record = node.probes.get("burnin")
+    facts = record.facts if record is not None and record.ok else None
+    name = facts.get("device_name") if isinstance(facts, dict) else None
+    return profiles.for_gpu(name if isinstance(name, str) else None)
+
+
 def _judge_each(
     run: RunDir,
     names: list[str],
@@ -360,7 +374,10 @@ def _judge_each(
         findings += [problem] if problem else []
         if problem and problem.status == Status.UNREACHABLE:
             continue
-        judged, result = judge_burnin(run.facts_of(node), recipe, prof, peak_tflops)
+        node_facts = run.facts_of(node)
+        judged, result = judge_burnin(
+            node_facts, recipe, profile_for(node_facts, prof), peak_tflops
+        )
         findings += [f.model_copy(update={"node": f.node or node}) for f in judged]
         if result is not None:
             facts, peak, ceiling, chosen = result
@@ -413,7 +430,7 @@ def _judge_joint(
     first.probes["burnin"] = first.probes["burnin"].model_copy(
         update={"facts": dataclasses.asdict(merged)}
     )
-    judged, result = judge_burnin(first, recipe, prof, peak_tflops)
+    judged, result = judge_burnin(first, recipe, profile_for(first, prof), peak_tflops)
     findings.append(judge_job(names, None, merged))
     findings += [f.model_copy(update={"node": f.node or names[0]}) for f in judged]
     for node in names[1:]:  # the other nodes' GPUs: their own telemetry

@@ -126,11 +126,8 @@ def check(
             nodes_file, limit, profile_name, suite_name, data_dirs = _resumed(
                 resume, nodes_file, limit, data_dirs
             )
-        chosen = (
-            target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
-            if resume is None
-            else _resume_target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
-        )
+        # A resumed run names its inventory (from its manifest) like --nodes does.
+        chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
@@ -244,14 +241,6 @@ def _resumed(
         manifest.suite_source or manifest.suite or "acceptance",
         data_dirs or [Path(d) for d in manifest.data_dirs] or None,
     )
-
-
-def _resume_target(
-    nodes_file: Path, limit: str | None, forks: int, accept: bool, connect_timeout: float
-) -> Target:
-    from bringup.fleet.target import Target
-
-    return Target(nodes_file, limit, forks, accept, connect_timeout)
 
 
 def probe_fleet(

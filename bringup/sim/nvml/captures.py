@@ -19,7 +19,7 @@ from bringup.node.result import ParseError
 from bringup.sim.demo import demo_nodes
 from bringup.sim.nvml import branches
 from bringup.sim.nvml.state import (
-    _RETURN_TEXTS,
+    RETURN_TEXTS,
     SCHEMA,
     FabricState,
     FieldValue,
@@ -194,7 +194,7 @@ def _gpu_state(gpu: Gpu) -> GpuState:
     if gpu.fabric_state in typing.get_args(FabricState):
         s["fabric"] = {"state": gpu.fabric_state}
         if gpu.fabric_status is not None:
-            status = _RETURN_TEXTS.get(gpu.fabric_status.lower(), "UNKNOWN")
+            status = RETURN_TEXTS.get(gpu.fabric_status.lower(), "UNKNOWN")
             s["fabric"]["status"] = status
     if fields:
         s["fields"] = fields

@@ -204,7 +204,7 @@ RETURN_NAMES = (
     "UNKNOWN",
 )
 # How NVML (and so nvidia-smi) words the codes, to read a recorded fabric status back.
-_RETURN_TEXTS = {
+RETURN_TEXTS = {
     "success": "SUCCESS",
     "not supported": "NOT_SUPPORTED",
     "timeout": "TIMEOUT",
