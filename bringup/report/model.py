@@ -117,6 +117,7 @@ def build(
             findings,
             baseline_run=baseline.path.name,
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
+            baseline_findings=baseline.findings,
         )
     medians = check_medians(findings)
     node_reports = [_node_report(n, measured[n], findings, medians) for n in nodes]
