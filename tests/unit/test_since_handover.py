@@ -15,12 +15,12 @@ from bringup.facts import NodeFacts
 from bringup.findings import Status
 from bringup.report.model import Report
 from bringup.report.rundata import load
-from tests.support.report_runs import demo_run, serial_changed, write_run
+from tests.support.report_runs import Mutation, demo_run, serial_changed, write_run
 
 B300 = profile.load("b300")
 
 
-def uncorrected_ecc(node: str, gpu: int, count: int):  # noqa: ANN201 (a Mutation)
+def uncorrected_ecc(node: str, gpu: int, count: int) -> Mutation:
     def mutate(nodes: dict[str, NodeFacts]) -> None:
         facts = nodes[node].probes["gpu"].facts
         assert facts is not None
@@ -30,7 +30,7 @@ def uncorrected_ecc(node: str, gpu: int, count: int):  # noqa: ANN201 (a Mutatio
     return mutate
 
 
-def power_limit(node: str, gpu: int, watts: float):  # noqa: ANN201 (a Mutation)
+def power_limit(node: str, gpu: int, watts: float) -> Mutation:
     def mutate(nodes: dict[str, NodeFacts]) -> None:
         facts = nodes[node].probes["gpu"].facts
         assert facts is not None
