@@ -17,6 +17,7 @@ from bringup.commands import (
     check,
     diagnose,
     exporter,
+    handover,
     learn,
     nccl,
     plan,
@@ -58,6 +59,7 @@ app.command()(burnin.burnin)
 app.command()(plan.plan)
 app.command()(diagnose.diagnose)
 app.command()(report.report)
+app.command()(handover.handover)
 app.command()(exporter.exporter)
 app.command()(provision.provision)
 app.add_typer(sim.sim_app, name="sim")
