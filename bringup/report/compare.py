@@ -84,10 +84,11 @@ RELATED: dict[str, tuple[str, ...]] = {
     "GPU count": ("gpu.count", "topology."),
     "GPU model": ("gpu.model",),
     "Xid": ("xid.",),
-    "NCCL": ("nccl.",),
-    "GEMM": ("gemm.",),
-    "NVMe": ("nvme.", "storage."),
-    "burn-in": ("burnin.",),
+    # A metric beyond its tolerance: its own checks, and the straggler check of the fleet.
+    "NCCL": ("nccl.", "fleet.nccl."),
+    "GEMM": ("gemm.", "fleet.gemm."),
+    "NVMe": ("nvme.", "storage.", "fleet.nvme."),
+    "burn-in": ("burnin.", "fleet.burnin."),
 }
 
 
@@ -167,24 +168,9 @@ def compare(
 def _changed(c: Comparison) -> list[Changed]:
     """Every change of facts, in node order, then by kind as the section lists them."""
     found = [
-        *(
-            Changed(
-                node=x.node, kind="identity", what=x.field, baseline=x.baseline, current=x.current
-            )
-            for x in c.identity
-        ),
-        *(
-            Changed(
-                node=x.node, kind="setting", what=x.field, baseline=x.baseline, current=x.current
-            )
-            for x in c.settings
-        ),
-        *(
-            Changed(
-                node=x.node, kind="counter", what=x.field, baseline=x.baseline, current=x.current
-            )
-            for x in c.counters
-        ),
+        *(_of(x, "identity") for x in c.identity),
+        *(_of(x, "setting") for x in c.settings),
+        *(_of(x, "counter") for x in c.counters),
         *(
             Changed(
                 node=m.node,
@@ -211,6 +197,16 @@ def _changed(c: Comparison) -> list[Changed]:
         ),
     ]
     return sorted(found, key=lambda x: x.node)  # stable: kinds keep their order per node
+
+
+def _of(change: Change | IdentityChange, kind: str) -> Changed:
+    return Changed(
+        node=change.node,
+        kind=kind,
+        what=change.field,
+        baseline=change.baseline,
+        current=change.current,
+    )
 
 
 def _statuses(

@@ -15,7 +15,15 @@ from bringup.facts import NodeFacts
 from bringup.findings import Status
 from bringup.report.model import Report
 from bringup.report.rundata import load
-from tests.support.report_runs import Mutation, demo_run, serial_changed, write_run
+from tests.support.report_runs import (
+    Mutation,
+    busbw_down,
+    demo_run,
+    new_xid,
+    serial_changed,
+    with_measurements,
+    write_run,
+)
 
 B300 = profile.load("b300")
 
@@ -106,3 +114,27 @@ def test_the_changes_are_findings_too(later: Report) -> None:
         ("b300-node03", "baseline.setting", Status.WARN),
         ("b300-node06", "baseline.identity", Status.WARN),
     }
+
+
+def test_a_slower_link_and_a_new_xid_with_their_checks(
+    handover: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Measured runs (recorded nccl-tests on every node): node03's busbw down 10% and a new
+    Xid 48 on node01 are one row each, with the straggler and Xid checks they brought."""
+    base = tmp_path_factory.mktemp("measured")
+    then = write_run(handover, base / "then", with_measurements)
+    now = write_run(
+        handover,
+        base / "now",
+        with_measurements,
+        busbw_down("b300-node03", 0.9),
+        new_xid("b300-node01"),
+    )
+    report = build_report(load(now), B300, load(then), generated_at="T")
+    assert report.baseline is not None
+    rows = [(c.node, c.kind, c.what, c.checks) for c in report.baseline.changed]
+    assert rows == [
+        ("b300-node01", "xid", "Xid 48", ["xid.events FAIL"]),
+        ("b300-node03", "metric", "NCCL all_reduce busbw (>= 1 GiB)", ["fleet.nccl.busbw WARN"]),
+    ]
+    assert report.baseline.changed[1].current == "428.88 GB/s (-10.0%)"
