@@ -35,6 +35,7 @@ from bringup.commands.common import (
     SuiteOpt,
     fail,
     finite,
+    not_for,
     out,
     print_json,
 )
@@ -43,6 +44,16 @@ if TYPE_CHECKING:
     from bringup.baseline import BundlePart
 
 REPORT_FORMATS = ["html", "md", "json"]
+# What chooses how the parts run; nothing runs with --from (and only the profile with --demo).
+_RUN_OPTIONS = (
+    "profile_name",
+    "suite_name",
+    "seconds",
+    "limit",
+    "forks",
+    "accept_new_hostkeys",
+    "connect_timeout",
+)
 
 
 def handover(
@@ -83,6 +94,10 @@ def handover(
         fail("say what the handover is made of: --nodes FILE, --local, --demo or --from RUN_DIR")
     if sources and burnin_recipe:
         fail("--burnin runs a burn-in: gather an existing one with --from instead")
+    if sources:
+        not_for(ctx, "--from (the runs gathered keep their own)", *_RUN_OPTIONS)
+    if demo:
+        not_for(ctx, "--demo (recorded facts: nothing runs on nodes)", *_RUN_OPTIONS[1:])
     bundle_path = out_dir or default_path("handover")
     _create(bundle_path)
     started = now()

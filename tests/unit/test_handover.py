@@ -89,3 +89,10 @@ def test_baseline_takes_a_bundle(demo_bundle: Path, tmp_path: Path) -> None:
 def test_burnin_baseline_of_a_bundle_without_burnin_says_so(demo_bundle: Path) -> None:
     with pytest.raises(baselines.BaselineError, match="holds no burn-in run"):
         baselines.load(demo_bundle)
+
+
+def test_from_refuses_options_of_a_run(tmp_path: Path) -> None:
+    check = demo_run(tmp_path / "check-run")
+    result = invoke("handover", "--from", check, "--profile", "h100", "--out", tmp_path / "b")
+    assert result.exit_code == 2
+    assert "--profile does not apply to --from" in result.stderr
