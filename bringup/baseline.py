@@ -15,6 +15,7 @@ Everything here is a pure function of the burn-in facts and the peaks; only `loa
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Literal
@@ -314,10 +315,14 @@ class BundleError(InputError):
 def is_bundle(path: Path) -> bool:
     """Whether `path` is a bundle directory (its manifest.json says so)."""
     file = path / "manifest.json"
-    try:
-        return path.is_dir() and f'"{BUNDLE_KIND}"' in file.read_text(errors="replace")
-    except OSError:
+    if not file.is_file():
         return False
+    try:
+        data = json.loads(read_text(file, "manifest"))
+    except (InputError, ValueError):
+        return False  # not JSON: a run's broken manifest, said by whoever reads the run
+    # By the key itself, not the text: a node's name can be any string.
+    return isinstance(data, dict) and data.get("kind") == BUNDLE_KIND
 
 
 def load_bundle(path: Path) -> Bundle:
