@@ -191,6 +191,9 @@ def _nvme() -> NvmeFacts:
 
 
 QUIET_LOG = "[    5.120331] nvidia-nvlink: Nvlink Core is being initialized\n"
+# The demo nodes booted at 2026-11-27 14:10:00 UTC (/proc/stat btime), so the Xid below,
+# 86021.44 s after boot, happened at 2026-11-28 14:03:41 UTC.
+BOOT_TIME_S = 1_795_788_600.0
 # The wording of XID 79 as NVIDIA's XID catalogue and real kernel logs print it.
 XID79_LOG = (
     QUIET_LOG + "[86021.442918] NVRM: Xid (PCI:0000:ba:00): 79, pid='<unknown>', "
@@ -214,7 +217,7 @@ def _node(name: str, fault: Callable[[DemoNode], None] | None = None) -> NodeFac
         gpu=_gpu_facts(),
         topology=parse_topo(topo_text()),
         host=_host(name),
-        xid=parse_kernel_log(QUIET_LOG),
+        xid=_kernel_log(QUIET_LOG),
         nvme=_nvme(),
     )
     if fault:
@@ -242,8 +245,14 @@ def _pending_row_remap(demo: DemoNode) -> None:
     demo.gpu.gpus[3].remapped_rows = RemappedRows(1, 0, pending=True, failure=False)
 
 
+def _kernel_log(text: str) -> XidFacts:
+    facts = parse_kernel_log(text)
+    facts.boot_time_s, facts.utc_offset_s = BOOT_TIME_S, 0
+    return facts
+
+
 def _xid79(demo: DemoNode) -> None:
-    demo.xid = parse_kernel_log(XID79_LOG)
+    demo.xid = _kernel_log(XID79_LOG)
 
 
 def _hw_slowdown(demo: DemoNode) -> None:

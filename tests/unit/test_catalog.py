@@ -26,6 +26,7 @@ def test_a_context_is_a_probe_and_its_judge_takes_it() -> None:
         "gpu.nvlink": "topology",
         "topology.gpu_count": "gpu",
         "topology.nvlink": "gpu",
+        "xid.events": "gpu",
     }
     for check in with_context:
         assert check.context in PROBES
