@@ -252,12 +252,12 @@ def _tool_output(
     """The tool's stdout, or None with the reason in `unavailable[field_name]`."""
     path = which(argv[0])
     if path is None:
-        ident.unavailable[field_name] = f"not available: {argv[0]} not installed"
+        ident.unavailable[field_name] = f"{argv[0]} not installed"
         return None
     result = run([path, *argv[1:]], timeout_s)
     problem = _problem(result)
     if problem is not None:
-        ident.unavailable[field_name] = f"not available: {' '.join(argv)}: {problem}"
+        ident.unavailable[field_name] = f"{' '.join(argv)}: {problem}"
         return None
     return result.stdout
 

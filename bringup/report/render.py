@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
@@ -153,6 +154,15 @@ def _finalize(autoescape: bool) -> Callable[[object], object]:
     return escape.markdown
 
 
+def _utc(iso: str) -> str:
+    """An ISO 8601 UTC time as the report prints it: "2026-11-28 14:03:41 UTC"."""
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return f"{when.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -169,6 +179,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         gb=_gb,
         pct=_pct,
         md=_md_cell,
+        utc=_utc,
         metric=shown,
         status_class=lambda s: Status(s).value.lower(),
     )

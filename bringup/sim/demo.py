@@ -25,6 +25,7 @@ from collections.abc import Callable
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
+from bringup.node.identity import Nic, SystemIdentity
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo
@@ -161,6 +162,24 @@ def _host(node: str) -> HostFacts:
             PathSpace("/data", free_bytes=28 * 10**12, total_bytes=30 * 10**12, mount_point="/data")
         ],
         ib_ports=ports,
+        identity=_identity(node),
+    )
+
+
+def _identity(node: str) -> SystemIdentity:
+    # Made-up serials and versions marked DEMO: a demo report must not look like a real node.
+    number = node.rsplit("node", 1)[-1]
+    return SystemIdentity(
+        system_vendor="DEMO",
+        product_name="DEMO B300 HGX system",
+        system_serial=f"DEMO-SYS-{number}",
+        baseboard_serial=f"DEMO-BB-{number}",
+        chassis_serial=f"DEMO-CH-{number}",
+        bios_version="DEMO-BIOS-1.0",
+        bios_date="11/01/2026",
+        fabric_manager_version="580.95.05",  # Fabric Manager runs only at the driver's version
+        nics=[Nic(f"mlx5_{i}", "rdma", firmware="DEMO-FW", psid="DEMO-PSID") for i in range(8)],
+        unavailable={"bmc_firmware": "ipmitool not installed"},
     )
 
 
