@@ -147,7 +147,10 @@ def test_demo_markdown_and_html(demo: Path) -> None:
     report = report_of(demo)
     md = render.markdown(report)
     assert "## Verdict: NOT ACCEPTED" in md
-    assert "| FAIL | reset GPU 3 (`nvidia-smi -r -i 3`) to apply the pending row remap |" in md
+    assert (
+        "| FAIL | reset GPU 3 (serial DEMO00000003) (`nvidia-smi -r -i 3`) to apply the pending "
+        "row remap |"
+    ) in md
     assert "**b300-node04** `gpu.remapped_rows`: GPU 3: row remap pending" in md
     html = render.html(report, render.make_plots(report, B300))
     assert "NOT ACCEPTED" in html
