@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
+from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape, plots
 from bringup.report.model import Report
@@ -154,6 +155,16 @@ def _finalize(autoescape: bool) -> Callable[[object], object]:
     return escape.markdown
 
 
+def _known(system: SystemIdentity | None, name: str) -> str:
+    """An identity field, "not available: <why>" when the node said why not, else "–"."""
+    value = getattr(system, name, None) if system is not None else None
+    if value:
+        return str(value)
+    if system is not None and name in system.unavailable:
+        return f"not available: {system.unavailable[name]}"
+    return "–"
+
+
 def _utc(iso: str) -> str:
     """An ISO 8601 UTC time as the report prints it: "2026-11-28 14:03:41 UTC"."""
     try:
@@ -183,7 +194,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         metric=shown,
         status_class=lambda s: Status(s).value.lower(),
     )
-    env.globals.update(METRICS=METRICS, Status=Status)
+    env.globals.update(METRICS=METRICS, Status=Status, known=_known)
     return env
 
 
