@@ -27,6 +27,8 @@ SYS_DMI = Path("/sys/class/dmi/id")
 SYS_INFINIBAND = Path("/sys/class/infiniband")
 SYS_NET = Path("/sys/class/net")
 
+NVSWITCH_FIRMWARE = "not read by bringup (needs NVIDIA's NSCQ library or DCGM)"
+
 # identity field -> (DMI sysfs file, dmidecode -s keyword); dmidecode(8) lists the keywords.
 DMI_FIELDS: dict[str, tuple[str, str]] = {
     "system_vendor": ("sys_vendor", "system-manufacturer"),
@@ -87,6 +89,9 @@ class SystemIdentity:
     bmc_firmware: str | None = None  # `ipmitool mc info` "Firmware Revision"
     bmc_manufacturer: str | None = None
     fabric_manager_version: str | None = None
+    # Never read: no tool on a stock node prints it without NSCQ/DCGM (reference, node
+    # identity); kept so that a report says so instead of leaving it out.
+    nvswitch_firmware: str | None = None
     nics: list[Nic] = field(default_factory=list)
     # field name ("bmc_firmware", "system_serial", "nics") -> why it was not measured
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -145,6 +150,7 @@ def read_identity(timeout_s: float = 10.0, raw: dict[str, str] | None = None) ->
     """Everything this node says about itself; never raises. Tool outputs go to `raw`."""
     raw = raw if raw is not None else {}
     ident = SystemIdentity()
+    ident.unavailable["nvswitch_firmware"] = NVSWITCH_FIRMWARE
     _read_dmi(ident, timeout_s, raw)
     _read_bmc(ident, timeout_s, raw)
     _read_fabric_manager(ident, timeout_s, raw)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
-from bringup.node.identity import Nic, SystemIdentity
+from bringup.node.identity import NVSWITCH_FIRMWARE, Nic, SystemIdentity
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo
@@ -179,7 +179,10 @@ def _identity(node: str) -> SystemIdentity:
         bios_date="11/01/2026",
         fabric_manager_version="580.95.05",  # Fabric Manager runs only at the driver's version
         nics=[Nic(f"mlx5_{i}", "rdma", firmware="DEMO-FW", psid="DEMO-PSID") for i in range(8)],
-        unavailable={"bmc_firmware": "ipmitool not installed"},
+        unavailable={
+            "bmc_firmware": "ipmitool not installed",
+            "nvswitch_firmware": NVSWITCH_FIRMWARE,
+        },
     )
 
 

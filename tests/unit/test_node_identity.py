@@ -118,6 +118,8 @@ def test_missing_tools_are_recorded_not_raised(
     assert ident.unavailable["fabric_manager_version"] == ("nv-fabricmanager not installed")
     assert ident.unavailable["nics"] == f"no RDMA device under {tmp_path / 'ib'}"
     assert ident.unavailable["chassis_serial"].startswith("cannot read")
+    assert ident.nvswitch_firmware is None
+    assert ident.unavailable["nvswitch_firmware"] == identity.NVSWITCH_FIRMWARE
 
 
 def test_a_tool_that_hangs_is_cut_at_its_deadline(

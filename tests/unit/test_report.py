@@ -124,6 +124,7 @@ def test_demo_identity_for_a_dispute(demo: Path) -> None:
     md = render.markdown(report)
     assert "| chassis serial | DEMO-CH-05 |" in md
     assert "| BMC firmware | not available: ipmitool not installed |" in md
+    assert "| NVSwitch firmware | not available: not read by bringup (needs NVIDIA's NSCQ" in md
     assert "| GPU map | GPU 0: PCI 00000000:18:00.0 · serial DEMO00000000 · GPU-0000" in md
     assert "(GPU 6, serial DEMO00000006, 2026-11-28 14:03:41 UTC)" in md
     html = render.html(report, render.make_plots(report, B300))
