@@ -3,13 +3,16 @@ readers on temporary sysfs trees, and every missing source recorded as "not avai
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from bringup.facts import ProbeRecord, decode
 from bringup.node import identity
 from bringup.node.identity import (
     Nic,
+    SystemIdentity,
     clean_dmi,
     parse_colon_fields,
     parse_ethtool_info,
@@ -19,6 +22,7 @@ from bringup.node.identity import (
     read_identity,
     read_rdma_nics,
 )
+from bringup.sim.demo import _host
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "identity"
 
@@ -136,3 +140,10 @@ def test_a_tool_that_hangs_is_cut_at_its_deadline(
     assert ident.unavailable["bmc_firmware"] == "ipmitool mc info: timed out"
     assert "ipmitool-mc-info.txt" not in raw
     assert raw["dmi.txt"].startswith("system_vendor: (not measured)\n")
+
+
+def test_host_facts_recorded_before_the_identity_still_decode() -> None:
+    facts = dataclasses.asdict(_host("n1"))
+    facts.pop("identity")
+    decoded = decode(ProbeRecord(probe="host", ok=True, facts=facts))
+    assert decoded.identity == SystemIdentity()
