@@ -19,10 +19,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bringup.facts import NodeFacts, decode_record
-from bringup.node.gpu_facts import GpuFacts
+from bringup.node.gpu_facts import GpuFacts, gpu_by_pci
+from bringup.node.identity import SystemIdentity
 from bringup.node.nccl_facts import NcclFacts
+from bringup.node.probes.host import HostFacts
 from bringup.node.probes.nvme import NvmeFacts
-from bringup.node.probes.xid import XidFacts
+from bringup.node.probes.xid import XidFacts, event_utc
 from bringup.profile import DEFAULT_TOLERANCES, MetricTolerance, Profile
 
 LARGE_MESSAGE_BYTES = 1 << 30  # busbw is judged on messages >= 1 GiB, as checks/nccl.py does
@@ -98,9 +100,21 @@ COUNTERS: dict[str, dict[str, str]] = {
 }
 
 
+class GpuRef(BaseModel):
+    """One GPU's names: what a kernel log (PCI), NVML (index, UUID) and an RMA (serial) use."""
+
+    index: int
+    pci_bus_id: str | None = None  # as NVML prints it, "00000000:BA:00.0"
+    serial: str | None = None
+    uuid: str | None = None
+
+
 class Identity(BaseModel):
     """What the node is: the fields a renter checks against the contract."""
 
+    gpus: list[GpuRef] = Field(default_factory=list)  # the GPU map, by index
+    # Serials, BIOS, BMC, Fabric Manager, NICs (host probe); None when not recorded at all.
+    system: SystemIdentity | None = None
     gpu_models: list[str] = Field(default_factory=list)  # distinct names
     gpu_count: int | None = None
     serials: list[str | None] = Field(default_factory=list)  # by GPU index
@@ -147,7 +161,10 @@ class XidRow(BaseModel):
     xid: int
     sxid: bool = False
     pci: str | None = None
-    timestamp: str | None = None
+    timestamp: str | None = None  # as printed in the log
+    utc: str | None = None  # when it happened, ISO 8601 UTC, where the facts allow
+    gpu_index: int | None = None  # the GPU at `pci`, from the gpu facts
+    gpu_serial: str | None = None
     message: str = ""
     line: str = ""
 
@@ -215,6 +232,8 @@ def measure(node: NodeFacts, peak_flops_per_s: float | None = None) -> NodeMeasu
     `peak_flops_per_s` is one GPU's dense BF16 peak (the profile's), for the burn-in MFU.
     """
     m = NodeMeasurements(node=node.node)
+    xid_facts: XidFacts | None = None
+    gpu_facts: GpuFacts | None = None
     for name in sorted(node.probes):
         record = node.probes[name]
         facts, why = decode_record(record)
@@ -229,25 +248,18 @@ def measure(node: NodeFacts, peak_flops_per_s: float | None = None) -> NodeMeasu
         )
         m.probes.append(summary)
         if isinstance(facts, GpuFacts):
+            gpu_facts = facts
             _gpu(facts, m)
         elif isinstance(facts, NvmeFacts):
             _nvme(facts, m)
         elif isinstance(facts, XidFacts):
-            m.xids = [
-                XidRow(
-                    xid=e.xid,
-                    sxid=e.sxid,
-                    pci=e.pci,
-                    timestamp=e.timestamp,
-                    message=e.message,
-                    line=e.line,
-                )
-                for e in facts.xids
-            ]
+            xid_facts = facts
         elif isinstance(facts, NcclFacts):
             _nccl(facts, m)
         elif name == "host" and record.ok and record.facts:
             _host(record.facts, m)
+            if isinstance(facts, HostFacts):
+                m.identity = m.identity.model_copy(update={"system": facts.identity})
         if record.ok and record.facts:
             if name == "burnin":
                 _burnin(record.facts, m, peak_flops_per_s)
@@ -255,6 +267,8 @@ def measure(node: NodeFacts, peak_flops_per_s: float | None = None) -> NodeMeasu
                 _gemm(record.facts, m)
             for timeline in _timelines(name, record.facts):
                 m.timelines.append(timeline)
+    if xid_facts is not None:
+        m.xids = _xids(xid_facts, gpu_facts)
     return m
 
 
@@ -266,6 +280,10 @@ def _gpu(facts: GpuFacts, m: NodeMeasurements) -> None:
     versions = [g.nvlink_version for g in gpus if g.nvlink_version is not None]
     m.identity = m.identity.model_copy(
         update={
+            "gpus": [
+                GpuRef(index=g.index, pci_bus_id=g.pci_bus_id, serial=g.serial, uuid=g.uuid)
+                for g in gpus
+            ],
             "gpu_models": sorted({g.name for g in gpus}),
             "gpu_count": len(gpus),
             "serials": [g.serial for g in gpus],
@@ -297,6 +315,28 @@ def _count(gpu: object, path: str) -> int | None:
     for part in path.split("."):
         value = getattr(value, part, None)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _xids(facts: XidFacts, gpus: GpuFacts | None) -> list[XidRow]:
+    """The kernel log's events, each with its GPU's index and serial and its UTC time."""
+    rows = []
+    for e in facts.xids:
+        gpu = gpu_by_pci(gpus.gpus, e.pci) if gpus is not None and not e.sxid else None
+        utc = event_utc(e, facts)
+        rows.append(
+            XidRow(
+                xid=e.xid,
+                sxid=e.sxid,
+                pci=e.pci,
+                timestamp=e.timestamp,
+                utc=utc.isoformat() if utc else None,
+                gpu_index=gpu.index if gpu else None,
+                gpu_serial=gpu.serial if gpu else None,
+                message=e.message,
+                line=e.line,
+            )
+        )
+    return rows
 
 
 def _host(facts: dict[str, Any], m: NodeMeasurements) -> None:

@@ -348,7 +348,13 @@ def judge_baseline(current: Baseline, previous: Baseline) -> list[Finding]:
         expected = then.tokens_per_s_per_gpu if then else fleet_tps
         now = node.tokens_per_s_per_gpu
         if expected is None or now is None:
-            missing = finding("burnin.baseline", Status.ERROR, "tokens/s missing")
+            missing = finding(
+                "burnin.baseline",
+                Status.ERROR,
+                "tokens/s missing",
+                action="rerun `bringup burnin` on this node to record its tokens/s, then "
+                "compare with `--baseline`",
+            )
             found.append(missing.model_copy(update={"node": node.node}))
             continue
         ratio = now / expected

@@ -20,6 +20,13 @@ from typing import Any
 from bringup import profile as profiles
 from bringup import recipe as recipes
 from bringup.baseline import NodeBaseline
+from bringup.checks.actions import (
+    CHECK_ACTIONS,
+    CRASHED,
+    PROBE_ACTIONS,
+    unmeasured_action,
+    with_action,
+)
 from bringup.checks.burnin import CHECKS, judge_mfu_against, profile_ceiling, profile_peak
 from bringup.checks.catalog import judge_probe
 from bringup.facts import FactsError, NodeFacts, decode
@@ -135,11 +142,16 @@ def judge_burnin(
         return [], None
     if not record.ok:
         reason = record.error or "probe failed without a reason"
-        return [Finding(check="burnin.run", status=Status.ERROR, message=reason)], None
+        unmeasured = unmeasured_action("burnin", reason)
+        return [
+            Finding(check="burnin.run", status=Status.ERROR, message=reason, action=unmeasured)
+        ], None
     try:
         facts: BurninFacts = decode(record)
     except FactsError as exc:
-        return [Finding(check="burnin.run", status=Status.ERROR, message=str(exc))], None
+        return [
+            Finding(check="burnin.run", status=Status.ERROR, message=str(exc), action=CRASHED)
+        ], None
     chosen = prof
     findings: list[Finding] = []
     for check in CHECKS:
@@ -156,6 +168,9 @@ def judge_burnin(
     gemm_facts, gemm_error = _decoded(node, "gemm")
     if chosen is not None and "gemm" in node.probes:  # the gemm probe's own checks
         findings += judge_probe("gemm", gemm_facts, gemm_error, chosen)
+    findings = [
+        with_action(f, CHECK_ACTIONS.get(f.check, PROBE_ACTIONS["burnin"])) for f in findings
+    ]
     return findings, (facts, peak, ceiling, chosen)
 
 
@@ -164,7 +179,8 @@ def _judge_one(check: Any, facts: BurninFacts, prof: profiles.Profile | None) ->
     try:
         return check.judge(facts, prof)
     except Exception as exc:  # a bug in one check must not hide the others' verdicts
-        return [Finding(check=check.name, status=Status.ERROR, message=f"check crashed: {exc}")]
+        message = f"check crashed: {exc}"
+        return [Finding(check=check.name, status=Status.ERROR, message=message, action=CRASHED)]
 
 
 def gemm_ceiling(node: NodeFacts) -> Peak | None:

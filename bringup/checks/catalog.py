@@ -22,6 +22,13 @@ from bringup.checks import (
 )
 from bringup.checks import burnin as burnin_checks
 from bringup.checks import gemm as gemm_checks
+from bringup.checks.actions import (
+    CHECK_ACTIONS,
+    CRASHED,
+    name_the_gpu,
+    unmeasured_action,
+    with_action,
+)
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
 from bringup.profile import Profile
@@ -60,18 +67,25 @@ def judge_probe(
     read another probe as evidence; without it they judge `facts` alone. Every ERROR of an
     unmeasured probe carries the same message (the probe's error) and a check name
     starting with the probe's: a console can show them as one line.
+
+    Every WARN, FAIL and ERROR leaves with an action: the check's own, else its line of
+    CHECK_ACTIONS (bringup/checks/actions.py).
     """
     findings: list[Finding] = []
     for check in checks_for(probe):
         if error is not None:
-            findings.append(finding(check.name, Status.ERROR, error))
+            action = unmeasured_action(probe, error)
+            findings.append(finding(check.name, Status.ERROR, error, action=action))
             continue
         extra = [(context or {}).get(check.context)] if check.context else []
         try:
-            findings.extend(check.judge(facts, profile, *extra))
+            judged = check.judge(facts, profile, *extra)
         except Exception as exc:  # a bug in one check must not hide the others' verdicts
             message = f"check crashed: {type(exc).__name__}: {exc}"
-            findings.append(finding(check.name, Status.ERROR, message))
+            findings.append(finding(check.name, Status.ERROR, message, action=CRASHED))
+            continue
+        action = CHECK_ACTIONS.get(check.name)
+        findings.extend(with_action(f, action) if action else f for f in judged)
     return findings
 
 
@@ -95,5 +109,8 @@ def judge_node(node: NodeFacts, profile: Profile) -> list[Finding]:
     findings: list[Finding] = []
     for record in node.probes.values():
         probe = record.probe
-        findings.extend(judge_probe(probe, decoded.get(probe), errors.get(probe), profile, decoded))
+        judged = judge_probe(probe, decoded.get(probe), errors.get(probe), profile, decoded)
+        if probe == "gpu":  # NVML's index: the serial names the same GPU (not a CUDA index)
+            judged = [name_the_gpu(f, decoded.get("gpu")) for f in judged]
+        findings.extend(judged)
     return [f.model_copy(update={"node": node.node}) for f in findings]

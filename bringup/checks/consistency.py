@@ -238,8 +238,13 @@ def judge_golden(
         ]
         for probe, count in sorted(unanswered.items()):
             message = f"{count} fields of {source} not compared: the {probe} probe did not answer"
+            action = (
+                f"rerun `bringup check` with the {probe} probe on this node (its ERROR says why)"
+            )
             mine.append(
-                finding("fleet.golden", Status.ERROR, message).model_copy(update={"node": node})
+                finding("fleet.golden", Status.ERROR, message, action=action).model_copy(
+                    update={"node": node}
+                )
             )
         if not mine:
             passed = finding("fleet.golden", Status.PASS, f"{compared} fields as in {source}")

@@ -88,7 +88,10 @@ def judge_free_space(facts: HostFacts, profile: Profile) -> list[Finding]:
     for space in facts.free_space:
         if space.error is not None or space.free_bytes is None:
             message = f"free space of {space.path} not measured: {space.error}"
-            action = f"create or mount {space.path}, or fix the paths in the suite"
+            action = (
+                f"create or mount {space.path}, or give the data disk to measure: "
+                "`bringup check --data-dir /path/on/nvme`"
+            )
             problems.append(finding(name, Status.ERROR, message, action=action))
         elif space.free_bytes < need:
             where = f" on {space.mount_point}" if space.mount_point else ""
@@ -101,7 +104,8 @@ def judge_free_space(facts: HostFacts, profile: Profile) -> list[Finding]:
                     value=round(space.free_bytes / 1e9, 1),
                     expected=f">= {_gb(need)}",
                     unit="GB",
-                    action=f"free space{where} or point the suite's paths at a larger filesystem",
+                    action=f"free space{where}, or judge the real data disk: "
+                    "`bringup check --data-dir /path/on/nvme` (the default path is /tmp)",
                 )
             )
     if problems:

@@ -118,7 +118,15 @@ def judge_throttling(
     """Findings for every cause of slowness the timeline and the gemm figures show."""
     if timeline is None or not timeline.samples:
         reason = timeline.error if timeline is not None and timeline.error else "no samples"
-        found = [finding("diagnose.telemetry", Status.ERROR, f"no telemetry: {reason}")]
+        found = [
+            finding(
+                "diagnose.telemetry",
+                Status.ERROR,
+                f"no telemetry: {reason}",
+                action="NVML must answer on the node (`nvidia-smi -q -d PERFORMANCE`); "
+                "rerun `bringup diagnose`",
+            )
+        ]
         return found + _straggler(gemm, {}, set())
     stats = gpu_stats(timeline)
     flops = gemm_flops(gemm)
@@ -132,6 +140,7 @@ def judge_throttling(
                 "diagnose.telemetry",
                 Status.WARN,
                 f"telemetry incomplete: {timeline.error} (judged on what was sampled)",
+                action="rerun `bringup diagnose` with a longer `--seconds` for a full timeline",
             )
         )
     findings += _limit_lowered(timeline, stats, profile)

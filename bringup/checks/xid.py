@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.node.probes.xid import XidEvent, XidFacts
+from bringup.node.gpu_facts import GpuFacts, gpu_by_pci, gpu_label
+from bringup.node.probes.xid import XidEvent, XidFacts, event_utc
 from bringup.profile import Profile
 
 SEVERITY_STATUS: dict[str, Status] = {
@@ -211,8 +212,12 @@ def action_for(event: XidEvent) -> str:
     return action
 
 
-def judge_events(facts: XidFacts, profile: Profile) -> list[Finding]:
-    """xid.events: one finding per (Xid code, GPU), or one PASS when there is none."""
+def judge_events(facts: XidFacts, profile: Profile, gpus: GpuFacts | None = None) -> list[Finding]:
+    """xid.events: one finding per (Xid code, GPU), or one PASS when there is none.
+
+    With the node's gpu facts, the kernel log's PCI address becomes the GPU's index and
+    serial ("GPU 6 (serial 1654922001234)"), the names a provider's RMA form asks for.
+    """
     events = [e for e in facts.xids if not e.sxid]
     if not events:
         return [
@@ -225,7 +230,7 @@ def judge_events(facts: XidFacts, profile: Profile) -> list[Finding]:
                 unit="events",
             )
         ]
-    return [_xid_finding(group, facts) for group in _groups(events)]
+    return [_xid_finding(group, facts, gpus) for group in _groups(events)]
 
 
 def judge_sxid(facts: XidFacts, profile: Profile) -> list[Finding]:
@@ -253,24 +258,37 @@ def _groups(events: list[XidEvent]) -> list[list[XidEvent]]:
     return list(groups.values())
 
 
-def _xid_finding(group: list[XidEvent], facts: XidFacts) -> Finding:
+def _xid_finding(group: list[XidEvent], facts: XidFacts, gpus: GpuFacts | None) -> Finding:
     first = group[0]
     info = describe(first.xid)
     # The worst line of the group decides (e.g. one "Fatal" among "Nonfatal" NVLink lines).
     worst = max(group, key=lambda e: _SEVERITY_RANK[severity(e)])
     level = severity(worst)
     cause = f", caused by previous Xid {first.caused_by}" if first.caused_by is not None else ""
+    gpu = gpu_name(first.pci, gpus)
     return finding(
         "xid.events",
         SEVERITY_STATUS[level],
-        f"GPU {first.pci or '(unknown PCI)'}: Xid {first.xid} ({info.name}{cause}) "
-        f"x{len(group)}{_span(group)} {_period(facts)} ({_MEANING[level]}): "
+        f"{gpu}: Xid {first.xid} ({info.name}{cause}) "
+        f"x{len(group)}{_span(group, facts)} {_period(facts)} ({_MEANING[level]}): "
         f"{_cut(worst.message)}",
         value=len(group),
         expected="0",
         unit="events",
-        action=f"GPU {first.pci or '(unknown PCI)'}: {action_for(worst)}",
+        action=f"{gpu}: {action_for(worst)}",
     )
+
+
+def gpu_name(pci: str | None, gpus: GpuFacts | None) -> str:
+    """The GPU of a kernel-log PCI address as a finding names it: index, serial and address.
+
+    "GPU 6 (serial 1654922001234) at PCI 0000:ba:00"; "GPU 0000:ba:00" when the node's gpu
+    facts are missing or hold no GPU at that address (one that fell off the bus).
+    """
+    if pci is None:
+        return "GPU (unknown PCI)"
+    gpu = gpu_by_pci(gpus.gpus, pci) if gpus is not None else None
+    return f"{gpu_label(gpu)} at PCI {pci}" if gpu is not None else f"GPU {pci}"
 
 
 def _sxid_finding(group: list[XidEvent], facts: XidFacts) -> Finding:
@@ -289,7 +307,8 @@ def _sxid_finding(group: list[XidEvent], facts: XidFacts) -> Finding:
         "xid.sxid",
         Status.FAIL if fatal else Status.WARN,
         f"NVSwitch {first.pci or '(unknown PCI)'}: SXid {first.xid} "
-        f"({'fatal' if fatal else 'non-fatal'}) x{len(group)}{_span(group)} {_period(facts)}: "
+        f"({'fatal' if fatal else 'non-fatal'}) x{len(group)}{_span(group, facts)} "
+        f"{_period(facts)}: "
         f"{_cut(telling.message)}",
         value=len(group),
         expected="0",
@@ -298,14 +317,22 @@ def _sxid_finding(group: list[XidEvent], facts: XidFacts) -> Finding:
     )
 
 
-def _span(group: list[XidEvent]) -> str:
-    """' first at T1, last at T2' from the printed timestamps; '' when the log has none."""
-    stamps = [e.timestamp for e in group if e.timestamp]
+def _span(group: list[XidEvent], facts: XidFacts) -> str:
+    """' first at T1, last at T2' in UTC where the facts allow; '' when the log has no time."""
+    stamps = [_when(e, facts) for e in group if e.timestamp]
     if not stamps:
         return ""
     if stamps[0] == stamps[-1]:
         return f" at {stamps[0]}"
     return f" first at {stamps[0]}, last at {stamps[-1]}"
+
+
+def _when(event: XidEvent, facts: XidFacts) -> str:
+    """'2026-11-28 14:03:41 UTC ([86021.442918])', or the stamp as printed when not known."""
+    utc = event_utc(event, facts)
+    if utc is None:
+        return event.timestamp or "?"
+    return f"{utc:%Y-%m-%d %H:%M:%S} UTC ({event.timestamp})"
 
 
 def _period(facts: XidFacts) -> str:
@@ -331,6 +358,7 @@ CHECKS: list[Check] = [
         probe="xid",
         judge=judge_events,
         description="Xid events in the kernel log, judged by NVIDIA's XID catalogue",
+        context="gpu",
     ),
     Check(
         name="xid.sxid",

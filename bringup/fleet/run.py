@@ -87,13 +87,21 @@ def outcome_findings(
                 check="node.run",
                 status=Status.ERROR,
                 message=f"{what}{kept}",
-                action=None if state == "interrupted" else "check the node (console, dmesg)",
+                action=_resume_action(state),
             )
         )
         for probe in missing:
             for f in judge_probe(probe, None, f"not measured: {what}", profile):
                 extra.append(f.model_copy(update={"node": node}))
     return [*extra, *findings]
+
+
+def _resume_action(state: str) -> str:
+    """What to do about a node whose run stopped early: what finished is kept."""
+    resume = "`bringup check --resume RUN_DIR` measures what is missing"
+    if state == "interrupted":
+        return f"rerun: {resume}"
+    return f"read the node's console and `dmesg`, then {resume}"
 
 
 def _unreachable_action(reason: str) -> str:

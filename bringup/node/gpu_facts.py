@@ -117,3 +117,38 @@ class GpuFacts:
     cuda_driver_version: str | None = None  # the CUDA version the driver supports, "12.9"
     attached_gpus: int | None = None  # as the tool reported; may exceed len(gpus) in a trimmed log
     gpus: list[Gpu] = field(default_factory=list)
+
+
+# --- one GPU's name in a finding: index, serial, PCI address, UUID --------------------------
+
+
+def pci_key(address: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of a PCI address however it is printed, or None when malformed.
+
+    NVML and nvidia-smi print "00000000:BA:00.0" (32-bit domain); the kernel log prints
+    "0000:ba:00" (no function) or "PCI:0000:ba:00": all name the same GPU.
+    """
+    text = address.strip().removeprefix("PCI:").partition(".")[0]
+    parts = text.split(":")
+    if len(parts) == 2:
+        parts = ["0", *parts]  # "ba:00": lspci's short form, domain 0
+    if len(parts) != 3:
+        return None
+    try:
+        domain, bus, device = (int(p, 16) for p in parts)
+    except ValueError:
+        return None
+    return domain, bus, device
+
+
+def gpu_by_pci(gpus: list[Gpu], address: str | None) -> Gpu | None:
+    """The GPU at a PCI address (any of the printed forms), or None when none is there."""
+    key = pci_key(address) if address else None
+    if key is None:
+        return None
+    return next((g for g in gpus if g.pci_bus_id and pci_key(g.pci_bus_id) == key), None)
+
+
+def gpu_label(gpu: Gpu) -> str:
+    """How a finding names one GPU: "GPU 6 (serial 1654922001234)", or "GPU 6" without one."""
+    return f"GPU {gpu.index} (serial {gpu.serial})" if gpu.serial else f"GPU {gpu.index}"

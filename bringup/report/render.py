@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
@@ -16,6 +17,7 @@ from markupsafe import Markup
 
 from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
+from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape, plots
 from bringup.report.model import Report
@@ -178,6 +180,25 @@ def _finalize(autoescape: bool) -> Callable[[object], object]:
     return escape.markdown
 
 
+def _known(system: SystemIdentity | None, name: str) -> str:
+    """An identity field, "not available: <why>" when the node said why not, else "–"."""
+    value = getattr(system, name, None) if system is not None else None
+    if value:
+        return str(value)
+    if system is not None and name in system.unavailable:
+        return f"not available: {system.unavailable[name]}"
+    return "–"
+
+
+def _utc(iso: str) -> str:
+    """An ISO 8601 UTC time as the report prints it: "2026-11-28 14:03:41 UTC"."""
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return f"{when.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -194,10 +215,11 @@ def environment(autoescape: bool) -> jinja2.Environment:
         gb=_gb,
         pct=_pct,
         md=_md_cell,
+        utc=_utc,
         metric=shown,
         status_class=lambda s: Status(s).value.lower(),
     )
-    env.globals.update(METRICS=METRICS, Status=Status)
+    env.globals.update(METRICS=METRICS, Status=Status, known=_known)
     return env
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
+from bringup.node.identity import NVSWITCH_FIRMWARE, Nic, SystemIdentity
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo
@@ -161,6 +162,27 @@ def _host(node: str) -> HostFacts:
             PathSpace("/data", free_bytes=28 * 10**12, total_bytes=30 * 10**12, mount_point="/data")
         ],
         ib_ports=ports,
+        identity=_identity(node),
+    )
+
+
+def _identity(node: str) -> SystemIdentity:
+    # Made-up serials and versions marked DEMO: a demo report must not look like a real node.
+    number = node.rsplit("node", 1)[-1]
+    return SystemIdentity(
+        system_vendor="DEMO",
+        product_name="DEMO B300 HGX system",
+        system_serial=f"DEMO-SYS-{number}",
+        baseboard_serial=f"DEMO-BB-{number}",
+        chassis_serial=f"DEMO-CH-{number}",
+        bios_version="DEMO-BIOS-1.0",
+        bios_date="11/01/2026",
+        fabric_manager_version="580.95.05",  # Fabric Manager runs only at the driver's version
+        nics=[Nic(f"mlx5_{i}", "rdma", firmware="DEMO-FW", psid="DEMO-PSID") for i in range(8)],
+        unavailable={
+            "bmc_firmware": "ipmitool not installed",
+            "nvswitch_firmware": NVSWITCH_FIRMWARE,
+        },
     )
 
 
@@ -191,6 +213,9 @@ def _nvme() -> NvmeFacts:
 
 
 QUIET_LOG = "[    5.120331] nvidia-nvlink: Nvlink Core is being initialized\n"
+# The demo nodes booted at 2026-11-27 14:10:00 UTC (/proc/stat btime), so the Xid below,
+# 86021.44 s after boot, happened at 2026-11-28 14:03:41 UTC.
+BOOT_TIME_S = 1_795_788_600.0
 # The wording of XID 79 as NVIDIA's XID catalogue and real kernel logs print it.
 XID79_LOG = (
     QUIET_LOG + "[86021.442918] NVRM: Xid (PCI:0000:ba:00): 79, pid='<unknown>', "
@@ -214,7 +239,7 @@ def _node(name: str, fault: Callable[[DemoNode], None] | None = None) -> NodeFac
         gpu=_gpu_facts(),
         topology=parse_topo(topo_text()),
         host=_host(name),
-        xid=parse_kernel_log(QUIET_LOG),
+        xid=_kernel_log(QUIET_LOG),
         nvme=_nvme(),
     )
     if fault:
@@ -242,8 +267,14 @@ def _pending_row_remap(demo: DemoNode) -> None:
     demo.gpu.gpus[3].remapped_rows = RemappedRows(1, 0, pending=True, failure=False)
 
 
+def _kernel_log(text: str) -> XidFacts:
+    facts = parse_kernel_log(text)
+    facts.boot_time_s, facts.utc_offset_s = BOOT_TIME_S, 0
+    return facts
+
+
 def _xid79(demo: DemoNode) -> None:
-    demo.xid = parse_kernel_log(XID79_LOG)
+    demo.xid = _kernel_log(XID79_LOG)
 
 
 def _hw_slowdown(demo: DemoNode) -> None:

@@ -194,6 +194,10 @@ def hostile_run(out: Path, text: str, **fields: str) -> Path:
         cpu_model=said["host"],
         kernel=said["kernel"],
     )
+    identity = facts["host"]["identity"]
+    identity.update(chassis_serial=said["host"], bios_version=said["host"])
+    identity["nics"][0].update(name=said["host"], firmware=said["host"], psid=said["host"])
+    identity["unavailable"]["bmc_firmware"] = said["host"]
     facts["xid"]["xids"][0]["line"] = f"NVRM: Xid (PCI:0000:ba:00): 79, {said['xid']}"
     facts["nvme"]["paths"][0]["path"] = f"/data/{said['path']}"
     nccl = dataclasses.replace(

@@ -26,6 +26,7 @@ def test_a_context_is_a_probe_and_its_judge_takes_it() -> None:
         "gpu.nvlink": "topology",
         "topology.gpu_count": "gpu",
         "topology.nvlink": "gpu",
+        "xid.events": "gpu",
     }
     for check in with_context:
         assert check.context in PROBES
@@ -42,8 +43,13 @@ def test_every_function_that_returns_findings_is_a_judge() -> None:
             returns = str(inspect.signature(function).return_annotation)
             if "Finding" in returns and not name.startswith("judge_"):
                 misnamed.append(f"{module.__name__}.{name}")
-    # Not a judgement: the one Finding every GPU check gives when there is no GPU to judge.
-    assert misnamed == ["bringup.checks.gpu.per_gpu.no_gpus"]
+    # Not judgements: the one Finding every GPU check gives when there is no GPU to judge,
+    # and the two that complete a judged finding's action (bringup/checks/actions.py).
+    assert sorted(misnamed) == [
+        "bringup.checks.actions.name_the_gpu",
+        "bringup.checks.actions.with_action",
+        "bringup.checks.gpu.per_gpu.no_gpus",
+    ]
 
 
 def _imports(path: Path) -> set[str]:

@@ -100,6 +100,38 @@ def test_demo_identity(demo: Path) -> None:
     assert nodes["b300-node02"].gpu_count == 7
 
 
+def test_demo_identity_for_a_dispute(demo: Path) -> None:
+    report = report_of(demo)
+    five = next(n for n in report.nodes if n.node == "b300-node05").measurements
+    ident = five.identity
+    assert ident.gpus[6].model_dump() == {
+        "index": 6,
+        "pci_bus_id": "00000000:ba:00.0",
+        "serial": "DEMO00000006",
+        "uuid": "GPU-00000000-0000-0000-0000-000000000006",
+    }
+    assert ident.system is not None
+    assert (ident.system.chassis_serial, ident.system.fabric_manager_version) == (
+        "DEMO-CH-05",
+        "580.95.05",
+    )
+    (xid,) = five.xids
+    assert (xid.gpu_index, xid.gpu_serial, xid.utc) == (
+        6,
+        "DEMO00000006",
+        "2026-11-28T14:03:41.442918+00:00",
+    )
+    md = render.markdown(report)
+    assert "| chassis serial | DEMO-CH-05 |" in md
+    assert "| BMC firmware | not available: ipmitool not installed |" in md
+    assert "| NVSwitch firmware | not available: not read by bringup (needs NVIDIA's NSCQ" in md
+    assert "| GPU map | GPU 0: PCI 00000000:18:00.0 · serial DEMO00000000 · GPU-0000" in md
+    assert "(GPU 6, serial DEMO00000006, 2026-11-28 14:03:41 UTC)" in md
+    html = render.html(report, render.make_plots(report, B300))
+    assert "GPU 6 (serial DEMO00000006)<br>0000:ba:00<br>2026-11-28 14:03:41 UTC" in html
+    assert '<th>Fabric Manager</th><td class="mono">580.95.05</td>' in html
+
+
 def test_demo_fleet_statistics_and_check_medians(demo: Path) -> None:
     report = report_of(demo)
     stats = {s.metric: s for s in report.fleet}
@@ -116,7 +148,10 @@ def test_demo_markdown_and_html(demo: Path) -> None:
     report = report_of(demo)
     md = render.markdown(report)
     assert "## Verdict: NOT ACCEPTED" in md
-    assert "| FAIL | reset GPU 3 (`nvidia-smi -r -i 3`) to apply the pending row remap |" in md
+    assert (
+        "| FAIL | reset GPU 3 (serial DEMO00000003) (`nvidia-smi -r -i 3`) to apply the pending "
+        "row remap |"
+    ) in md
     assert "**b300-node04** `gpu.remapped_rows`: GPU 3: row remap pending" in md
     html = render.html(report, render.make_plots(report, B300))
     assert "NOT ACCEPTED" in html

@@ -77,7 +77,8 @@ def test_markdown_escapes_every_field(report: Report) -> None:
         assert len(cells) == 1, rows
     # Where the payload reaches it: GPU model, serials, VBIOS, host, Xid line, NVMe path.
     escaped = escape.markdown(PAYLOAD)
-    for row in ("| GPU model |", "| GPU serials |", "| VBIOS |", "| host |"):
+    rows = ("| GPU model |", "| GPU serials |", "| VBIOS |", "| host |", "| chassis serial |")
+    for row in (*rows, "| BIOS |", "| BMC firmware |", "| NICs |"):
         line = next(line for line in md.splitlines() if line.startswith(row))
         assert escaped in line, row
     assert f"- Xid 79: NVRM: Xid (PCI:0000:ba:00): 79, {escaped}" in md

@@ -73,7 +73,9 @@ def test_failures_are_the_bad_checks(rich: Path) -> None:
     failure = case.find("failure")
     assert failure is not None
     assert (failure.get("type"), failure.get("message")) == ("FAIL", "GPU 3: row remap pending")
-    assert "action: reset GPU 3 (`nvidia-smi -r -i 3`)" in (failure.text or "")
+    assert "action: reset GPU 3 (serial DEMO00000003) (`nvidia-smi -r -i 3`)" in (
+        failure.text or ""
+    )
     warned = next(s for s in root.iter("testsuite") if s.get("name") == "b300-node06")
     clock = next(c for c in warned.iter("testcase") if c.get("name") == "gpu.clock_events")
     assert clock.find("failure") is None

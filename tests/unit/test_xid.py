@@ -13,6 +13,8 @@ from pydantic import TypeAdapter
 
 from bringup.checks import xid as checks
 from bringup.findings import Finding, Status
+from bringup.node.gpu_facts import GpuFacts, gpu_by_pci, gpu_label, pci_key
+from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.probes import xid
 from bringup.node.probes.xid import XidFacts, parse_kernel_log
 from bringup.node.result import ParseError
@@ -373,3 +375,102 @@ def test_catalogue_is_consistent() -> None:
 def test_checks_are_registered() -> None:
     assert [c.name for c in checks.CHECKS] == ["xid.events", "xid.sxid"]
     assert all(c.probe == "xid" for c in checks.CHECKS)
+
+
+# --- GPU index and serial, and wall-clock UTC ------------------------------------------------
+
+A100_XML = (
+    Path(__file__).parent.parent / "fixtures" / "smi" / "telegraf-a100-sxm4-x4-mig-535-q-x.xml"
+)
+
+
+def a100_gpus() -> GpuFacts:
+    # A recorded A100 whose GPU 0 sits at PCI 00000000:01:00.0, serial 1650522003820.
+    return parse_q_xml(A100_XML.read_text())
+
+
+def test_an_xid_names_the_gpu_index_serial_and_utc_time() -> None:
+    # The kernel log and the nvidia-smi capture come from different machines; what is tested
+    # is that the kernel's "0000:01:00" and NVML's "00000000:01:00.0" are the same GPU.
+    facts = parse(BUMBLEBEE)
+    facts.boot_time_s = 1_700_000_000.0  # btime of the node that wrote the log
+    first, _ = checks.judge_events(facts, PROFILE, a100_gpus())
+    assert first.message.startswith(
+        "GPU 0 (serial 1650522003820) at PCI 0000:01:00: Xid 32 (Invalid or corrupted push "
+        "buffer stream) x2 first at 2023-11-15 04:55:28 UTC ([24128.828315]), "
+        "last at 2023-11-15 04:55:28 UTC ([24128.828608])"
+    )
+    assert first.action is not None
+    assert first.action.startswith("GPU 0 (serial 1650522003820) at PCI 0000:01:00: ")
+
+
+def test_without_gpu_facts_or_boot_time_the_log_is_quoted_as_printed() -> None:
+    (first, _) = checks.judge_events(parse(BUMBLEBEE), PROFILE)
+    assert first.message.startswith("GPU 0000:01:00: Xid 32 ")
+    assert "first at [24128.828315], last at [24128.828608]" in first.message
+
+
+def test_a_gpu_not_in_the_facts_keeps_its_pci_address() -> None:
+    (first,) = checks.judge_events(parse(MMU), PROFILE, a100_gpus())
+    assert first.message.startswith("GPU 0000:08:00: Xid 31 ")
+
+
+@pytest.mark.parametrize(
+    ("stamp", "boot", "offset", "expected"),
+    [
+        ("[86021.442918]", 1_795_788_600.0, None, "2026-11-28 14:03:41.442918+00:00"),
+        ("[    5.120331]", 1_795_788_600.0, None, "2026-11-27 14:10:05.120331+00:00"),
+        ("[86021.442918]", None, 0, None),  # a log someone sent: no boot time
+        ("[Fri Aug 30 11:43:09 2024]", None, 7200, "2024-08-30 09:43:09+00:00"),
+        ("[Fri Aug 30 11:43:09 2024]", None, None, None),  # local time, zone unknown
+        ("2024-08-30T11:43:09+0000", None, None, "2024-08-30 11:43:09+00:00"),
+        ("2024-08-30T11:43:09,5-05:00", None, None, "2024-08-30 16:43:09.500000+00:00"),
+        ("2024-08-30T11:43:09", None, 3600, "2024-08-30 10:43:09+00:00"),
+        ("Dec  2 10:43:35", 1_795_788_600.0, 0, None),  # syslog: no year
+        ("[Feb 30 11:43:09 2024]", None, 0, None),
+        ("[inf]", 1_795_788_600.0, 0, None),
+        (None, 1_795_788_600.0, 0, None),
+    ],
+)
+def test_event_utc(
+    stamp: str | None, boot: float | None, offset: int | None, expected: str | None
+) -> None:
+    facts = XidFacts(source="dmesg", window_s=None, boot_time_s=boot, utc_offset_s=offset)
+    event = xid.XidEvent(79, "0000:ba:00", "", stamp, "")
+    utc = xid.event_utc(event, facts)
+    assert (str(utc) if utc else None) == expected
+
+
+def test_boot_time_from_proc_stat(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1 2 3\nintr 5\nbtime 1795788600\nprocesses 9\n")
+    assert xid.read_boot_time(stat) == 1_795_788_600.0
+    stat.write_text("cpu  1 2 3\n")
+    assert xid.read_boot_time(stat) is None
+    assert xid.read_boot_time(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("00000000:BA:00.0", (0, 0xBA, 0)),
+        ("0000:ba:00", (0, 0xBA, 0)),
+        ("PCI:0009:01:00", (9, 1, 0)),
+        ("ba:00.0", (0, 0xBA, 0)),
+        ("not a pci address", None),
+        ("0000:zz:00", None),
+    ],
+)
+def test_pci_addresses_in_every_printed_form(
+    address: str, key: tuple[int, int, int] | None
+) -> None:
+    assert pci_key(address) == key
+
+
+def test_gpu_by_pci_and_label() -> None:
+    gpus = a100_gpus().gpus
+    found = gpu_by_pci(gpus, "0000:01:00")
+    assert found is not None and gpu_label(found) == "GPU 0 (serial 1650522003820)"
+    assert gpu_by_pci(gpus, "0000:02:00") is None
+    assert gpu_by_pci(gpus, None) is None
+    assert gpu_label(dataclasses.replace(found, serial=None)) == "GPU 0"

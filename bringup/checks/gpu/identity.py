@@ -135,7 +135,8 @@ def _model_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
                 f"{gpu_label(gpu)}: {gpu.name!r}, expected {spec.model!r}",
                 value=gpu.name,
                 expected=spec.model,
-                action="wrong GPU model for this profile: check the order / the profile chosen",
+                action="wrong GPU model for this profile: check the order, or give the node's "
+                "profile with `--profile` (`bringup profiles list`)",
             )
         )
     if memory is not None and memory < spec.memory_min_bytes:

@@ -231,7 +231,8 @@ def _nvlink_one(gpu: Gpu, profile: Profile, cut_off: bool) -> list[Finding] | No
                 f"{name}: NVLink {gpu.nvlink_version}, expected NVLink {spec.version}",
                 value=gpu.nvlink_version,
                 expected=str(spec.version),
-                action="wrong GPU generation for this profile: check the profile chosen",
+                action="wrong GPU generation for this profile: give the node's profile with "
+                "`--profile` (`bringup profiles list`)",
             )
         )
     slow = [

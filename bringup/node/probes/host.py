@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from bringup.node.identity import SystemIdentity, read_identity
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 
 # Where the probe reads; module constants so that tests can point readers at a copy.
@@ -45,7 +46,7 @@ class Params:
     """Parameters of the host probe (a suite sets them by name)."""
 
     paths: list[str] = field(default_factory=lambda: ["/tmp"])  # data/checkpoint paths
-    timeout_s: float = 10.0  # per path: statvfs on a hung network mount never returns
+    timeout_s: float = 10.0  # per path (statvfs on a hung mount never returns) and per tool
 
 
 @dataclass
@@ -119,6 +120,8 @@ class HostFacts:
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
     # Firmware versions: "bios" (DMI bios_version) and each RDMA device's fw_ver ("mlx5_0").
     firmware: dict[str, str] = field(default_factory=dict)
+    # Serials, BIOS, BMC, Fabric Manager and NIC firmware/PSID (bringup/node/identity.py).
+    identity: SystemIdentity = field(default_factory=SystemIdentity)
 
 
 FACTS = HostFacts
@@ -447,6 +450,7 @@ def collect(params: Params) -> ProbeOutput:
     ib_ports = read_ib_ports()
     soft, hard = memlock_limits()
     uname = os.uname()
+    identity = read_identity(params.timeout_s, raw)
 
     facts = HostFacts(
         hostname=uname.nodename,
@@ -472,6 +476,7 @@ def collect(params: Params) -> ProbeOutput:
         ib_ports=ib_ports,
         notes=notes.lines,
         firmware=read_firmware(),
+        identity=identity,
     )
 
     if cpuinfo_text is not None:

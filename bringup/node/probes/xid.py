@@ -8,9 +8,12 @@ never judges: what a code means and what to do about it is `bringup.checks.xid`.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from bringup.node.result import ProbeError, ProbeOutput
 from bringup.node.tool import CommandResult, run, which
@@ -45,6 +48,12 @@ class XidFacts:
     window_s: float | None  # the period read; None = all the text (dmesg: since boot)
     xids: list[XidEvent] = field(default_factory=list)
     lines_scanned: int = 0
+    # What turns a printed timestamp into wall-clock UTC (see `event_utc`): the node's boot
+    # time (/proc/stat btime, seconds since the epoch) for "[86021.442918]" stamps, and its
+    # local-time offset from UTC for "[Fri Aug 30 11:43:09 2024]" (dmesg --ctime) stamps;
+    # both read on the node when the log was read. None: a log someone sent.
+    boot_time_s: float | None = None
+    utc_offset_s: int | None = None
 
 
 FACTS = XidFacts
@@ -134,12 +143,64 @@ def _timestamp(prefix: str) -> str | None:
     return None
 
 
+def event_utc(event: XidEvent, facts: XidFacts) -> datetime | None:
+    """When an event happened, in UTC, or None when the log and facts do not say.
+
+    "[86021.442918]" is seconds since boot (the printk clock): boot time + seconds. It does
+    not advance while the node is suspended (dmesg(1), --ctime), which a GPU node never is.
+    ISO stamps (journalctl -o short-iso) carry their offset; "[Fri Aug 30 11:43:09 2024]"
+    (dmesg --ctime) and an ISO stamp without offset are the node's local time.
+    """
+    stamp = (event.timestamp or "").strip()
+    inner = stamp.strip("[]").strip()
+    if stamp.startswith("[") and _is_seconds(inner):
+        seconds = float(inner)
+        if facts.boot_time_s is None or not math.isfinite(seconds):
+            return None
+        return datetime.fromtimestamp(facts.boot_time_s + seconds, tz=timezone.utc)
+    when: datetime | None = None
+    try:
+        if _ISO_TIME.fullmatch(stamp):
+            when = datetime.fromisoformat(stamp.replace(",", "."))
+        elif stamp.startswith("["):
+            when = datetime.strptime(" ".join(inner.split()), "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None  # an impossible date, or a stamp of another form (syslog: no year)
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        if facts.utc_offset_s is None:
+            return None
+        when = when.replace(tzinfo=timezone(timedelta(seconds=facts.utc_offset_s)))
+    return when.astimezone(timezone.utc)
+
+
+def _is_seconds(text: str) -> bool:
+    whole, _, fraction = text.partition(".")
+    return whole.isascii() and whole.isdigit() and (not fraction or fraction.isdigit())
+
+
+def read_boot_time(stat: Path = Path("/proc/stat")) -> float | None:
+    """The node's boot time in seconds since the epoch (the "btime" line of /proc/stat)."""
+    try:
+        text = stat.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "btime" and value.strip().isdigit():
+            return float(value.strip())
+    return None
+
+
 def collect(params: Params) -> ProbeOutput:
     """Read the kernel log of the last `window_s` seconds and list its Xid/SXid events."""
     text, source, window_s = _read_kernel_log(params)
     facts = parse_kernel_log(text)
     facts.source = source
     facts.window_s = window_s
+    facts.boot_time_s = read_boot_time()
+    facts.utc_offset_s = time.localtime().tm_gmtoff
     # Only NVIDIA lines travel as raw output: a week of kernel log can be megabytes,
     # and the other lines say nothing about the GPUs.
     kept = "".join(line + "\n" for line in text.splitlines() if _RELEVANT.search(line))
