@@ -12,6 +12,7 @@ the names the interfaces agreed on (`mfu`, `tokens_per_s`, a telemetry `Timeline
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -593,12 +594,34 @@ def identity_changes(
 
     for name in Identity.model_fields:
         old, new = getattr(a, name), getattr(b, name)
-        if name in _PER_GPU:
+        if name == "gpus":
+            # The map's serial and UUID are compared by the per-GPU lists; its PCI address is not.
+            for index in range(min(len(old), len(new))):
+                differ(f"GPU {index} PCI address", old[index].pci_bus_id, new[index].pci_bus_id)
+        elif name == "system":
+            if old is not None and new is not None:
+                _system_changes(old, new, differ)
+        elif name in _PER_GPU:
             for index in range(min(len(old), len(new))):
                 differ(f"GPU {index} {_PER_GPU[name]}", old[index], new[index])
         else:
             differ(_NAMES.get(name, name.replace("_", " ")), old, new)
     return changes
+
+
+def _system_changes(
+    old: SystemIdentity, new: SystemIdentity, differ: Callable[[str, object, object], None]
+) -> None:
+    """Serials, BIOS, BMC and Fabric Manager field by field; each NIC (by name) by its model,
+    firmware and PSID. What either run could not read is skipped, never a change."""
+    for f in dataclasses.fields(SystemIdentity):
+        if f.name not in ("nics", "unavailable"):
+            differ(f.name.replace("_", " "), getattr(old, f.name), getattr(new, f.name))
+    then_nics = {n.name: n for n in old.nics}
+    for nic in new.nics:
+        if (was := then_nics.get(nic.name)) is not None:
+            for part in ("model", "firmware", "psid"):
+                differ(f"NIC {nic.name} {part}", getattr(was, part), getattr(nic, part))
 
 
 class Change(BaseModel):
