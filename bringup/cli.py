@@ -23,6 +23,7 @@ from bringup.commands import (
     provision,
     report,
     sim,
+    verify,
 )
 from bringup.commands.common import Cli
 
@@ -58,6 +59,7 @@ app.command()(burnin.burnin)
 app.command()(plan.plan)
 app.command()(diagnose.diagnose)
 app.command()(report.report)
+app.command()(verify.verify)
 app.command()(exporter.exporter)
 app.command()(provision.provision)
 app.add_typer(sim.sim_app, name="sim")

@@ -8,6 +8,7 @@ the report can say exactly what is missing instead of failing or, worse, looking
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.findings import Finding
+from bringup.provenance import manifest_sha256
 from bringup.rundir import Manifest
 
 
@@ -39,6 +41,7 @@ class RunData:
     planned: list[str] | None = None  # the probes of the run's suite; None: not known
     plan_problem: str | None = None  # why `planned` is None (with a manifest)
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
+    manifest_sha256: str | None = None  # of manifest.json as read: the string both sides quote
 
     @property
     def nodes(self) -> list[str]:
@@ -64,6 +67,9 @@ def load(path: Path) -> RunData:
         )
     run = RunData(path, None, {}, None)
     run.manifest, run.manifest_problem = read_manifest(path)
+    if run.manifest is not None:
+        with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
+            run.manifest_sha256 = manifest_sha256(path)
     run.facts, run.facts_problems = _facts(path)
     run.findings, run.findings_problem, run.unreadable_lines = _findings(path)
     if run.manifest is not None:
@@ -129,7 +135,13 @@ def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
 
 
 def planned_probes(manifest: Manifest) -> tuple[list[str] | None, str | None]:
-    """The probes the run's suite asks of every node, or None and why that is not known."""
+    """The probes the run's suite asks of every node, or None and why that is not known.
+
+    The manifest's own list first (what the run asked for, a replay's the original's);
+    a run from before it was recorded: its suite loaded again.
+    """
+    if manifest.probes is not None:
+        return list(manifest.probes), None
     source = manifest.suite_source or manifest.suite
     if not source:
         return None, "the run records no suite"

@@ -74,7 +74,9 @@ def test_regressions_identity_new_xids_and_missing_nodes() -> None:
 
 
 def test_what_a_run_directory_lacks_is_an_error() -> None:
-    manifest = Manifest(command="check", suite="quick", started_at="T", nodes=["n1", "n2"])
+    manifest = Manifest(
+        command="check", profile="b300", suite="quick", started_at="T", nodes=["n1", "n2"]
+    )
     recorded = {
         "n1": NodeFacts(
             node="n1",
@@ -100,7 +102,7 @@ def test_what_a_run_directory_lacks_is_an_error() -> None:
     ]
     assert findings[1].action == "judge the recorded facts again: `bringup check --replay runs/r1`"
     assert [f.message for f in findings if f.node == "n2"] == [
-        f"probe {p!r} never recorded (it did not run or did not finish)"
+        f"not measured: probe {p!r} has no record on n2 (it did not run or did not finish)"
         for p in ("gpu", "topology", "host", "xid")
     ]
     # Nothing at all: no manifest, no node.
