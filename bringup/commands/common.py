@@ -305,9 +305,13 @@ def show_run(
 ) -> None:
     """A run's verdict for people: its findings, what each probe cost (when given), then
     where the run directory is."""
-    from bringup.commands.show import duration_lines, show_findings
+    from bringup.commands.show import duration_lines, plain, show_findings
+    from bringup.provenance import verdict_note
 
     show_findings(out, findings, run.manifest.nodes, title)
     for line in duration_lines(durations or {}):
         out.print(line, highlight=False, soft_wrap=True)
+    note = verdict_note(run.manifest.provenance)
+    if note is not None:  # facts this run did not measure: said where the verdict is
+        out.print(plain(f"facts: {note}"), soft_wrap=True)
     out.print(f"run directory: {run.path}", highlight=False)
