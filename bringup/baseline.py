@@ -1,15 +1,21 @@
-"""The burn-in baseline: what a node delivered on a recipe, as a versioned JSON file.
+"""Baselines: what a later run is compared with.
 
+The burn-in baseline: what a node delivered on a recipe, as a versioned JSON file.
 `bringup burnin` writes baseline.json into its run directory; a later run takes it as
 `--baseline FILE` and is judged against it (bringup/checks/burnin.py `compare`), and
 reports read its `metrics` (names agreed in the interfaces: burnin.mfu, burnin.tokens_per_s).
 
-Everything here is a pure function of the burn-in facts and the peaks; only `load` and
-`write` touch the disk.
+The handover bundle (`bringup handover`): one directory holding the run directories of the
+handover (acceptance check, NCCL, diagnose, burn-in), each a part with its kind, and one
+manifest.json listing them. `--baseline` takes a bundle wherever it takes a run directory.
+
+Everything here is a pure function of the burn-in facts and the peaks; only `load`,
+`write` and the bundle's `load_bundle`/`write_bundle` touch the disk.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Literal
@@ -249,7 +255,15 @@ def write(path: Path, baseline: Baseline) -> None:
 
 
 def load(path: Path) -> Baseline:
-    """A baseline file (or the baseline.json of a run directory)."""
+    """A baseline file, the baseline.json of a run directory, or of a bundle's burn-in."""
+    if is_bundle(path):
+        try:
+            parts = [p for p in load_bundle(path).parts if p.kind == "burnin"]
+        except BundleError as exc:
+            raise BaselineError(str(exc)) from None
+        if not parts:
+            raise BaselineError(f"{path}: the handover bundle holds no burn-in run")
+        path = path / parts[-1].path
     if path.is_dir():
         path = path / "baseline.json"
     try:
@@ -260,3 +274,71 @@ def load(path: Path) -> Baseline:
         return Baseline.model_validate_json(text)
     except ValidationError as exc:
         raise BaselineError(f"{path}: not a burn-in baseline ({describe(exc)})") from None
+
+
+# --- the handover bundle -----------------------------------------------------------------
+
+BUNDLE_KIND = "bringup.handover.bundle"
+# The order parts are run and gathered in; later parts' records of a probe win over earlier
+# ones when a report merges them (the NCCL run's nccl over the acceptance suite's).
+PART_KINDS = ("check", "snapshot", "nccl", "diagnose", "burnin")
+
+
+class BundlePart(Strict):
+    kind: str  # the command that made the run directory (PART_KINDS)
+    path: str  # relative to the bundle
+    exit_code: int | None = None  # the run's, as its manifest records it
+
+
+class Bundle(Strict):
+    """manifest.json of a bundle. It carries the keys of a run's manifest too (command,
+    profile, started_at, nodes, status), so a tool that reads only those reads a bundle."""
+
+    kind: Literal["bringup.handover.bundle"] = BUNDLE_KIND
+    version: str = __version__
+    command: Literal["handover"] = "handover"
+    mode: str  # "run" (the suite, NCCL, diagnose, burn-in just now), "from", "demo"
+    profile: str | None = None
+    suite: str | None = None
+    started_at: str
+    ended_at: str | None = None
+    status: str = "complete"
+    exit_code: int | None = None
+    nodes: list[str] = Field(default_factory=list)
+    parts: list[BundlePart]
+
+
+class BundleError(InputError):
+    """A bundle's manifest cannot be read or does not fit the schema; one line."""
+
+
+def is_bundle(path: Path) -> bool:
+    """Whether `path` is a bundle directory (its manifest.json says so)."""
+    file = path / "manifest.json"
+    if not file.is_file():
+        return False
+    try:
+        data = json.loads(read_text(file, "manifest"))
+    except (InputError, ValueError):
+        return False  # not JSON: a run's broken manifest, said by whoever reads the run
+    # By the key itself, not the text: a node's name can be any string.
+    return isinstance(data, dict) and data.get("kind") == BUNDLE_KIND
+
+
+def load_bundle(path: Path) -> Bundle:
+    """A bundle's manifest; each part's path must stay inside the bundle."""
+    try:
+        bundle = Bundle.model_validate_json(read_text(path / "manifest.json", "bundle manifest"))
+    except InputError as exc:
+        raise BundleError(str(exc)) from None
+    except ValidationError as exc:
+        raise BundleError(f"{path}: not a handover bundle ({describe(exc)})") from None
+    for part in bundle.parts:
+        inside = (path / part.path).resolve()
+        if path.resolve() not in inside.parents:
+            raise BundleError(f"{path}: part {part.path!r} is outside the bundle")
+    return bundle
+
+
+def write_bundle(path: Path, bundle: Bundle) -> None:
+    write_atomic(path / "manifest.json", bundle.model_dump_json(indent=2) + "\n")

@@ -17,6 +17,7 @@ from bringup.commands import (
     check,
     diagnose,
     exporter,
+    handover,
     learn,
     nccl,
     plan,
@@ -60,6 +61,7 @@ app.command()(plan.plan)
 app.command()(diagnose.diagnose)
 app.command()(report.report)
 app.command()(verify.verify)
+app.command()(handover.handover)
 app.command()(exporter.exporter)
 app.command()(provision.provision)
 app.add_typer(sim.sim_app, name="sim")

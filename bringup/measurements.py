@@ -13,7 +13,7 @@ the names the interfaces agreed on (`mfu`, `tokens_per_s`, a telemetry `Timeline
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -60,6 +60,42 @@ def shown(metric: str, value: float | None) -> str:
         return "–"
     info = METRICS[metric]
     return f"{value / info.scale:.2f} {info.unit}"
+
+
+def _on_off(value: object) -> str:
+    return "on" if value else "off"
+
+
+# Per-GPU settings that a provider changes (a lowered power limit, ECC turned off, a link
+# trained narrower): the attribute of bringup/node/gpu_facts.Gpu and how it is shown. The
+# driver version is the node's, compared with the identity.
+SETTINGS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "power limit": ("power_limit_w", lambda w: f"{w:.0f} W"),
+    "SM clock max": ("sm_clock_max_hz", lambda hz: f"{hz / 1e6:.0f} MHz"),
+    "memory clock max": ("memory_clock_max_hz", lambda hz: f"{hz / 1e6:.0f} MHz"),
+    "persistence mode": ("persistence_mode", _on_off),
+    "ECC mode": ("ecc_mode", _on_off),
+    "PCIe width": ("pcie_width_current", lambda w: f"x{w}"),
+}
+
+# Counters that only grow on a part that is failing: family -> label -> attribute path.
+# Attributes a source does not report (or this version of the facts does not have, such as
+# retired pages on GPUs before Ampere) are left out, never read as 0.
+COUNTERS: dict[str, dict[str, str]] = {
+    "ECC uncorrected": {
+        "volatile": "ecc_uncorrected_volatile",
+        "aggregate": "ecc_uncorrected_aggregate",
+    },
+    "ECC corrected": {"volatile": "ecc_corrected_volatile", "aggregate": "ecc_corrected_aggregate"},
+    "remapped rows": {
+        "correctable": "remapped_rows.correctable",
+        "uncorrectable": "remapped_rows.uncorrectable",
+    },
+    "retired pages": {
+        "single-bit": "retired_pages_single_bit",
+        "double-bit": "retired_pages_double_bit",
+    },
+}
 
 
 class Identity(BaseModel):
@@ -153,10 +189,15 @@ class NodeMeasurements(BaseModel):
     identity: Identity = Field(default_factory=Identity)
     metrics: dict[str, float] = Field(default_factory=dict)  # METRICS name -> SI value
     gpu_temperature_c: dict[int, float] = Field(default_factory=dict)
+    slowdown_temperature_c: float | None = None  # the lowest any of its GPUs reports
     gpu_tflops: dict[int, float] = Field(default_factory=dict)  # TFLOP/s per GPU (gemm)
     curves: list[Curve] = Field(default_factory=list)
     nvme: list[NvmeRow] = Field(default_factory=list)
     xids: list[XidRow] = Field(default_factory=list)
+    # What the provider can change under the renter, per GPU ("GPU 3 power limit" -> "700 W"),
+    # and counters that only grow on a failing part ("GPU 3 ECC uncorrected" -> {"volatile": 2}).
+    settings: dict[str, str] = Field(default_factory=dict)
+    counters: dict[str, dict[str, int]] = Field(default_factory=dict)
     burnin: dict[str, str] = Field(default_factory=dict)  # scalar facts of the burn-in
     timelines: list[Timeline] = Field(default_factory=list, exclude=True)  # bulky: not in JSON
     probes: list[ProbeSummary] = Field(default_factory=list)
@@ -236,6 +277,26 @@ def _gpu(facts: GpuFacts, m: NodeMeasurements) -> None:
         }
     )
     m.gpu_temperature_c = {g.index: g.temperature_c for g in gpus if g.temperature_c is not None}
+    slowdown = [g.slowdown_temperature_c for g in gpus if g.slowdown_temperature_c is not None]
+    m.slowdown_temperature_c = min(slowdown) if slowdown else None
+    for g in gpus:
+        for name, (attribute, show) in SETTINGS.items():
+            value = getattr(g, attribute, None)
+            if value is not None:
+                m.settings[f"GPU {g.index} {name}"] = show(value)
+        for family, fields in COUNTERS.items():
+            read = {label: _count(g, path) for label, path in fields.items()}
+            found = {label: value for label, value in read.items() if value is not None}
+            if found:
+                m.counters[f"GPU {g.index} {family}"] = found
+
+
+def _count(gpu: object, path: str) -> int | None:
+    """A counter by its dotted attribute path ("remapped_rows.uncorrectable"); None if absent."""
+    value: object = gpu
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _host(facts: dict[str, Any], m: NodeMeasurements) -> None:
@@ -466,27 +527,77 @@ class IdentityChange(BaseModel):
     current: str
 
 
+# Identity fields shown per GPU index, and how a change of each is named.
+_PER_GPU = {"serials": "serial", "uuids": "UUID", "vbios": "VBIOS"}
+_NAMES = {"gpu_count": "GPU count", "cuda": "CUDA (driver)", "gpu_models": "GPU model"}
+
+
 def identity_changes(
     node: str, then: NodeMeasurements, now: NodeMeasurements
 ) -> list[IdentityChange]:
-    """Serial and VBIOS per GPU index, driver, CUDA and GPU count; unknown on either side: skip."""
+    """Every identity field that both runs know and that differs; unknown on either side: skip.
+
+    Field by field over the Identity model, so a field added to it (a chassis serial, a BIOS
+    version) is compared without a change here; per-GPU lists by GPU index.
+    """
     a, b = then.identity, now.identity
     changes: list[IdentityChange] = []
 
     def differ(field: str, old: object, new: object) -> None:
-        if old is not None and new is not None and old != new:
+        if old not in (None, []) and new not in (None, []) and old != new:
+            shown_old = ", ".join(map(str, old)) if isinstance(old, list) else str(old)
+            shown_new = ", ".join(map(str, new)) if isinstance(new, list) else str(new)
             changes.append(
-                IdentityChange(node=node, field=field, baseline=str(old), current=str(new))
+                IdentityChange(node=node, field=field, baseline=shown_old, current=shown_new)
             )
 
-    differ("GPU count", a.gpu_count, b.gpu_count)
-    differ("driver", a.driver, b.driver)
-    differ("CUDA (driver)", a.cuda, b.cuda)
-    for index in range(min(len(a.serials), len(b.serials))):
-        differ(f"GPU {index} serial", a.serials[index], b.serials[index])
-    for index in range(min(len(a.vbios), len(b.vbios))):
-        differ(f"GPU {index} VBIOS", a.vbios[index], b.vbios[index])
+    for name in Identity.model_fields:
+        old, new = getattr(a, name), getattr(b, name)
+        if name in _PER_GPU:
+            for index in range(min(len(old), len(new))):
+                differ(f"GPU {index} {_PER_GPU[name]}", old[index], new[index])
+        else:
+            differ(_NAMES.get(name, name.replace("_", " ")), old, new)
     return changes
+
+
+class Change(BaseModel):
+    """A setting or counter of one node that differs from the baseline run."""
+
+    node: str
+    field: str  # "GPU 3 power limit", "GPU 3 ECC uncorrected"
+    baseline: str
+    current: str
+
+
+def setting_changes(node: str, then: NodeMeasurements, now: NodeMeasurements) -> list[Change]:
+    """Settings both runs read that differ, in the order of the newer run."""
+    return [
+        Change(node=node, field=field, baseline=then.settings[field], current=value)
+        for field, value in now.settings.items()
+        if field in then.settings and then.settings[field] != value
+    ]
+
+
+def counter_increases(node: str, then: NodeMeasurements, now: NodeMeasurements) -> list[Change]:
+    """Counter families where any counter grew (a volatile one reset by a reboot is no growth)."""
+    found = []
+    for family, values in now.counters.items():
+        old = then.counters.get(family, {})
+        if any(label in old and value > old[label] for label, value in values.items()):
+            found.append(
+                Change(
+                    node=node,
+                    field=family,
+                    baseline=_counts(old),
+                    current=_counts(values),
+                )
+            )
+    return found
+
+
+def _counts(values: dict[str, int]) -> str:
+    return ", ".join(f"{label} {value}" for label, value in values.items())
 
 
 def new_xids(then: list[XidRow], now: list[XidRow]) -> list[XidRow]:

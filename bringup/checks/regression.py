@@ -8,6 +8,10 @@ At handover the renter keeps the run directory as the baseline; later,
 - an identity change (GPU serial, VBIOS, driver, GPU count) is a WARN `baseline.identity`:
   the hardware or software is not what was measured at handover, and the provider should
   say why;
+- a changed setting (power limit, maximum clocks, persistence or ECC mode, PCIe width) is a
+  WARN `baseline.setting`: a node set differently delivers differently;
+- a counter that grew (ECC uncorrected, remapped or retired rows) is a FAIL
+  `baseline.counter`; corrected ECC errors that grew are a WARN;
 - an Xid/SXid line that the baseline's kernel log did not hold is a FAIL `baseline.xid`;
 - a node of the baseline absent from the new run is an ERROR `baseline.node`.
 
@@ -20,12 +24,15 @@ from bringup.checks import finding
 from bringup.findings import Finding, Status
 from bringup.measurements import (
     METRICS,
+    Change,
     IdentityChange,
     NodeMeasurements,
     XidRow,
     change_pct,
+    counter_increases,
     identity_changes,
     new_xids,
+    setting_changes,
     shown,
     worse_pct,
 )
@@ -46,6 +53,10 @@ def judge_regressions(
     then = {m.node: m for m in baseline}
     since = f"the baseline {baseline_run}"
     both = sorted(set(now) & set(then))
+
+    def pair(node: str) -> tuple[NodeMeasurements, NodeMeasurements]:
+        return then[node], now[node]
+
     regressed = [
         f
         for node in both
@@ -57,6 +68,12 @@ def judge_regressions(
         _identity(node, changes, since)
         for node in both
         if (changes := identity_changes(node, then[node], now[node]))
+    ]
+    settings = [
+        _setting(change, since) for node in both for change in setting_changes(node, *pair(node))
+    ]
+    counters = [
+        _counter(change, since) for node in both for change in counter_increases(node, *pair(node))
     ]
     xids = [
         _xids(node, events, since)
@@ -75,7 +92,7 @@ def judge_regressions(
         )
         for node in sorted(set(then) - set(now))
     ]
-    return [*regressed, *identity, *xids, *missing]
+    return [*regressed, *identity, *settings, *counters, *xids, *missing]
 
 
 def _on(node: str, f: Finding) -> Finding:
@@ -126,6 +143,37 @@ def _identity(node: str, changes: list[IdentityChange], since: str) -> Finding:
         "the baseline figures of a replaced part no longer apply",
     )
     return _on(node, f)
+
+
+def _setting(change: Change, since: str) -> Finding:
+    f = finding(
+        "baseline.setting",
+        Status.WARN,
+        f"{change.field} {change.baseline} -> {change.current} since {since}",
+        value=change.current,
+        expected=change.baseline,
+        action="ask the provider why the setting changed and to restore it; "
+        "a node set differently from handover does not deliver what was measured",
+    )
+    return _on(change.node, f)
+
+
+# Counter families whose growth is a FAIL; the others (corrected ECC errors) are a WARN.
+FAILING_COUNTERS = ("ECC uncorrected", "remapped rows", "retired pages")
+
+
+def _counter(change: Change, since: str) -> Finding:
+    failing = change.field.split(" ", 2)[-1] in FAILING_COUNTERS
+    f = finding(
+        "baseline.counter",
+        Status.FAIL if failing else Status.WARN,
+        f"{change.field} grew since {since}: {change.current} now, {change.baseline} then",
+        value=change.current,
+        expected=change.baseline,
+        action="memory errors since handover: drain the node, run `bringup diagnose` and "
+        "report the GPU (index and serial) to the provider for RMA",
+    )
+    return _on(change.node, f)
 
 
 def _xids(node: str, events: list[XidRow], since: str) -> Finding:

@@ -112,7 +112,10 @@ def burnin(
         bool, typer.Option("--with-gemm", help="Measure the matmul ceiling first (gemm probe).")
     ] = False,
     baseline_file: Annotated[
-        Path | None, typer.Option("--baseline", help="Judge against this baseline (or run dir).")
+        Path | None,
+        typer.Option(
+            "--baseline", help="Judge against this baseline (its run dir, or a handover bundle)."
+        ),
     ] = None,
     resume: Annotated[
         Path | None,

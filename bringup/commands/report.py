@@ -140,7 +140,7 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="The run directory to report on.")],
     baseline: Annotated[
         Path | None,
-        typer.Option("--baseline", help="An earlier run (the handover) to compare with."),
+        typer.Option("--baseline", help="An earlier run or handover bundle to compare with."),
     ] = None,
     formats: Annotated[
         list[str] | None,

@@ -42,6 +42,24 @@ class NodeReport(BaseModel):
     checks: list[CheckRow] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # the node's report.* findings
 
+    @property
+    def problem(self) -> bool:
+        """WARN or worse: the node is shown in full; a passing node gets one line."""
+        return self.status.rank >= Status.WARN.rank
+
+    @property
+    def troubles(self) -> list[str]:
+        """Its checks at WARN or worse, worst first: "gpu.count FAIL", "gpu.ecc FAIL ×2"."""
+        counts: dict[tuple[str, Status], int] = {}
+        for row in self.checks:
+            f = row.finding
+            if f.status.rank >= Status.WARN.rank:
+                counts[(f.check, f.status)] = counts.get((f.check, f.status), 0) + 1
+        ranked = sorted(counts.items(), key=lambda item: -item[0][1].rank)
+        return [
+            f"{check} {status.value}" + (f" ×{n}" if n > 1 else "") for (check, status), n in ranked
+        ]
+
 
 class ActionGroup(BaseModel):
     """Bad findings that one action fixes, worst first."""
@@ -134,6 +152,7 @@ def build(
             findings,
             baseline_run=baseline.path.name,
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
+            baseline_findings=baseline.findings,
         )
     medians = check_medians(findings)
     node_reports = [_node_report(n, measured[n], findings, medians) for n in nodes]

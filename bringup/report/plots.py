@@ -116,8 +116,15 @@ def heatmap(
     values: list[list[float | None]],
     unit: str,
     higher_is_worse: bool,
+    scale: tuple[float, float] | None = None,
 ) -> str:
-    """Nodes x GPUs (or sizes), each cell coloured and labelled; blank where not measured."""
+    """Nodes x GPUs (or sizes), each cell coloured and labelled; blank where not measured.
+
+    `scale` (low, high) is the range the colours span, from the profile (30 °C to the
+    slowdown temperature, 0 to the busbw floor): colours then say how far a cell is from
+    trouble, not how it ranks among the others. The data's own range would paint 33 and
+    35 °C as green and red. Values beyond it take the end colour; None: the data's range.
+    """
     row_labels = [_label(r) for r in rows]
     with matplotlib.rc_context(RC):
         height = 1.2 + 0.32 * len(rows)
@@ -128,7 +135,7 @@ def heatmap(
         known = [v for row in values for v in row if v is not None]
         grid = [[math.nan if v is None else v for v in row] for row in values]
         cmap = matplotlib.colormaps["RdYlGn_r" if higher_is_worse else "RdYlGn"]
-        low, high = (min(known), max(known)) if known else (0.0, 1.0)
+        low, high = scale or ((min(known), max(known)) if known else (0.0, 1.0))
         if low == high:  # one value everywhere: a flat colour, not a divide by zero
             low, high = low - 1, high + 1
         image = ax.imshow(grid, cmap=cmap, vmin=low, vmax=high, aspect="auto")

@@ -48,18 +48,32 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
     temperature = _per_gpu(measured, lambda m: m.gpu_temperature_c)
     if temperature:
         rows, cols, values = temperature
-        svg = plots.heatmap("GPU temperature (°C) at probe time", rows, cols, values, "°C", True)
+        scale = (COOL_C, _slowdown_c(measured))
+        svg = plots.heatmap(
+            "GPU temperature (°C) at probe time", rows, cols, values, "°C", True, scale
+        )
         result.fleet.append(Plot("fleet-temperature", "GPU temperature per node and GPU", svg))
     tflops = _per_gpu(measured, lambda m: m.gpu_tflops)
     if tflops:
         rows, cols, values = tflops
-        svg = plots.heatmap("GEMM TFLOP/s per GPU", rows, cols, values, "TFLOP/s", False)
+        peak = None
+        if profile is not None:
+            peak = profile.gpu.bf16_achievable_tflops or profile.gpu.bf16_dense_tflops
+        scale = (0.0, peak) if peak else None
+        svg = plots.heatmap("GEMM TFLOP/s per GPU", rows, cols, values, "TFLOP/s", False, scale)
         result.fleet.append(Plot("fleet-tflops", "GEMM TFLOP/s per node and GPU", svg))
     busbw = _busbw_grid(measured)
     if busbw:
         rows, cols, values = busbw
+        floor = profile.nccl.allreduce_busbw_min_gb_s if profile is not None else None
         svg = plots.heatmap(
-            "all_reduce busbw (GB/s) by message size", rows, cols, values, "GB/s", False
+            "all_reduce busbw (GB/s) by message size",
+            rows,
+            cols,
+            values,
+            "GB/s",
+            False,
+            (0.0, floor) if floor else None,
         )
         result.fleet.append(Plot("fleet-busbw", "NCCL busbw per node and message size", svg))
     floor = profile.nccl.allreduce_busbw_min_gb_s if profile is not None else None
@@ -77,6 +91,17 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
         if mine:
             result.nodes[node.node] = mine
     return result
+
+
+# The temperature scale starts at a cooled GPU's idle temperature and ends where the GPUs
+# slow down (as they report it; SLOWDOWN_C where none does): a 35 °C GPU shows cool.
+COOL_C = 30.0
+SLOWDOWN_C = 90.0
+
+
+def _slowdown_c(nodes: list[NodeMeasurements]) -> float:
+    reported = [m.slowdown_temperature_c for m in nodes if m.slowdown_temperature_c is not None]
+    return min(reported) if reported else SLOWDOWN_C
 
 
 def _per_gpu(

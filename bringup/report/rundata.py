@@ -4,6 +4,10 @@ Nothing here judges: every piece that is absent or unreadable is recorded as suc
 the manifest or findings.jsonl could not be read, which findings lines do not parse, which
 facts files fail), and bringup/checks/completeness.py turns each into an ERROR finding, so
 the report can say exactly what is missing instead of failing or, worse, looking complete.
+
+A handover bundle (bringup/baseline.py) reads as one run: its parts' facts merged per
+node (a later part's record of a probe replaces an earlier one's), their findings one
+after the other, and the plan of its acceptance check.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.findings import Finding
@@ -58,9 +63,12 @@ class RunData:
 
 
 def load(path: Path) -> RunData:
-    """Read a run directory; RunDataError when it holds neither manifest, facts nor findings."""
+    """Read a run directory (or a bundle); RunDataError when it holds neither manifest,
+    facts nor findings."""
     if not path.is_dir():
         raise RunDataError(f"{path}: not a directory")
+    if baseline_mod.is_bundle(path):
+        return _bundle(path)
     if not any((path / name).exists() for name in ("manifest.json", "facts", "findings.jsonl")):
         raise RunDataError(
             f"{path}: not a run directory (no manifest.json, facts/ or findings.jsonl)"
@@ -74,6 +82,55 @@ def load(path: Path) -> RunData:
     run.findings, run.findings_problem, run.unreadable_lines = _findings(path)
     if run.manifest is not None:
         run.planned, run.plan_problem = planned_probes(run.manifest)
+    return run
+
+
+def _bundle(path: Path) -> RunData:
+    """The parts of a handover bundle, read as one run."""
+    try:
+        bundle = baseline_mod.load_bundle(path)
+    except baseline_mod.BundleError as exc:
+        raise RunDataError(str(exc)) from None
+    manifest = Manifest(
+        version=bundle.version,
+        command="handover",
+        profile=bundle.profile,
+        suite=bundle.suite,
+        started_at=bundle.started_at,
+        ended_at=bundle.ended_at,
+        status=bundle.status,
+        exit_code=bundle.exit_code,
+        nodes=bundle.nodes,
+    )
+    run = RunData(path, manifest, {}, [])
+    for part in bundle.parts:
+        try:
+            piece = load(path / part.path)
+        except RunDataError as exc:
+            run.notes.append(f"part {part.kind} ({part.path}) unreadable: {exc}")
+            continue
+        for name, facts in piece.facts.items():
+            mine = run.facts.setdefault(name, facts.model_copy(deep=True))
+            mine.probes.update(facts.probes)
+        for name, why in piece.facts_problems.items():
+            run.facts_problems[name] = f"{part.path}: {why}"
+        if piece.findings is None:
+            run.notes.append(f"part {part.kind} ({part.path}): {piece.findings_problem}")
+        else:
+            assert run.findings is not None
+            run.findings += piece.findings
+        if piece.unreadable_lines:
+            lines = ", ".join(map(str, piece.unreadable_lines))
+            run.notes.append(f"part {part.kind} ({part.path}): findings lines {lines} unreadable")
+        if piece.manifest_problem:
+            run.notes.append(f"part {part.kind} ({part.path}): {piece.manifest_problem}")
+        if part.kind in ("check", "snapshot") and run.planned is None:
+            run.planned, run.plan_problem = piece.planned, piece.plan_problem
+        manifest.nodes = sorted(
+            {*manifest.nodes, *(piece.manifest.nodes if piece.manifest else [])}
+        )
+    if run.planned is None and run.plan_problem is None:
+        run.plan_problem = "the bundle holds no acceptance check"
     return run
 
 

@@ -261,3 +261,10 @@ def demo_nodes() -> list[NodeFacts]:
         _node("b300-node05", _xid79),
         _node("b300-node06", _hw_slowdown),
     ]
+
+
+def demo_fleet(size: int) -> list[NodeFacts]:
+    """A fleet of `size` nodes (at least the demo's six): the six demo nodes, then healthy
+    ones (b300-node07, ...), for what a report of a whole fleet looks like."""
+    nodes = demo_nodes()
+    return nodes + [_node(f"b300-node{i:02d}") for i in range(len(nodes) + 1, size + 1)]

@@ -31,7 +31,7 @@ from bringup.node.probes.dcgm import facts_from_output
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
 from bringup.rundir import RunDir, load_facts
-from bringup.sim.demo import demo_nodes
+from bringup.sim.demo import demo_fleet, demo_nodes
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 
@@ -132,6 +132,24 @@ def clean_run(
         run.add_node(name)
         for rec in node.probes.values():
             run.add_record(name, rec.model_dump())
+        judged = judge_node(node, prof)
+        run.add_findings(judged)
+        findings += judged
+    run.finish("complete", exit_code(findings))
+    return out
+
+
+def fleet_run(out: Path, size: int) -> Path:
+    """The demo fleet grown to `size` nodes (the six demo nodes, then healthy ones), judged
+    by the checks and closed as the CLI closes a run."""
+    prof = profile.load("b300")
+    run = RunDir.create(out, "check", "b300", None)
+    run.manifest.started_at = STAMP
+    findings: list[Finding] = []
+    for node in demo_fleet(size):
+        run.add_node(node.node)
+        for rec in node.probes.values():
+            run.add_record(node.node, rec.model_dump())
         judged = judge_node(node, prof)
         run.add_findings(judged)
         findings += judged

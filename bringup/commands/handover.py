@@ -1,0 +1,296 @@
+"""`bringup handover`: the evidence of a handover in one bundle directory, one report.
+
+    bringup handover --nodes hosts.ini --burnin llama-8b-lora   acceptance, NCCL, diagnose, burn-in
+    bringup handover --from runs/check runs/nccl runs/burnin      gather runs already made
+    bringup handover --demo --out handover/                       the demo fleet's acceptance
+
+The bundle (bringup/baseline.py) holds each run directory as a part (check/, nccl/,
+diagnose/, burnin/), a manifest.json listing the parts with their kind and path, and the
+report of them all (report.html, report.md, report.json). Each part is made by its own
+command's function, exactly as `bringup check`, `nccl`, `diagnose` and `burnin` make it;
+a later `bringup report NEW_RUN --baseline BUNDLE` compares with the whole handover.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from bringup.commands.common import (
+    AcceptOpt,
+    ConnectTimeoutOpt,
+    ForksOpt,
+    JsonOpt,
+    LimitOpt,
+    LocalOpt,
+    NodesOpt,
+    OutOpt,
+    ProfileOpt,
+    SuiteOpt,
+    fail,
+    finite,
+    not_for,
+    out,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from bringup.baseline import BundlePart
+
+REPORT_FORMATS = ["html", "md", "json"]
+# What chooses how the parts run; nothing runs with --from (and only the profile with --demo).
+_RUN_OPTIONS = (
+    "profile_name",
+    "suite_name",
+    "seconds",
+    "limit",
+    "forks",
+    "accept_new_hostkeys",
+    "connect_timeout",
+)
+
+
+def handover(
+    ctx: typer.Context,
+    local: LocalOpt = False,
+    nodes_file: NodesOpt = None,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="The demo fleet's acceptance check as the handover.")
+    ] = False,
+    sources: Annotated[
+        list[Path] | None,
+        typer.Option("--from", help="Gather this run directory into the bundle (repeatable)."),
+    ] = None,
+    burnin_recipe: Annotated[
+        str | None,
+        typer.Option("--burnin", help="Also run the burn-in with this recipe (name or YAML)."),
+    ] = None,
+    seconds: Annotated[
+        float,
+        typer.Option("--seconds", callback=finite, help="diagnose: sustained load time, s."),
+    ] = 60.0,
+    limit: LimitOpt = None,
+    forks: ForksOpt = 64,
+    accept_new_hostkeys: AcceptOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    profile_name: ProfileOpt = "b300",
+    suite_name: SuiteOpt = "acceptance",
+    out_dir: OutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the acceptance suite, NCCL, diagnose (and a burn-in) into one handover bundle,
+    or gather existing run directories (--from) into one; then report on it."""
+    from bringup import baseline as baselines
+    from bringup.rundir import default_path, now
+
+    modes = [local, nodes_file is not None, demo, bool(sources)]
+    if sum(modes) != 1:
+        fail("say what the handover is made of: --nodes FILE, --local, --demo or --from RUN_DIR")
+    if sources and burnin_recipe:
+        fail("--burnin runs a burn-in: gather an existing one with --from instead")
+    if sources:
+        not_for(ctx, "--from (the runs gathered keep their own)", *_RUN_OPTIONS)
+    if demo:
+        not_for(ctx, "--demo (recorded facts: nothing runs on nodes)", *_RUN_OPTIONS[1:])
+    bundle_path = out_dir or default_path("handover")
+    _create(bundle_path)
+    started = now()
+    # With --json the one document on stdout is the bundle's: the parts speak on stderr.
+    quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    with quiet:
+        if sources:
+            parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
+            mode = "from"
+        else:
+            steps = _steps(
+                ctx,
+                local=local,
+                nodes_file=nodes_file,
+                demo=demo,
+                burnin_recipe=burnin_recipe,
+                seconds=seconds,
+                limit=limit,
+                forks=forks,
+                accept_new_hostkeys=accept_new_hostkeys,
+                connect_timeout=connect_timeout,
+                profile_name=profile_name,
+                suite_name=suite_name,
+            )
+            parts = [_run_part(kind, step, bundle_path) for kind, step in steps]
+            mode = "demo" if demo else "run"
+    bundle = baselines.Bundle(
+        mode=mode,
+        profile=_first(bundle_path, parts, "profile") or (None if sources else profile_name),
+        suite=_first(bundle_path, parts, "suite"),
+        started_at=started,
+        ended_at=now(),
+        nodes=sorted({n for p in parts for n in _manifest(bundle_path / p.path).get("nodes", [])}),
+        parts=parts,
+    )
+    baselines.write_bundle(bundle_path, bundle)
+    code = _report(bundle_path, bundle, as_json)
+    raise typer.Exit(code)
+
+
+def _create(path: Path) -> None:
+    """An empty bundle directory (a new one, or an empty one given)."""
+    try:
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            fail(f"{path} exists and is not an empty directory; choose another --out")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create {path}: {exc.strerror}")
+
+
+def _steps(ctx: typer.Context, **given: Any) -> list[tuple[str, Callable[[Path], None]]]:
+    """The commands a handover runs, in order, each a function of its run directory.
+
+    Each calls the command's own function with the handover's options, as the command
+    line would: same run path, same judgement, same run directory.
+    """
+    from bringup.commands import burnin, check, diagnose, nccl
+
+    reach = {
+        "local": given["local"],
+        "nodes_file": given["nodes_file"],
+        "limit": given["limit"],
+        "forks": given["forks"],
+        "accept_new_hostkeys": given["accept_new_hostkeys"],
+        "connect_timeout": given["connect_timeout"],
+    }
+    profile_name = given["profile_name"]
+    if given["demo"]:
+        # The demo fleet is recorded facts: its acceptance check is all there is to gather.
+        return [
+            (
+                "check",
+                lambda run: check.check(ctx, demo=True, profile_name=profile_name, out_dir=run),
+            )
+        ]
+    steps: list[tuple[str, Callable[[Path], None]]] = [
+        (
+            "check",
+            lambda run: check.check(
+                ctx,
+                **reach,
+                profile_name=profile_name,
+                suite_name=given["suite_name"],
+                out_dir=run,
+            ),
+        ),
+        ("nccl", lambda run: nccl.nccl(ctx, **reach, profile_name=profile_name, out_dir=run)),
+        (
+            "diagnose",
+            lambda run: diagnose.diagnose(
+                **reach, seconds=given["seconds"], profile_name=profile_name, out_dir=run
+            ),
+        ),
+    ]
+    if given["burnin_recipe"]:
+        steps.append(
+            (
+                "burnin",
+                lambda run: burnin.burnin(
+                    ctx,
+                    **reach,
+                    recipe_name=given["burnin_recipe"],
+                    profile_name=profile_name,
+                    out_dir=run,
+                ),
+            )
+        )
+    return steps
+
+
+def _run_part(kind: str, step: Callable[[Path], None], bundle: Path) -> BundlePart:
+    """One command into bundle/<kind>; its exit code kept (1 is a verdict, not an end)."""
+    from bringup.baseline import BundlePart
+
+    out.print(f"[bold]handover: {kind}[/]")
+    code = 0
+    try:
+        step(bundle / kind)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    if code == 2 and not (bundle / kind / "manifest.json").exists():
+        fail(f"handover: the {kind} part could not start (see above); {bundle} is incomplete")
+    return BundlePart(kind=kind, path=kind, exit_code=code)
+
+
+def _gather(source: Path, bundle: Path, index: int) -> BundlePart:
+    """A copy of an existing run directory as a part, named after the command that made it."""
+    from bringup.baseline import PART_KINDS, BundlePart, is_bundle
+
+    if not (source / "manifest.json").is_file():
+        fail(f"--from {source}: not a run directory (no manifest.json)")
+    if is_bundle(source):
+        fail(f"--from {source}: is a bundle already; gather its parts instead")
+    manifest = _manifest(source)
+    command = str(manifest.get("command") or "")
+    kind = next((k for k in PART_KINDS if command.startswith(k)), None)
+    if kind is None:
+        fail(f"--from {source}: a {command or 'unknown'} run is no handover part")
+    name = kind if not (bundle / kind).exists() else f"{kind}-{index + 1}"
+    try:
+        shutil.copytree(source, bundle / name, symlinks=True)
+    except OSError as exc:
+        fail(f"--from {source}: cannot copy it into {bundle}: {exc}")
+    code = manifest.get("exit_code")
+    return BundlePart(kind=kind, path=name, exit_code=code if isinstance(code, int) else None)
+
+
+def _manifest(run: Path) -> dict[str, Any]:
+    """A run's manifest.json as plain data ({} when it cannot be read)."""
+    import json
+
+    try:
+        data = json.loads((run / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _first(bundle: Path, parts: list[BundlePart], key: str) -> str | None:
+    """The first part's `key` (profile, suite): the acceptance check's where there is one."""
+    for part in sorted(parts, key=lambda p: p.kind != "check"):
+        value = _manifest(bundle / part.path).get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _report(bundle_path: Path, bundle: Any, as_json: bool) -> int:
+    """The bundle's report beside its manifest; the exit code of all it holds."""
+    from bringup.baseline import write_bundle
+    from bringup.commands.report import make_report, verdict_lines, write
+    from bringup.findings import exit_code
+
+    built, prof = make_report(bundle_path, None, None)
+    written = write(built, prof, REPORT_FORMATS, bundle_path)
+    refused = any(p.exit_code == 2 for p in bundle.parts)
+    code = 2 if refused else exit_code(built.findings)
+    bundle.exit_code = code
+    write_bundle(bundle_path, bundle)
+    if as_json:
+        print_json(
+            {
+                "bundle": str(bundle_path),
+                "exit_code": code,
+                "accepted": built.verdict.accepted,
+                "parts": [p.model_dump(mode="json") for p in bundle.parts],
+                "report": [str(p) for p in written],
+            }
+        )
+        return code
+    for line in verdict_lines(built):
+        print(line)
+    for part in bundle.parts:
+        print(f"part {part.kind}: {bundle_path / part.path} (exit {part.exit_code})")
+    print(f"handover bundle: {bundle_path}")
+    return code

@@ -1,0 +1,36 @@
+"""`bringup handover --local` on this machine, for real: the acceptance check (the quick
+suite, to stay short), NCCL and diagnose each run by its own command's function into the
+bundle, then one report of them all. Without a GPU the probes say so (ERROR), so the
+handover is NOT ACCEPTED, exit 1, and every part is still there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bringup import baseline as baselines
+from tests.support.cli import run_cli
+
+
+def test_local_handover_runs_each_part_into_one_bundle(tmp_path: Path) -> None:
+    out = tmp_path / "handover"
+    proc = run_cli(
+        *("handover", "--local", "--suite", "quick", "--seconds", "5", "--out", out, "--json"),
+        timeout=400,
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["bundle"] == str(out) and doc["accepted"] is False
+    bundle = baselines.load_bundle(out)
+    assert bundle.mode == "run" and bundle.suite == "quick"
+    assert [p.kind for p in bundle.parts] == ["check", "nccl", "diagnose"]
+    for part in bundle.parts:
+        manifest = json.loads((out / part.path / "manifest.json").read_text())
+        assert manifest["status"] == "complete", part
+        assert manifest["command"] == part.kind
+    assert len(bundle.nodes) == 1
+    summary = json.loads((out / "report.json").read_text())
+    checks = {f["check"] for f in summary["findings"]}
+    # Each part's findings are in the one report.
+    assert {"gpu.count", "diagnose.telemetry"} <= checks
+    assert any(c.startswith("nccl.") for c in checks)
