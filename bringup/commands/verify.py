@@ -49,10 +49,9 @@ def verify(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a run's files against the hashes in its manifest (and its signature)."""
+    """Check a run's (or a handover bundle's runs') files against the hashes in its
+    manifest, and its signature."""
     from bringup.commands.show import plain
-    from bringup.provenance import SIGNATURE, compare, evidence_hashes, manifest_sha256
-    from bringup.rundir import RunDirError, load_manifest
 
     if (allowed_signers is None) != (identity is None):
         fail("--allowed-signers and --identity go together: the file, and who must have signed")
@@ -60,59 +59,122 @@ def verify(
         fail(f"--sign {sign}: no such key file")
     if allowed_signers is not None and not allowed_signers.is_file():
         fail(f"--allowed-signers {allowed_signers}: no such file")
-    try:
-        manifest = load_manifest(run_dir)
-        digest = manifest_sha256(run_dir)
-        now = evidence_hashes(run_dir)
-    except RunDirError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"{run_dir}: cannot read {exc.filename or 'a file'}: {exc.strerror}")
-    recorded = manifest.files_sha256
-    changes = compare(recorded, now) if recorded is not None else []
-    lines = [change.line() for change in changes]
-    if recorded is None:
-        verdict = (
-            "NOT VERIFIED: manifest.json holds no file hashes "
-            "(a run that did not finish, or one from before bringup recorded them)"
-        )
-    elif changes:
-        verdict = (
-            f"CHANGED: {len(changes)} differences from the {len(recorded)} files "
-            "manifest.json records"
-        )
-    else:
-        verdict = f"INTACT: {len(recorded)} files match manifest.json"
-    intact = recorded is not None and not changes
-    signature: dict[str, Any] = {"file": str(run_dir / SIGNATURE), "present": False}
-    signature["present"] = (run_dir / SIGNATURE).is_file()
-    if allowed_signers is not None and identity is not None:
-        signature.update(_check_signature(run_dir, allowed_signers, identity))
-    if sign is not None and intact and signature.get("good", True):
-        _sign(run_dir, sign)
-        signature.update(present=True, signed_with=str(sign))
-    good = intact and signature.get("good", True)
-    code = 0 if good else 1
+    checked = [_verify_run(path, name) for name, path in _runs(run_dir)]
+    for one in checked:
+        if allowed_signers is not None and identity is not None:
+            one.signature.update(_check_signature(one.path, allowed_signers, identity))
+        if sign is not None and one.good and all(c.good for c in checked):
+            _sign(one.path, sign)
+            one.signature.update(present=True, signed_with=str(sign))
+    code = 0 if all(one.good for one in checked) else 1
     if as_json:
-        print_json(
-            {
-                "run_dir": str(run_dir),
-                "manifest_sha256": digest,
-                "intact": intact,
-                "files": len(recorded or {}),
-                "changes": [{"kind": c.kind, "path": c.path} for c in changes],
-                "signature": signature,
-                "exit_code": code,
-            }
-        )
+        docs = [one.doc() for one in checked]
+        bundle = {"bundle": str(run_dir), "parts": docs} if checked[0].name else docs[0]
+        print_json({**bundle, "intact": all(one.intact for one in checked), "exit_code": code})
         raise typer.Exit(code)
-    for line in lines:
-        out.print(plain(line), soft_wrap=True)
-    out.print(plain(f"{verdict} (sha256 {digest})"), soft_wrap=True)
-    out.print(plain(_signature_line(signature)), soft_wrap=True)
-    if sign is not None and "signed_with" not in signature:
+    for one in checked:
+        for line in one.lines():
+            out.print(plain(line), soft_wrap=True)
+    if sign is not None and not all("signed_with" in one.signature for one in checked):
         out.print(plain("not signed: only an intact run with a good signature is signed"))
     raise typer.Exit(code)
+
+
+class _Verified:
+    """One run directory checked: what changed, and its signature."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        from bringup.provenance import SIGNATURE, Change
+
+        self.path = path
+        self.name = name  # the part's path in a bundle; "" for a run given itself
+        self.digest: str | None = None  # of its manifest.json
+        self.recorded: dict[str, str] | None = None
+        self.changes: list[Change] = []
+        self.signature: dict[str, Any] = {
+            "file": str(path / SIGNATURE),
+            "present": (path / SIGNATURE).is_file(),
+        }
+
+    @property
+    def intact(self) -> bool:
+        return self.recorded is not None and not self.changes
+
+    @property
+    def good(self) -> bool:
+        return self.intact and self.signature.get("good", True)
+
+    def verdict(self) -> str:
+        manifest = f"{self.name}/manifest.json" if self.name else "manifest.json"
+        if self.digest is None:
+            return f"MISSING: {manifest} cannot be read"
+        if self.recorded is None:
+            return (
+                f"NOT VERIFIED: {manifest} holds no file hashes "
+                "(a run that did not finish, or one from before bringup recorded them)"
+            )
+        if self.changes:
+            return (
+                f"CHANGED: {len(self.changes)} differences from the {len(self.recorded)} "
+                f"files {manifest} records"
+            )
+        return f"INTACT: {len(self.recorded)} files match {manifest}"
+
+    def lines(self) -> list[str]:
+        prefix = f"{self.name}/" if self.name else ""
+        found = [f"{c.kind}: {prefix}{c.path}" for c in self.changes]
+        sha = f" (sha256 {self.digest})" if self.digest else ""
+        return [*found, f"{self.verdict()}{sha}", _signature_line(self.signature)]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.path),
+            "manifest_sha256": self.digest,
+            "intact": self.intact,
+            "files": len(self.recorded or {}),
+            "changes": [{"kind": c.kind, "path": c.path} for c in self.changes],
+            "signature": self.signature,
+        }
+
+
+def _runs(run_dir: Path) -> list[tuple[str, Path]]:
+    """(name, path) of each run directory to verify: the run, or each part of a bundle."""
+    from bringup.baseline import BundleError, is_bundle, load_bundle
+    from bringup.rundir import RunDirError, load_manifest
+
+    if is_bundle(run_dir):
+        try:
+            bundle = load_bundle(run_dir)
+        except BundleError as exc:
+            fail(str(exc))
+        if not bundle.parts:
+            fail(f"{run_dir}: a handover bundle without parts: nothing to verify")
+        return [(part.path, run_dir / part.path) for part in bundle.parts]
+    try:
+        load_manifest(run_dir)
+    except RunDirError as exc:
+        fail(str(exc))
+    return [("", run_dir)]
+
+
+def _verify_run(path: Path, name: str) -> _Verified:
+    """Recompute the hashes of one run directory (a bundle's part that cannot be read is
+    reported as such; a run given itself was read already)."""
+    from bringup.provenance import compare, evidence_hashes, manifest_sha256
+    from bringup.rundir import RunDirError, load_manifest
+
+    one = _Verified(path, name)
+    try:
+        manifest = load_manifest(path)
+        one.digest = manifest_sha256(path)
+        now = evidence_hashes(path)
+    except RunDirError:
+        return one  # a part of a bundle gone or broken: MISSING
+    except OSError as exc:
+        fail(f"{path}: cannot read {exc.filename or 'a file'}: {exc.strerror}")
+    one.recorded = manifest.files_sha256
+    one.changes = compare(one.recorded, now) if one.recorded is not None else []
+    return one
 
 
 def _signature_line(signature: dict[str, Any]) -> str:

@@ -101,6 +101,7 @@ class RunInfo(BaseModel):
     measured_to: str | None = None
     manifest_sha256: str | None = None  # quote it; `bringup verify` checks the files
     files_hashed: int | None = None  # evidence files whose SHA-256 the manifest holds
+    parts_sha256: dict[str, str] = Field(default_factory=dict)  # a bundle: each part's manifest
     origin: str = ""  # the mode in words: "measured live by this run", "demo data: ..."
 
 
@@ -175,7 +176,9 @@ def build(
 
 def _run_info(run: RunData) -> RunInfo:
     """What the run was and where its facts came from: the report's first lines."""
-    info = RunInfo(path=str(run.path), manifest_sha256=run.manifest_sha256)
+    info = RunInfo(
+        path=str(run.path), manifest_sha256=run.manifest_sha256, parts_sha256=run.parts_sha256
+    )
     info.origin = _origin(info)
     times = sorted(
         r.started_at for facts in run.facts.values() for r in facts.probes.values() if r.started_at
@@ -206,6 +209,8 @@ def _run_info(run: RunData) -> RunInfo:
 
 
 def _origin(info: RunInfo) -> str:
+    if info.command == "handover" and info.mode in ("live", "resume"):
+        return f"a handover bundle of {len(info.parts_sha256)} runs, each measured live"
     if info.mode == "live":
         return "measured live by this run"
     if info.mode == "resume":

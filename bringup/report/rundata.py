@@ -23,7 +23,7 @@ from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.findings import Finding
-from bringup.provenance import manifest_sha256
+from bringup.provenance import Provenance, manifest_sha256
 from bringup.rundir import Manifest
 
 
@@ -47,6 +47,7 @@ class RunData:
     plan_problem: str | None = None  # why `planned` is None (with a manifest)
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
     manifest_sha256: str | None = None  # of manifest.json as read: the string both sides quote
+    parts_sha256: dict[str, str] = field(default_factory=dict)  # a bundle: part -> its manifest's
 
     @property
     def nodes(self) -> list[str]:
@@ -103,12 +104,17 @@ def _bundle(path: Path) -> RunData:
         nodes=bundle.nodes,
     )
     run = RunData(path, manifest, {}, [])
+    made: list[Provenance] = []
     for part in bundle.parts:
         try:
             piece = load(path / part.path)
         except RunDataError as exc:
             run.notes.append(f"part {part.kind} ({part.path}) unreadable: {exc}")
             continue
+        if piece.manifest_sha256 is not None:
+            run.parts_sha256[part.path] = piece.manifest_sha256
+        if piece.manifest is not None and piece.manifest.provenance is not None:
+            made.append(piece.manifest.provenance)
         for name, facts in piece.facts.items():
             mine = run.facts.setdefault(name, facts.model_copy(deep=True))
             mine.probes.update(facts.probes)
@@ -131,6 +137,11 @@ def _bundle(path: Path) -> RunData:
         )
     if run.planned is None and run.plan_problem is None:
         run.plan_problem = "the bundle holds no acceptance check"
+    # What the verdict must say of the parts: demo data or a replay in any of them.
+    manifest.provenance = next(
+        (m for mode in ("demo", "replay") for m in made if m.mode == mode),
+        made[0] if made else None,
+    )
     return run
 
 

@@ -176,3 +176,26 @@ def test_signature_options_go_together(run: Path, tmp_path: Path) -> None:
     result = invoke("verify", run, "--sign", tmp_path / "nokey")
     assert result.exit_code == 2
     assert "no such key file" in result.stderr
+
+
+def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
+    bundle = tmp_path / "handover"
+    assert invoke("handover", "--demo", "--out", bundle).exit_code == 1  # the demo's faults
+    part = manifest_sha256(bundle / "check")
+    summary = json.loads((bundle / "report.json").read_text())
+    assert summary["verdict"]["line"] == "NOT ACCEPTED (demo data)"
+    assert summary["run"]["parts_sha256"] == {"check": part}
+    assert invoke("verify", bundle).stdout.splitlines() == [
+        f"INTACT: 7 files match check/manifest.json (sha256 {part})",
+        "signature: none",
+    ]
+
+    edit(bundle / "check" / "facts" / "b300-node01.json", lambda f: f.update(collected_at="T"))
+    result = invoke("verify", bundle, "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["bundle"] == str(bundle) and doc["intact"] is False
+    (only,) = doc["parts"]
+    assert only["changes"] == [{"kind": "modified", "path": "facts/b300-node01.json"}]
+    text = invoke("verify", bundle).stdout
+    assert text.startswith("modified: check/facts/b300-node01.json\nCHANGED: 1 differences")
