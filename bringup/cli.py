@@ -24,6 +24,7 @@ from bringup.commands import (
     provision,
     report,
     sim,
+    verify,
 )
 from bringup.commands.common import Cli
 
@@ -59,6 +60,7 @@ app.command()(burnin.burnin)
 app.command()(plan.plan)
 app.command()(diagnose.diagnose)
 app.command()(report.report)
+app.command()(verify.verify)
 app.command()(handover.handover)
 app.command()(exporter.exporter)
 app.command()(provision.provision)

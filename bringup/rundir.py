@@ -1,6 +1,8 @@
 """The run directory: everything a run measured and decided, written as the run goes.
 
-    manifest.json        what ran: version, command, profile, suite, start/end, nodes, status
+    manifest.json        what ran: version, command, profile, suite, start/end, nodes, status;
+                         how (provenance: live, demo, replay, resume; the command line) and,
+                         once finished, the SHA-256 of every file below (bringup/provenance.py)
     facts/<node>.json    every probe record of the node (rewritten after each probe)
     findings.jsonl       one finding per line, appended as nodes are judged
     raw/<node>/<probe>/  the tool outputs the facts came from
@@ -13,6 +15,7 @@ by the threads of a fleet run: every write holds its lock.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +26,7 @@ from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.files import InputError, append_lines, read_text, write_atomic
 from bringup.findings import Finding
+from bringup.provenance import Provenance, Resumed, evidence_hashes
 
 
 class Manifest(BaseModel):
@@ -40,6 +44,11 @@ class Manifest(BaseModel):
     limit: str | None = None
     data_dirs: list[str] = Field(default_factory=list)
     suite_source: str | None = None  # the suite's name or absolute path, as given
+    # The probes every node was asked for: what completeness is judged against (a replay
+    # keeps the original run's). None: not known (a run from before it was recorded).
+    probes: list[str] | None = None
+    provenance: Provenance | None = None  # None: a run from before it was recorded
+    files_sha256: dict[str, str] | None = None  # evidence file -> SHA-256, set by finish()
 
 
 class RunDirError(InputError):
@@ -86,7 +95,15 @@ class RunDir:
         self._lock = threading.RLock()
 
     @classmethod
-    def create(cls, path: Path, command: str, profile: str | None, suite: str | None) -> RunDir:
+    def create(
+        cls,
+        path: Path,
+        command: str,
+        profile: str | None,
+        suite: str | None,
+        provenance: Provenance | None = None,
+        probes: list[str] | None = None,
+    ) -> RunDir:
         try:
             if path.exists() and not path.is_dir():
                 raise RunDirError(f"{path} exists and is not a directory; choose another --out")
@@ -95,13 +112,22 @@ class RunDir:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunDirError(f"cannot create {path}: {exc.strerror}") from None
-        run = cls(path, Manifest(command=command, profile=profile, suite=suite, started_at=now()))
+        manifest = Manifest(
+            command=command,
+            profile=profile,
+            suite=suite,
+            started_at=now(),
+            probes=probes,
+            provenance=provenance or Provenance(),
+        )
+        run = cls(path, manifest)
         run.save_manifest()
         return run
 
     @classmethod
-    def reopen(cls, path: Path) -> RunDir:
-        """An existing run directory, to be continued (`--resume`): its facts are kept."""
+    def reopen(cls, path: Path, resumed: Resumed | None = None) -> RunDir:
+        """An existing run directory, to be continued (`--resume`): its facts are kept,
+        each with the time the node measured it."""
         manifest, recorded = load_resumable(path)
         run = cls(path, manifest)
         for facts in recorded:
@@ -109,6 +135,10 @@ class RunDir:
         manifest.status = "running"
         manifest.ended_at = None
         manifest.exit_code = None
+        manifest.files_sha256 = None  # the files change again: hashed when it finishes
+        manifest.provenance = manifest.provenance or Provenance()
+        manifest.provenance.mode = "resume"
+        manifest.provenance.resumed.append(resumed or Resumed(at=now()))
         run.save_manifest()
         return run
 
@@ -138,6 +168,22 @@ class RunDir:
                 if node not in self.manifest.nodes:
                     self.manifest.nodes.append(node)
             self.save_manifest()
+
+    def add_recorded(self, facts: NodeFacts, source: Path | None = None) -> None:
+        """A node's facts as another run recorded them (a replay): every record with the
+        time it was measured, and the node's raw tool outputs copied from `source`."""
+        with self._lock:
+            self._facts[facts.node] = facts.model_copy(deep=True)
+            if facts.node not in self.manifest.nodes:
+                self.manifest.nodes.append(facts.node)
+                self.save_manifest()
+            self._save_facts(facts)
+        folder = source / "raw" / file_name(facts.node) if source is not None else None
+        if folder is not None and folder.is_dir() and not folder.is_symlink():
+            target = self.path / "raw" / file_name(facts.node)
+            # Regular files only: a link in a directory someone sent must not copy what
+            # it points to (any file of this machine) into the evidence.
+            shutil.copytree(folder, target, symlinks=True, ignore=_links, dirs_exist_ok=True)
 
     def facts_of(self, node: str) -> NodeFacts:
         """A copy of what is recorded for a node so far."""
@@ -170,15 +216,22 @@ class RunDir:
             append_lines(self.path / "findings.jsonl", text)
 
     def finish(self, status: str, exit_code: int) -> None:
+        """Close the run: its status, and the hash of every evidence file as it is now."""
         with self._lock:
             self.manifest.status = status
             self.manifest.exit_code = exit_code
             self.manifest.ended_at = now()
+            self.manifest.files_sha256 = evidence_hashes(self.path)
             self.save_manifest()
 
     def _save_facts(self, facts: NodeFacts) -> None:
         target = self.path / "facts" / f"{file_name(facts.node)}.json"
         write_atomic(target, facts.model_dump_json(indent=2) + "\n")
+
+
+def _links(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore: the symbolic links of a folder."""
+    return [name for name in names if Path(folder, name).is_symlink()]
 
 
 def load_facts(path: Path) -> list[NodeFacts]:

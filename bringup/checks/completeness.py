@@ -11,10 +11,14 @@ one ERROR `report.*` finding per missing piece, naming it.
     report.findings   findings.jsonl missing, unreadable, lines that do not parse, or
                       fewer verdicts than the run's own exit code says it had
     report.run        the run did not complete
-    report.missing    one node's missing piece: no facts, a planned probe never recorded,
-                      no findings, an unmeasured probe whose ERRORs are gone
-    report.suite      WARN: the run's suite is not known, so completeness is judged against
-                      what the nodes recorded, not against a plan
+    report.missing    one node's missing piece: no facts, a planned probe not measured
+                      (no record of it), no findings, an unmeasured probe whose ERRORs
+                      are gone
+    report.suite      the run's suite is not known: completeness cannot be judged against
+                      a plan, so the run cannot be accepted (each node is still held to
+                      the probes any node of the run recorded)
+    report.profile    the run records no profile: its findings were not judged against a
+                      profile's thresholds (a burn-in on a GPU no profile knows)
 
 Pure: over what the reader found (`RunContents`, which RunData provides).
 """
@@ -60,12 +64,13 @@ class RunContents(Protocol):
 
 
 def judge_completeness(run: RunContents) -> list[Finding]:
-    """One finding per piece the run lacks: ERROR, or WARN for an unknown suite."""
+    """One ERROR finding per piece the run lacks."""
     replay = f"judge the recorded facts again: `bringup check --replay {run.path}`"
     out = [
         *_whole_run(run),
         *_findings_file(run, replay),
         *_plan(run),
+        *_profile(run),
     ]
     for node in run.nodes:
         for line in _node_gaps(run, node):
@@ -147,13 +152,33 @@ def _plan(run: RunContents) -> list[Finding]:
     if run.manifest is None or run.planned is not None:
         return []  # no manifest is its own ERROR; a known suite is judged node by node
     why = run.plan_problem or "the run records no suite"
+    # Fail closed: without the plan, a probe no node recorded would pass unnoticed.
     return [
         finding(
             "report.suite",
-            Status.WARN,
-            f"{why}: completeness against a suite could not be judged; each node is held "
-            "to the probes any node of the run recorded",
-            action="run the suite with `bringup check`, which records it, to judge completeness",
+            Status.ERROR,
+            f"{why}: completeness against a suite cannot be judged, so the run cannot be "
+            "accepted; each node is held to the probes any node of the run recorded",
+            action=f"judge it against its suite: `bringup check --replay {run.path} --suite NAME`",
+        )
+    ]
+
+
+# Commands whose findings do not depend on a profile's thresholds.
+_WITHOUT_PROFILE = ("provision",)
+
+
+def _profile(run: RunContents) -> list[Finding]:
+    manifest = run.manifest
+    if manifest is None or manifest.profile or manifest.command in _WITHOUT_PROFILE:
+        return []
+    return [
+        finding(
+            "report.profile",
+            Status.ERROR,
+            "the run records no profile: its findings were not judged against a profile's "
+            "thresholds, so the run cannot be accepted",
+            action="run it again with --profile NAME (the GPU's profile)",
         )
     ]
 
@@ -172,7 +197,10 @@ def _node_gaps(run: RunContents, node: str) -> list[str]:
     for probe in _expected(run):
         explicit = any(f.status.bad and f.check.startswith(f"{probe}.") for f in mine)
         if probe not in recorded.probes and not explicit:
-            lines.append(f"probe {probe!r} never recorded (it did not run or did not finish)")
+            lines.append(
+                f"not measured: probe {probe!r} has no record on {node} "
+                "(it did not run or did not finish)"
+            )
     if run.findings is None:
         return lines  # findings.jsonl itself is missing: said once for the run
     if not mine:

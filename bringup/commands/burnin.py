@@ -196,7 +196,8 @@ def burnin(
     run_path = out_dir or default_path("burnin")
     with open_nodes(chosen) as nodes:
         plans = _plans(nodes, run_path, job, joint)  # a bad host variable is said before the run
-        run = create_run(run_path, "burnin", profile_name, None)
+        probes = [step.name for step in burnin_suite(job).probes]
+        run = create_run(run_path, "burnin", profile_name, "burnin", probes=probes)
         outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)

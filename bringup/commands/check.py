@@ -10,6 +10,7 @@ facts to judge later, judge a tool output someone sent, and show the shipped pro
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,7 +38,9 @@ from bringup.commands.common import (
     open_nodes,
     out,
     print_json,
+    provenance,
     remember_run,
+    resumed,
     run_json,
     show_run,
     target,
@@ -115,12 +118,16 @@ def check(
     if replay is not None or demo:
         mode = "--demo" if demo else "--replay"
         not_for(ctx, f"{mode} (it judges recorded facts; nothing runs on nodes)", *_RUN_OPTIONS)
+        if demo:
+            not_for(ctx, "--demo (its nodes record the demo's probes)", "suite_name")
     if resume is not None:
         not_for(ctx, "--resume (a run resumes as it started)", "profile_name", "suite_name")
     outcomes: list[NodeOutcome] = []
     golden_fields = _load_golden(golden) if golden is not None else None
     if replay is not None or demo:
-        findings, run = _judge_recorded(replay, demo, profile_name, out_dir)
+        given = ctx.get_parameter_source("suite_name")
+        override = suite_name if given and given.name in ("COMMANDLINE", "ENVIRONMENT") else None
+        findings, run = _judge_recorded(replay, demo, profile_name, out_dir, override)
     else:
         if resume is not None:
             nodes_file, limit, profile_name, suite_name, data_dirs = _resumed(
@@ -192,34 +199,104 @@ def judge_fleet(
     return found
 
 
-# What chooses and reaches the nodes a run probes: nothing for --replay and --demo.
-_RUN_OPTIONS = ("suite_name", "data_dirs", "forks", "accept_new_hostkeys", "connect_timeout")
+# What reaches the nodes a run probes: nothing for --replay and --demo. (--suite says what
+# a replay is judged complete against: the original run's suite unless given.)
+_RUN_OPTIONS = ("data_dirs", "forks", "accept_new_hostkeys", "connect_timeout")
 
 
 def _judge_recorded(
-    replay: Path | None, demo: bool, profile_name: str, out_dir: Path | None
+    replay: Path | None,
+    demo: bool,
+    profile_name: str,
+    out_dir: Path | None,
+    suite_name: str | None = None,
 ) -> tuple[list[Finding], RunDir]:
-    """--replay / --demo: recorded facts judged again into a new run directory."""
-    from bringup.checks.catalog import judge_node
+    """--replay / --demo: recorded facts judged again into a new run directory.
+
+    The new run keeps what was measured as it was measured (each record's time on the
+    node, the raw tool outputs) and says where it came from (the replayed directory and
+    the SHA-256 of its manifest). It is judged complete against the original run's suite
+    (or --suite): each planned probe a node has no record of is an ERROR, not measured.
+    """
+    from bringup.checks.catalog import judge_node, judge_probe
 
     prof = load_profile(profile_name)
+    original = _Original()
     if demo:
         from bringup.sim.demo import demo_nodes
 
         nodes = demo_nodes()
+        made = provenance("demo")
+        # The demo's nodes record every probe it has: that is its plan.
+        original.probes = list(dict.fromkeys(p for n in nodes for p in n.probes))
     else:
         assert replay is not None
         nodes = load_facts(replay)
-    run = create_run(out_dir, "check", profile_name, None)
+        original = _original(replay)
+        made = provenance("replay", replay_of=str(replay), replay_manifest_sha256=original.sha256)
+    if suite_name is not None:
+        chosen = load_suite(suite_name)
+        given = Path(suite_name)
+        original.suite = chosen.name
+        original.suite_source = str(given.resolve()) if given.suffix else suite_name
+        original.probes = [step.name for step in chosen.probes]
+    run = create_run(out_dir, "check", profile_name, original.suite, made, original.probes)
+    run.manifest.suite_source = original.suite_source
+    source = replay if replay is not None and replay.is_dir() else None
+    for node in nodes:
+        run.add_recorded(node, source)
+    unrecorded = [n for n in original.nodes if n not in {node.node for node in nodes}]
+    run.add_nodes(unrecorded)  # planned, never reported: each probe below is not measured
     findings = []
-    for node in nodes:
-        for record in node.probes.values():
-            run.add_record(node.node, record.model_dump())
-    for node in nodes:
+    for node in [*nodes, *(run.facts_of(n) for n in unrecorded)]:
         node_findings = judge_node(node, prof)
+        for probe in original.probes or []:
+            if probe not in node.probes:
+                why = f"not measured: {node.node} has no record of probe {probe!r} in {replay}"
+                action = f"run the {probe} probe on {node.node} (bringup check), then judge again"
+                node_findings += [
+                    f.model_copy(update={"node": node.node, "action": action})
+                    for f in judge_probe(probe, None, why, prof)
+                ]
         run.add_findings(node_findings)
         findings.extend(node_findings)
     return findings, run
+
+
+class _Original:
+    """What a replay keeps of the run it judges again."""
+
+    def __init__(self) -> None:
+        self.sha256: str | None = None  # of its manifest.json; None: it has none
+        self.suite: str | None = None
+        self.suite_source: str | None = None
+        self.probes: list[str] | None = None  # its plan; None: not known
+        self.nodes: list[str] = []
+
+
+def _original(replay: Path) -> _Original:
+    """The replayed run's manifest: its hash, suite, planned probes and nodes. A facts
+    file, or a directory whose manifest is missing or unreadable, gives none of them."""
+    from bringup import suite as suites
+    from bringup.provenance import manifest_sha256
+    from bringup.rundir import RunDirError, load_manifest
+
+    found = _Original()
+    if not replay.is_dir():
+        return found
+    try:
+        found.sha256 = manifest_sha256(replay)
+        manifest = load_manifest(replay)
+    except (OSError, RunDirError):
+        return found
+    found.suite, found.suite_source = manifest.suite, manifest.suite_source
+    found.nodes = list(manifest.nodes)
+    found.probes = manifest.probes
+    source = manifest.suite_source or manifest.suite
+    if found.probes is None and source:  # a run from before its probes were recorded
+        with contextlib.suppress(suites.SuiteError):  # not known: the report says so
+            found.probes = [step.name for step in suites.load(source).probes]
+    return found
 
 
 def _resumed(
@@ -281,12 +358,13 @@ def probe_fleet(
             fail(str(exc))
         if resume is not None:
             try:
-                run = remember_run(RunDir.reopen(resume))
+                run = remember_run(RunDir.reopen(resume, resumed()))
             except RunDirError as exc:
                 fail(f"--resume: {exc}")
             run.reset_findings()
         else:
-            run = create_run(out_dir, command, profile_name, suite_chosen.name)
+            probes = [step.name for step in suite_chosen.probes]
+            run = create_run(out_dir, command, profile_name, suite_chosen.name, probes=probes)
             if chosen.nodes_file is not None:
                 _record_target(run, chosen, dirs, suite_name)
         outcomes = run_fleet(plans, run, forks=chosen.forks)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.target import Nodes, Target
+    from bringup.provenance import Mode, Provenance, Resumed
     from bringup.rundir import RunDir
 
 out = Console()
@@ -46,6 +47,7 @@ class _Invocation:
 
     json: bool  # --json given: stdout carries one JSON document, an error too
     run: RunDir | None = None  # the run directory created or reopened, if any
+    argv: list[str] | None = None  # the command line after `bringup`, for the manifest
 
 
 _INVOCATION: ContextVar[_Invocation | None] = ContextVar("bringup_invocation", default=None)
@@ -116,7 +118,7 @@ class Cli(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         args = ctx.meta.get("bringup.args", [])
-        token = _INVOCATION.set(_Invocation(json="--json" in args))
+        token = _INVOCATION.set(_Invocation(json="--json" in args, argv=list(args)))
         try:
             return super().invoke(ctx)
         except _parser_errors.UsageError as exc:
@@ -201,13 +203,42 @@ def load_facts(path: Path) -> list[NodeFacts]:
         fail(str(exc))
 
 
+def provenance(mode: Mode = "live", **replay: str | None) -> Provenance:
+    """How this invocation makes its run: the mode, its command line (secrets redacted),
+    this host; `replay` gives replay_of and replay_manifest_sha256."""
+    from bringup.provenance import Provenance, controller_host, redact
+
+    now = _INVOCATION.get()
+    argv = redact(now.argv or []) if now is not None else []
+    return Provenance(mode=mode, argv=argv, controller=controller_host(), **replay)
+
+
+def resumed() -> Resumed:
+    """This invocation as one `--resume` of a run."""
+    from bringup.provenance import Resumed
+    from bringup.rundir import now
+
+    made = provenance("resume")
+    return Resumed(at=now(), argv=made.argv, controller=made.controller)
+
+
 def create_run(
-    out_dir: Path | None, command: str, profile_name: str | None, suite_name: str | None
+    out_dir: Path | None,
+    command: str,
+    profile_name: str | None,
+    suite_name: str | None,
+    made: Provenance | None = None,
+    probes: list[str] | None = None,
 ) -> RunDir:
+    """A new run directory, its manifest saying how it is made (`made`: a live run of this
+    command line by default) and which probes each node is asked for (`probes`)."""
     from bringup.rundir import RunDir, RunDirError, default_path
 
+    path = out_dir or default_path(command)
     try:
-        run = RunDir.create(out_dir or default_path(command), command, profile_name, suite_name)
+        run = RunDir.create(
+            path, command, profile_name, suite_name, made or provenance(), probes=probes
+        )
     except RunDirError as exc:
         fail(str(exc))
     return remember_run(run)
@@ -274,9 +305,13 @@ def show_run(
 ) -> None:
     """A run's verdict for people: its findings, what each probe cost (when given), then
     where the run directory is."""
-    from bringup.commands.show import duration_lines, show_findings
+    from bringup.commands.show import duration_lines, plain, show_findings
+    from bringup.provenance import verdict_note
 
     show_findings(out, findings, run.manifest.nodes, title)
     for line in duration_lines(durations or {}):
         out.print(line, highlight=False, soft_wrap=True)
+    note = verdict_note(run.manifest.provenance)
+    if note is not None:  # facts this run did not measure: said where the verdict is
+        out.print(plain(f"facts: {note}"), soft_wrap=True)
     out.print(f"run directory: {run.path}", highlight=False)

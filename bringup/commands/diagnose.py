@@ -115,7 +115,8 @@ def diagnose(
             ]
         except FleetError as exc:
             fail(str(exc))
-        run = create_run(out_dir, "diagnose", profile_name, suite.name)
+        probes = [step.name for step in suite.probes]
+        run = create_run(out_dir, "diagnose", profile_name, suite.name, probes=probes)
         outcomes = run_fleet(plans, run, forks=chosen.forks)
     findings = [f for outcome in outcomes for f in outcome.findings]
     # The nodes against each other: one GPU node far behind the rest.

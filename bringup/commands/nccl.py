@@ -199,7 +199,9 @@ def nccl(
         if pairwise and len(nodes.hosts) < 2:
             fail("--pairwise needs at least 2 nodes")
         _job_plans(nodes, nodes.hosts, params, prof, port, master_addr)  # bad host vars: now
-        run = create_run(out_dir, "nccl-pairwise" if pairwise else "nccl", profile_name, None)
+        # A pairwise run's nodes are measured in its sub-runs (pairs-N/), not in it.
+        command, probes = ("nccl-pairwise", None) if pairwise else ("nccl", ["nccl"])
+        run = create_run(out_dir, command, profile_name, None, probes=probes)
         if pairwise:
             findings = _run_pairwise(nodes, params, prof, run, port, slow_fraction)
         else:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, print_json, remember_run
+from bringup.commands.common import JsonOpt, create_run, fail, print_json
 
 
 def provision(
@@ -61,7 +61,6 @@ def provision(
     from bringup.findings import exit_code
     from bringup.fleet.provision import ProvisionError, make_request, summary_table
     from bringup.fleet.provision import provision as run_playbooks
-    from bringup.rundir import RunDir, RunDirError, default_path
 
     try:
         request = make_request(
@@ -77,11 +76,7 @@ def provision(
         )
     except ProvisionError as exc:
         fail(str(exc))
-    try:
-        run = RunDir.create(out_dir or default_path("provision"), "provision", None, None)
-    except RunDirError as exc:
-        fail(str(exc))
-    remember_run(run)
+    run = create_run(out_dir, "provision", None, None, probes=["provision"])
     err = Console(stderr=True)
     progress, result = run_playbooks(request, run, err)
     code = exit_code(result)

@@ -187,9 +187,8 @@ def verdict_lines(built: Report) -> list[str]:
     """
     from bringup.report.escape import one_line
 
-    verdict = "ACCEPTED" if built.verdict.accepted else "NOT ACCEPTED"
     counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
-    lines = [f"{verdict}: {counts or 'no findings'}"]
+    lines = [one_line(f"{built.verdict.line}: {counts or 'no findings'}")]
     for f in built.findings:
         if f.check.startswith("report."):
             where = f" ({f.node})" if f.node else ""

@@ -10,6 +10,7 @@ data gives the same report.
 
 from __future__ import annotations
 
+import shlex
 from collections import defaultdict
 from datetime import datetime, timezone
 
@@ -19,6 +20,7 @@ from bringup import __version__
 from bringup.findings import Finding, Status, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
+from bringup.provenance import verdict_note
 from bringup.report import compare as baseline_mod
 from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rundata import RunData
@@ -74,6 +76,8 @@ class Verdict(BaseModel):
     actions: list[ActionGroup]  # FAIL, ERROR, UNREACHABLE
     warnings: list[ActionGroup]  # WARN
     missing: list[str]  # the run's missing pieces (its report.* findings), then notes
+    note: str | None = None  # where the facts came from, when not measured by this run
+    line: str = ""  # "ACCEPTED", "NOT ACCEPTED (demo data)": what every output heads with
 
 
 class RunInfo(BaseModel):
@@ -85,6 +89,20 @@ class RunInfo(BaseModel):
     started_at: str | None = None
     ended_at: str | None = None
     bringup_version: str | None = None
+    # Provenance (bringup/provenance.py): None where the manifest does not record it.
+    mode: str | None = None  # live, demo, replay, resume
+    command_line: str | None = None  # `bringup check ...`, secrets redacted
+    controller: str | None = None
+    replay_of: str | None = None
+    replay_manifest_sha256: str | None = None
+    resumed_at: list[str] = Field(default_factory=list)
+    probes: list[str] | None = None  # the plan every node is held to
+    measured_from: str | None = None  # the earliest and latest record, by the nodes' clocks
+    measured_to: str | None = None
+    manifest_sha256: str | None = None  # quote it; `bringup verify` checks the files
+    files_hashed: int | None = None  # evidence files whose SHA-256 the manifest holds
+    parts_sha256: dict[str, str] = Field(default_factory=dict)  # a bundle: each part's manifest
+    origin: str = ""  # the mode in words: "measured live by this run", "demo data: ..."
 
 
 class Report(BaseModel):
@@ -140,20 +158,10 @@ def build(
     medians = check_medians(findings)
     node_reports = [_node_report(n, measured[n], findings, medians) for n in nodes]
     subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
-    manifest = run.manifest
     return Report(
         title=f"bringup acceptance report — {run.path.name}",
         generated_at=generated_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        run=RunInfo(
-            path=str(run.path),
-            command=manifest.command if manifest else None,
-            profile=manifest.profile if manifest else None,
-            suite=manifest.suite if manifest else None,
-            status=manifest.status if manifest else None,
-            started_at=manifest.started_at if manifest else None,
-            ended_at=manifest.ended_at if manifest else None,
-            bringup_version=manifest.version if manifest else None,
-        ),
+        run=_run_info(run),
         profile_description=profile.description if profile is not None else None,
         verdict=_verdict(findings, run),
         subjects=subjects,
@@ -164,6 +172,56 @@ def build(
         findings=findings,
         plan=plan_section(run.path, profile),
     )
+
+
+def _run_info(run: RunData) -> RunInfo:
+    """What the run was and where its facts came from: the report's first lines."""
+    info = RunInfo(
+        path=str(run.path), manifest_sha256=run.manifest_sha256, parts_sha256=run.parts_sha256
+    )
+    info.origin = _origin(info)
+    times = sorted(
+        r.started_at for facts in run.facts.values() for r in facts.probes.values() if r.started_at
+    )
+    if times:
+        info.measured_from, info.measured_to = times[0], times[-1]
+    manifest = run.manifest
+    if manifest is None:
+        return info
+    info.command, info.profile, info.suite = manifest.command, manifest.profile, manifest.suite
+    info.status, info.started_at, info.ended_at = (
+        manifest.status,
+        manifest.started_at,
+        manifest.ended_at,
+    )
+    info.bringup_version = manifest.version
+    info.probes = manifest.probes
+    if manifest.files_sha256 is not None:
+        info.files_hashed = len(manifest.files_sha256)
+    made = manifest.provenance
+    if made is not None:
+        info.mode, info.controller = made.mode, made.controller or None
+        info.command_line = shlex.join(["bringup", *made.argv]) if made.argv else None
+        info.replay_of, info.replay_manifest_sha256 = made.replay_of, made.replay_manifest_sha256
+        info.resumed_at = [r.at for r in made.resumed]
+    info.origin = _origin(info)
+    return info
+
+
+def _origin(info: RunInfo) -> str:
+    if info.command == "handover" and info.mode in ("live", "resume"):
+        return f"a handover bundle of {len(info.parts_sha256)} runs, each measured live"
+    if info.mode == "live":
+        return "measured live by this run"
+    if info.mode == "resume":
+        return f"measured live by this run, resumed at {', '.join(info.resumed_at)}"
+    if info.mode == "demo":
+        return "demo data: the embedded demo fleet, not a measurement"
+    if info.mode == "replay":
+        sha = info.replay_manifest_sha256
+        its = f"its manifest sha256 {sha}" if sha else "it has no manifest"
+        return f"replay: the facts of {info.replay_of} judged again ({its})"
+    return "provenance not recorded (a run from before bringup recorded it)"
 
 
 def _node_report(
@@ -198,10 +256,16 @@ def _verdict(findings: list[Finding], run: RunData) -> Verdict:
     counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
     bad = [f for f in findings if f.status.bad]
     gaps = [f.message for f in findings if _is_gap(f) and not f.node]
+    made = run.manifest.provenance if run.manifest is not None else None
+    note = verdict_note(made)
+    # Fail closed: a run with nothing judged (no finding at all) is never accepted, even
+    # if a caller forgot the completeness findings that say why; demo data never is.
+    accepted = bool(findings) and not bad and not (made is not None and made.mode == "demo")
+    line = "ACCEPTED" if accepted else "NOT ACCEPTED"
     return Verdict(
-        # Fail closed: a run with nothing judged (no finding at all) is never accepted,
-        # even if a caller forgot the completeness findings that say why.
-        accepted=bool(findings) and not bad,
+        accepted=accepted,
+        note=note,
+        line=f"{line} ({note})" if note else line,
         counts={k: v for k, v in counts.items() if v},
         nodes_failing=sorted({f.node or "(run)" for f in bad}),
         actions=_groups(bad),

@@ -12,6 +12,7 @@ after the other, and the plan of its acceptance check.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.findings import Finding
+from bringup.provenance import Provenance, manifest_sha256
 from bringup.rundir import Manifest
 
 
@@ -44,6 +46,8 @@ class RunData:
     planned: list[str] | None = None  # the probes of the run's suite; None: not known
     plan_problem: str | None = None  # why `planned` is None (with a manifest)
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
+    manifest_sha256: str | None = None  # of manifest.json as read: the string both sides quote
+    parts_sha256: dict[str, str] = field(default_factory=dict)  # a bundle: part -> its manifest's
 
     @property
     def nodes(self) -> list[str]:
@@ -72,6 +76,9 @@ def load(path: Path) -> RunData:
         )
     run = RunData(path, None, {}, None)
     run.manifest, run.manifest_problem = read_manifest(path)
+    if run.manifest is not None:
+        with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
+            run.manifest_sha256 = manifest_sha256(path)
     run.facts, run.facts_problems = _facts(path)
     run.findings, run.findings_problem, run.unreadable_lines = _findings(path)
     if run.manifest is not None:
@@ -97,12 +104,17 @@ def _bundle(path: Path) -> RunData:
         nodes=bundle.nodes,
     )
     run = RunData(path, manifest, {}, [])
+    made: list[Provenance] = []
     for part in bundle.parts:
         try:
             piece = load(path / part.path)
         except RunDataError as exc:
             run.notes.append(f"part {part.kind} ({part.path}) unreadable: {exc}")
             continue
+        if piece.manifest_sha256 is not None:
+            run.parts_sha256[part.path] = piece.manifest_sha256
+        if piece.manifest is not None and piece.manifest.provenance is not None:
+            made.append(piece.manifest.provenance)
         for name, facts in piece.facts.items():
             mine = run.facts.setdefault(name, facts.model_copy(deep=True))
             mine.probes.update(facts.probes)
@@ -125,6 +137,11 @@ def _bundle(path: Path) -> RunData:
         )
     if run.planned is None and run.plan_problem is None:
         run.plan_problem = "the bundle holds no acceptance check"
+    # What the verdict must say of the parts: demo data or a replay in any of them.
+    manifest.provenance = next(
+        (m for mode in ("demo", "replay") for m in made if m.mode == mode),
+        made[0] if made else None,
+    )
     return run
 
 
@@ -186,7 +203,13 @@ def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
 
 
 def planned_probes(manifest: Manifest) -> tuple[list[str] | None, str | None]:
-    """The probes the run's suite asks of every node, or None and why that is not known."""
+    """The probes the run's suite asks of every node, or None and why that is not known.
+
+    The manifest's own list first (what the run asked for, a replay's the original's);
+    a run from before it was recorded: its suite loaded again.
+    """
+    if manifest.probes is not None:
+        return list(manifest.probes), None
     source = manifest.suite_source or manifest.suite
     if not source:
         return None, "the run records no suite"

@@ -81,9 +81,10 @@ def test_demo_verdict_names_exactly_the_planted_faults(demo: Path) -> None:
     assert failing == DEMO_FAILS
     assert verdict.nodes_failing == ["b300-node02", "b300-node03", "b300-node04", "b300-node05"]
     warned = {(f.node, f.check) for g in verdict.warnings for f in g.findings}
-    # The demo records no suite: the report says it could not judge completeness.
-    assert warned == {("b300-node06", "gpu.clock_events"), ("", "report.suite")}
-    assert [line.split(":")[0] for line in verdict.missing] == ["the run records no suite"]
+    # The demo's plan is its nodes' probes: every one recorded, nothing missing.
+    assert warned == {("b300-node06", "gpu.clock_events")}
+    assert verdict.missing == []
+    assert verdict.line == "NOT ACCEPTED (demo data)"
     assert [n.node for n in report.nodes] == NODES
     assert report.matrix["b300-node05"]["xid"] == Status.FAIL
     assert report.matrix["b300-node01"] == dict.fromkeys(report.subjects, Status.PASS)
@@ -308,7 +309,7 @@ def test_partial_run_says_what_is_missing(rich: Path, tmp_path: Path) -> None:
     missing = {n.node: n.missing for n in report.nodes}
     assert missing["b300-node04"] == ["no facts recorded: the node never reported a probe"]
     assert missing["b300-node02"] == [
-        "probe 'nvme' never recorded (it did not run or did not finish)"
+        "not measured: probe 'nvme' has no record on b300-node02 (it did not run or did not finish)"
     ]
     assert missing["b300-node01"] == []
     errors = {(f.node, f.check) for f in report.findings if f.status == Status.ERROR}

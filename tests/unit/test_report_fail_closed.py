@@ -183,7 +183,7 @@ def test_findings_that_lost_their_failures_are_not_accepted(tmp_path: Path) -> N
     assert_rejected_everywhere(report, "report.findings", words)
     result = invoke("report", demo, "--out", tmp_path / "out")
     assert result.exit_code == 1
-    assert result.stdout.startswith("NOT ACCEPTED: ")
+    assert result.stdout.startswith("NOT ACCEPTED (demo data): ")
 
 
 def test_a_failed_probe_whose_errors_were_cut_is_missing(tmp_path: Path) -> None:
@@ -250,7 +250,9 @@ def test_a_planned_probe_never_recorded_is_missing(run: Path) -> None:
     (run / "facts" / "b300-node01.json").write_text(json.dumps(facts))
     report = report_of(run)
     assert gaps(report) == {("b300-node01", "report.missing", Status.ERROR)}
-    words = "probe 'xid' never recorded (it did not run or did not finish)"
+    words = (
+        "not measured: probe 'xid' has no record on b300-node01 (it did not run or did not finish)"
+    )
     assert_rejected_everywhere(report, "report.missing", words, node="b300-node01")
 
 
@@ -272,15 +274,14 @@ def test_a_probe_with_its_explicit_error_is_not_missing_twice(run: Path) -> None
     assert not report.verdict.accepted  # the node's own ERROR stands
 
 
-def test_an_unknown_suite_is_said_not_hidden(tmp_path: Path) -> None:
-    """A replay records no suite: completeness is judged against what the nodes recorded."""
+def test_an_unknown_suite_is_not_accepted(tmp_path: Path) -> None:
+    """Without its suite a run cannot show that every planned probe was measured."""
     report = report_of(clean_run(tmp_path / "run", suite=None))
-    assert gaps(report) == {("", "report.suite", Status.WARN)}
-    assert report.verdict.accepted  # a WARN: the findings themselves are complete
     text = message(report, "report.suite")
-    assert text.startswith("the run records no suite: completeness against a suite")
+    assert text.startswith("the run records no suite: completeness against a suite cannot")
+    assert_rejected_everywhere(report, "report.suite", text)
+    assert gaps(report) == {("", "report.suite", Status.ERROR)}
     assert text in report.verdict.missing
-    assert text in render.markdown(report)
 
 
 def test_a_suite_that_no_longer_loads_is_said(run: Path) -> None:
@@ -288,8 +289,9 @@ def test_a_suite_that_no_longer_loads_is_said(run: Path) -> None:
     manifest["suite"] = "nosuch"
     (run / "manifest.json").write_text(json.dumps(manifest))
     report = report_of(run)
-    assert gaps(report) == {("", "report.suite", Status.WARN)}
+    assert gaps(report) == {("", "report.suite", Status.ERROR)}
     assert message(report, "report.suite").startswith("the run's suite 'nosuch' cannot be loaded")
+    assert not report.verdict.accepted
 
 
 def test_a_run_that_did_not_complete_is_not_accepted(run: Path) -> None:

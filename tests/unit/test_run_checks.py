@@ -11,7 +11,7 @@ from bringup.checks.completeness import judge_completeness
 from bringup.checks.regression import judge_regressions
 from bringup.checks.stragglers import judge_stragglers
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.findings import Status
+from bringup.findings import Finding, Status
 from bringup.measurements import Identity, NodeMeasurements, XidRow
 from bringup.profile import DEFAULT_TOLERANCES
 from bringup.report.rundata import RunData
@@ -74,7 +74,9 @@ def test_regressions_identity_new_xids_and_missing_nodes() -> None:
 
 
 def test_what_a_run_directory_lacks_is_an_error() -> None:
-    manifest = Manifest(command="check", suite="quick", started_at="T", nodes=["n1", "n2"])
+    manifest = Manifest(
+        command="check", profile="b300", suite="quick", started_at="T", nodes=["n1", "n2"]
+    )
     recorded = {
         "n1": NodeFacts(
             node="n1",
@@ -100,7 +102,7 @@ def test_what_a_run_directory_lacks_is_an_error() -> None:
     ]
     assert findings[1].action == "judge the recorded facts again: `bringup check --replay runs/r1`"
     assert [f.message for f in findings if f.node == "n2"] == [
-        f"probe {p!r} never recorded (it did not run or did not finish)"
+        f"not measured: probe {p!r} has no record on n2 (it did not run or did not finish)"
         for p in ("gpu", "topology", "host", "xid")
     ]
     # Nothing at all: no manifest, no node.
@@ -108,4 +110,28 @@ def test_what_a_run_directory_lacks_is_an_error() -> None:
     assert [(f.check, f.status) for f in judge_completeness(bare)] == [
         ("report.manifest", Status.ERROR),
         ("report.nodes", Status.ERROR),
+    ]
+
+
+def test_a_run_is_held_to_its_recorded_plan_and_profile() -> None:
+    """The manifest's own probe list is the plan (a replay keeps the original's); no plan or
+    no profile is an ERROR, except for provisioning, which judges no thresholds."""
+    recorded = {"n1": NodeFacts(node="n1", bringup_version="0", collected_at="T")}
+
+    def gaps(manifest: Manifest, planned: list[str] | None) -> list[tuple[str, str, str]]:
+        judged = [Finding(node="n1", check="burnin.run", status=Status.PASS, message="ok")]
+        run = RunData(Path("r"), manifest, recorded, judged, planned=planned)
+        return [(f.node, f.check, f.message) for f in judge_completeness(run)]
+
+    burnin = Manifest(command="burnin", started_at="T", nodes=["n1"], status="complete")
+    assert [check for _, check, _ in gaps(burnin, None)] == ["report.suite", "report.profile"]
+    provision = burnin.model_copy(update={"command": "provision"})
+    assert [check for _, check, _ in gaps(provision, [])] == []
+    judged = burnin.model_copy(update={"profile": "h200"})
+    assert gaps(judged, ["burnin"]) == [
+        (
+            "n1",
+            "report.missing",
+            "not measured: probe 'burnin' has no record on n1 (it did not run or did not finish)",
+        )
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -57,6 +58,14 @@ def test_quick_check_writes_the_run_directory(quick_run) -> None:
     lines = (out / "findings.jsonl").read_text().splitlines()
     assert len(lines) == len(result.json()["findings"])
     assert any((out / "raw" / HOST / "host").iterdir())
+    # How it was made, and a hash of every file it measured.
+    made = manifest["provenance"]
+    assert made["mode"] == "live" and made["controller"] == HOST
+    assert made["argv"] == ["check", "--local", "--suite", "quick", "--out", str(out), "--json"]
+    assert manifest["probes"] == ["gpu", "topology", "host", "xid", "dcgm"]
+    hashed = manifest["files_sha256"]
+    assert {"findings.jsonl", f"facts/{HOST}.json"} <= set(hashed)
+    assert any(name.startswith(f"raw/{HOST}/host/") for name in hashed)
 
 
 def test_json_output_is_one_document(quick_run) -> None:
@@ -75,8 +84,25 @@ def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run,
     assert recorded.code == 0, recorded.stderr
     assert recorded.json()["probes"]["host"] is True
     assert not (snap / "findings.jsonl").exists()  # a snapshot records, it does not judge
+    snapped = json.loads((snap / "manifest.json").read_text())
+    assert snapped["suite"] == "quick"  # what the replay is judged complete against
+    assert snapped["probes"] == ["gpu", "topology", "host", "xid", "dcgm"]
     replayed = cli("check", "--replay", snap, "--out", tmp_path / "replay", "--json")
     assert replayed.code == 1
+    manifest = json.loads((tmp_path / "replay" / "manifest.json").read_text())
+    assert manifest["suite"] == "quick" and manifest["probes"] == snapped["probes"]
+    assert manifest["provenance"]["replay_of"] == str(snap)
+    digest = hashlib.sha256((snap / "manifest.json").read_bytes()).hexdigest()
+    assert manifest["provenance"]["replay_manifest_sha256"] == digest
+    # What the node measured, as it measured it: its times and its raw tool outputs.
+    node = f"facts/{HOST}.json"
+    assert (tmp_path / "replay" / node).read_text() == (snap / node).read_text()
+    raw = sorted(p.relative_to(snap) for p in (snap / "raw").rglob("*") if p.is_file())
+    assert raw and raw == sorted(
+        p.relative_to(tmp_path / "replay")
+        for p in (tmp_path / "replay" / "raw").rglob("*")
+        if p.is_file()
+    )
     live = quick_run[0].json()["findings"]
     again = replayed.json()["findings"]
     # The same checks reach the same verdicts (free space and the like may move a little).

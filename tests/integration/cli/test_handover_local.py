@@ -34,3 +34,10 @@ def test_local_handover_runs_each_part_into_one_bundle(tmp_path: Path) -> None:
     # Each part's findings are in the one report.
     assert {"gpu.count", "diagnose.telemetry"} <= checks
     assert any(c.startswith("nccl.") for c in checks)
+    # Every part made live, by the handover's command line, and verifiable.
+    assert summary["run"]["mode"] == "live"
+    assert summary["run"]["command_line"].startswith("bringup handover --local")
+    assert sorted(summary["run"]["parts_sha256"]) == ["check", "diagnose", "nccl"]
+    verified = run_cli("verify", out, "--json")
+    assert verified.returncode == 0, verified.stdout
+    assert [p["intact"] for p in json.loads(verified.stdout)["parts"]] == [True, True, True]

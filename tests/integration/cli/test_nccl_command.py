@@ -53,6 +53,8 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
         "complete",
         0,
     )
+    assert manifest["probes"] == ["nccl"]  # what a report holds the node to
+    assert manifest["provenance"]["mode"] == "live"
     (node_raw,) = (out / "raw").iterdir()
     assert (node_raw / "nccl" / "torch-all_reduce.txt").is_file()
 

@@ -270,7 +270,14 @@ def test_resume_reruns_only_what_did_not_finish(
     assert list(json.loads((out / "facts" / "b.json").read_text())["probes"]) == ["gpu", "xid"]
     lines = [json.loads(x) for x in (out / "findings.jsonl").read_text().splitlines()]
     assert len(lines) == len(doc["findings"])  # judged afresh, not appended twice
-    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    # How it was made: a live run, then resumed; the files hashed once it finished again.
+    made = manifest["provenance"]
+    assert made["mode"] == "resume" and made["argv"][:2] == ["check", "--nodes"]
+    (resumed,) = made["resumed"]
+    assert resumed["argv"][:3] == ["check", "--resume", str(out)]
+    assert "facts/a.json" in manifest["files_sha256"]
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_every_record(
