@@ -228,5 +228,6 @@ def name_the_gpu(found: Finding, gpus: GpuFacts | None) -> Finding:
     if gpu is None or not gpu.serial:
         return found
     label = f"GPU {index} (serial {gpu.serial})"
-    named, count = re.subn(rf"\bGPU {index}\b(?![,0-9])", label, found.action, count=1)
+    # A function, not a template: the serial is the node's text, and "\\A" in it is no escape.
+    named, count = re.subn(rf"\bGPU {index}\b(?![,0-9])", lambda _: label, found.action, count=1)
     return found.model_copy(update={"action": named if count else f"{label}: {found.action}"})

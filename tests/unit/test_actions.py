@@ -140,3 +140,11 @@ def test_name_the_gpu(message: str, action: str, expected: str) -> None:
     found = Finding(check="gpu.x", status=Status.FAIL, message=message, action=action)
     assert name_the_gpu(found, _gpus()).action == expected
     assert name_the_gpu(found, None).action == action
+
+
+def test_a_serial_that_looks_like_a_regex_escape_is_copied_as_text() -> None:
+    # Found by the hostile-text property test: the serial was used as a re.sub template.
+    gpus = _gpus()
+    gpus.gpus[3].serial = r"\A\1\g<0>"
+    found = Finding(check="gpu.x", status=Status.FAIL, message="GPU 3: x", action="reset GPU 3")
+    assert name_the_gpu(found, gpus).action == r"reset GPU 3 (serial \A\1\g<0>)"
