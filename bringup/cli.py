@@ -23,6 +23,7 @@ from bringup.commands import (
     provision,
     report,
     sim,
+    slurm,
 )
 from bringup.commands.common import Cli
 
@@ -61,6 +62,7 @@ app.command()(report.report)
 app.command()(exporter.exporter)
 app.command()(provision.provision)
 app.add_typer(sim.sim_app, name="sim")
+app.add_typer(slurm.slurm_app, name="slurm")
 
 
 if __name__ == "__main__":

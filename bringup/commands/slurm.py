@@ -1,0 +1,169 @@
+"""`bringup slurm healthcheck` and `bringup slurm render`: bringup where Slurm runs the jobs.
+
+    bringup slurm healthcheck --drain                 HealthCheckProgram, Prolog, Epilog
+    bringup slurm render --suite acceptance --nodes 4 --partition gpu > acceptance.sbatch
+
+docs/slurm.md gives the slurm.conf lines, the exit codes and the drain reason.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from bringup.commands.common import (
+    JsonOpt,
+    ProfileOpt,
+    create_run,
+    fail,
+    finite,
+    load_profile,
+    load_suite,
+    print_json,
+    run_json,
+)
+
+if TYPE_CHECKING:
+    from bringup.findings import Finding
+
+slurm_app = typer.Typer(
+    help="Run under Slurm: a node health check that drains, and sbatch scripts.",
+    no_args_is_help=True,
+)
+
+
+# --- healthcheck --------------------------------------------------------------------------
+
+
+@slurm_app.command("healthcheck")
+def healthcheck(
+    suite_name: Annotated[
+        str, typer.Option("--suite", "-s", help="Suite name or YAML path (fast: no load).")
+    ] = "prolog",
+    profile_name: ProfileOpt = "b300",
+    drain: Annotated[
+        bool,
+        typer.Option("--drain", help="Drain this node when unfit; resume it when it passes again."),
+    ] = False,
+    budget_s: Annotated[
+        float,
+        typer.Option(
+            "--budget-s", min=1.0, callback=finite, help="Seconds the whole check may take."
+        ),
+    ] = 10.0,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where runs are kept, one DIR/<time>-healthcheck each "
+            "(default /var/lib/bringup/healthcheck as root).",
+        ),
+    ] = None,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, help="Keep the newest N runs in that directory.")
+    ] = 50,
+    node: Annotated[
+        str | None,
+        typer.Option("--node", help="This node's Slurm name (default: $SLURMD_NODENAME)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is this node fit for the next job? Exit 0 fit, 1 unfit (a FAIL or an ERROR)."""
+    from rich.console import Console
+
+    from bringup.fleet import healthcheck as hc
+    from bringup.fleet.inventory import Host
+    from bringup.fleet.local import local_runner
+    from bringup.fleet.plan import FleetError, plan_node
+    from bringup.fleet.run import run as run_fleet
+
+    started = time.monotonic()
+    name = hc.slurm_node_name(node)
+    chosen = load_suite(suite_name)
+    prof = load_profile(profile_name)
+    runs = out_dir or hc.default_runs_dir()
+    try:
+        path = hc.new_run_path(runs)
+    except OSError as exc:
+        fail(f"cannot create a run under {runs}: {exc.strerror or exc}")
+    run = create_run(path, "healthcheck", profile_name, chosen.name)
+    runner = hc.within_budget(local_runner(), budget_s)
+    try:
+        plan = plan_node(Host(name=name, address="127.0.0.1"), runner, chosen, prof, remote=False)
+    except FleetError as exc:
+        fail(str(exc))
+    seconds = hc.probe_seconds(budget_s - (time.monotonic() - started), drain)
+    plan.request = hc.fit_to_budget(plan.request, seconds)
+    plan.deadline_s = seconds
+    # Quiet: slurmd logs what a health check prints; the verdict is the one line below.
+    outcome = run_fleet([plan], run, forks=1, console=Console(stderr=True, quiet=True))[0]
+    findings = outcome.findings
+    code = hc.exit_code(findings)
+    reason = hc.reason_text(findings)
+    verdict: dict[str, Any] = {"node": name, "fit": code == hc.EXIT_FIT, "reason": reason}
+    if drain:
+        verdict.update(_drain_or_resume(name, reason, budget_s - (time.monotonic() - started)))
+    verdict["seconds"] = round(time.monotonic() - started, 3)
+    verdict["budget_s"] = budget_s
+    _write_verdict(run.path, verdict)
+    run.finish("complete", code)
+    hc.prune_runs(runs, keep)
+    if as_json:
+        print_json(run_json(run, findings, healthcheck=verdict))
+    else:
+        _say(verdict, run.path, findings)
+    raise typer.Exit(code)
+
+
+def _drain_or_resume(node: str, reason: str | None, left_s: float) -> dict[str, Any]:
+    """--drain: what Slurm says of the node, what was done, and any error talking to it."""
+    from bringup.fleet import healthcheck as hc
+    from bringup.fleet import slurmctl
+
+    # Two calls at most share what is left of the budget; a second to each whatever is left.
+    timeout_s = max(left_s / 2, 1.0)
+    try:
+        state = slurmctl.node_state(node, timeout_s)
+        action = hc.decide(reason, state)
+        if action is hc.Action.DRAIN:
+            assert reason is not None
+            slurmctl.drain(node, reason, timeout_s)
+        elif action is hc.Action.RESUME:
+            slurmctl.resume(node, timeout_s)
+    except slurmctl.SlurmError as exc:
+        return {"action": "failed", "slurm_error": str(exc)}
+    return {"action": action.value, "slurm_state": state.state, "slurm_reason": state.reason}
+
+
+def _write_verdict(path: Path, verdict: dict[str, Any]) -> None:
+    import json
+
+    from bringup.files import write_atomic
+
+    write_atomic(path / "healthcheck.json", json.dumps(verdict, indent=2) + "\n")
+
+
+# What --drain did, as the verdict line says it.
+_DONE = {
+    "drain": "drained",
+    "resume": "resumed",
+    "keep": "left drained: drained by someone else",
+    "failed": "Slurm not updated",
+}
+
+
+def _say(verdict: dict[str, Any], path: Path, findings: list[Finding]) -> None:
+    """One line on stdout (slurmd's log keeps it): the verdict, the reason, what was done."""
+    what = "fit" if verdict["fit"] else f"unfit: {verdict['reason']}"
+    done = _DONE.get(verdict.get("action", ""), "")
+    if verdict.get("slurm_error"):
+        done += f" ({verdict['slurm_error']})"
+    tail = f" [{done}]" if done else ""
+    print(f"{verdict['node']}: {what}{tail}; run {path}", flush=True)
+    if verdict.get("slurm_error"):
+        print(f"warning: {verdict['slurm_error']}", file=sys.stderr)
