@@ -167,3 +167,118 @@ def _say(verdict: dict[str, Any], path: Path, findings: list[Finding]) -> None:
     print(f"{verdict['node']}: {what}{tail}; run {path}", flush=True)
     if verdict.get("slurm_error"):
         print(f"warning: {verdict['slurm_error']}", file=sys.stderr)
+
+
+# --- render -------------------------------------------------------------------------------
+
+# The jobs `render` writes besides a suite's check: the command each runs.
+_JOBS = ("nccl", "burnin")
+
+
+@slurm_app.command("render")
+def render(
+    suite_name: Annotated[
+        str,
+        typer.Option("--suite", "-s", help="acceptance (or any suite: a check), nccl or burnin."),
+    ] = "acceptance",
+    profile_name: ProfileOpt = "b300",
+    recipe_name: Annotated[
+        str, typer.Option("--recipe", "-r", help="burnin: the recipe (tiny, llama-8b-lora, ...).")
+    ] = "tiny",
+    nodes_count: Annotated[
+        int | None,
+        typer.Option("--nodes-count", min=1, help="Nodes to allocate (nccl: 2, else 1)."),
+    ] = None,
+    nodelist: Annotated[
+        str | None, typer.Option("--nodelist", help="These Slurm nodes (node[01-04]).")
+    ] = None,
+    partition: Annotated[str | None, typer.Option("--partition", help="The partition.")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="The account to charge.")] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option("--time", help="The job's time limit (default: from the plan's deadlines)."),
+    ] = None,
+    job_name: Annotated[
+        str | None, typer.Option("--job-name", help="Default bringup-<suite>.")
+    ] = None,
+    runs: Annotated[
+        str, typer.Option("--runs", help="Where the job writes its run directory.")
+    ] = "runs",
+    bringup: Annotated[
+        str, typer.Option("--bringup", help="The bringup executable on the nodes.")
+    ] = "bringup",
+    command_args: Annotated[
+        list[str] | None,
+        typer.Argument(help="More options for the bringup command, after --.", show_default=False),
+    ] = None,
+) -> None:
+    """Print an sbatch script for a check, NCCL across nodes, or the burn-in."""
+    from bringup.fleet import sbatch
+    from bringup.fleet.inventory import Host
+    from bringup.fleet.plan import FleetError, plan_node
+
+    load_profile(profile_name)  # a bad name is said now, not when the job runs
+    if suite_name in _JOBS:
+        command, suite, args = suite_name, _job_suite(suite_name, recipe_name), []
+        if suite_name == "burnin":
+            args = ["--recipe", recipe_name]
+    else:
+        command, suite, args = "check", load_suite(suite_name), ["--suite", suite_name]
+    nodes = nodes_count or (2 if command == "nccl" else 1)
+    if nodelist is None and command == "nccl" and nodes < 2:
+        fail("--suite nccl measures across nodes: --nodes-count 2 or more")
+
+    def no_runner(*_: Any) -> Any:  # the plan is rendered, not run
+        raise AssertionError("a rendered plan does not run")
+
+    try:
+        plan = plan_node(Host(name="slurm", address=""), no_runner, suite, None)
+    except FleetError as exc:
+        fail(str(exc))
+    seconds = sbatch.job_seconds(plan.deadline_s)
+    argv = [bringup, command, "--slurm", *args, "--profile", profile_name, *(command_args or [])]
+    job = sbatch.JobScript(
+        title=f"bringup {command}" + (f" --suite {suite.name}" if command == "check" else ""),
+        command=command,
+        name=suite.name,
+        argv=argv,
+        steps=plan.request["probes"],
+        source=_source(command, suite.name, recipe_name),
+        nodes=nodes,
+        time=time_limit or sbatch.time_limit(seconds),
+        time_note="as given"
+        if time_limit
+        else f"the node deadline ({plan.deadline_s:g} s) and {sbatch.JOB_SLACK_S:g} s to start "
+        "and report, in whole minutes",
+        runs=runs,
+        job_name=job_name or f"bringup-{suite.name}",
+        partition=partition,
+        account=account,
+        nodelist=nodelist,
+    )
+    try:
+        print(sbatch.render(job), end="")
+    except sbatch.SbatchError as exc:
+        fail(str(exc))
+
+
+def _source(command: str, suite: str, recipe: str) -> str:
+    if command == "check":
+        return f"suite {suite}"
+    return f"recipe {recipe}" if command == "burnin" else "its default sizes and timeout"
+
+
+def _job_suite(kind: str, recipe_name: str) -> Any:
+    """The one-probe suite `bringup nccl` or `bringup burnin` gives every node, as those
+    commands build it with their defaults."""
+    if kind == "nccl":
+        from bringup.commands.nccl import nccl_suite
+
+        return nccl_suite({})
+    from bringup import recipe as recipes
+    from bringup.commands.burnin import Job, burnin_suite
+
+    try:
+        return burnin_suite(Job(recipes.load(recipe_name)))
+    except recipes.RecipeError as exc:
+        fail(str(exc))
