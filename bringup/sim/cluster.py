@@ -316,8 +316,9 @@ class SimCluster:
 
     # -- Slurm
 
-    def start_slurm(self) -> SimSlurm:
-        """Start munge, slurmctld (on a head node of its own) and one slurmd per node."""
+    def start_slurm(self, extra_conf: Sequence[str] = ()) -> SimSlurm:
+        """Start munge, slurmctld (on a head node of its own) and one slurmd per node;
+        extra_conf: slurm.conf lines of the test (HealthCheckProgram=..., Prolog=...)."""
         if self.run is None:
             raise SimClusterError("start the cluster before its Slurm")
         if self.rootfs_image is not None:
@@ -326,7 +327,7 @@ class SimCluster:
             nodes = [
                 SlurmNode(n.name, n.address, n.netns, self.node_env(n)) for n in self.nodes.values()
             ]
-            slurm = SimSlurm(self.workdir, self.run, self.bridge, nodes)
+            slurm = SimSlurm(self.workdir, self.run, self.bridge, nodes, extra_conf)
             self._track(slurm.dir)
             self.slurm = slurm
             slurm.start()

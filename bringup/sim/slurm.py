@@ -73,7 +73,16 @@ class SlurmNode:
 class SimSlurm:
     """Slurm of one simulated cluster run: start() after the network, stop() before it goes."""
 
-    def __init__(self, workdir: Path, run: int, bridge: str, nodes: Sequence[SlurmNode]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        run: int,
+        bridge: str,
+        nodes: Sequence[SlurmNode],
+        extra_conf: Sequence[str] = (),
+    ) -> None:
+        """extra_conf: slurm.conf lines added before the nodes (HealthCheckProgram=...)."""
+        self.extra_conf = list(extra_conf)
         self.dir = workdir / "slurm"
         self.run = run
         self.bridge = bridge
@@ -206,6 +215,7 @@ class SimSlurm:
             "MinJobAge=60",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
+            *self.extra_conf,
         ]
         for node in self.nodes:
             lines.append(f"NodeName={node.name} NodeAddr={node.address} CPUs=1 State=UNKNOWN")
