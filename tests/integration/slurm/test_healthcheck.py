@@ -226,3 +226,39 @@ def _hung_tools(path: str) -> list[int]:
         if path in cmd or cmd.strip() == "sleep 599":
             found.append(int(entry.name))
     return found
+
+
+def test_as_prolog_a_faulty_node_refuses_the_job_and_keeps_bringups_reason(
+    tmp_path: Path,
+) -> None:
+    """Prolog in slurm.conf: an unfit node fails the job's prolog (Slurm then drains it
+    too); the reason stays bringup's, so a later check resumes it once repaired."""
+    cluster = SimCluster(2, tmp_path / "cluster", nvml=True).start()
+    try:
+        slurm_dir = cluster.workdir / "slurm"
+        wrapper = tmp_path / "prolog.sh"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'. "{slurm_dir}/$SLURMD_NODENAME.env"\n'
+            f"export PYTHONPATH={REPO}\n"
+            f"exec {sys.executable} -m bringup.cli slurm healthcheck --drain"
+            f" --out {tmp_path}/hc-$SLURMD_NODENAME\n"
+        )
+        wrapper.chmod(0o755)
+        cluster.start_slurm([f"Prolog={wrapper}", f"Epilog={wrapper}"])
+        write_state(nvml_state("row_remap"), cluster.node("node01").nvml_state)
+        job = _client(cluster, "srun", "-w", "node01", "-t", "1", "echo", "ran", timeout=60)
+        assert job.returncode != 0
+        assert "ran" not in job.stdout
+        assert "prolog failed" in job.stderr.lower(), job.stderr
+        assert _wait_idle(cluster, "node01") == "drained"
+        assert _drained_reasons(cluster) == {"node01": REMAP}
+        # A healthy node runs its job: its prolog and epilog pass.
+        job = _client(cluster, "srun", "-w", "node02", "-t", "1", "echo", "ran", timeout=60)
+        assert (job.returncode, job.stdout) == (0, "ran\n"), job.stderr
+        write_state(nvml_state("healthy"), cluster.node("node01").nvml_state)
+        fixed = _in_node(cluster, "node01", "--out", str(tmp_path / "after"))
+        assert fixed.stdout.startswith("node01: fit [resumed]"), fixed.stdout + fixed.stderr
+        assert _drained_reasons(cluster) == {}
+    finally:
+        cluster.stop()
