@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -26,9 +26,6 @@ from bringup.commands.common import (
     print_json,
     run_json,
 )
-
-if TYPE_CHECKING:
-    from bringup.findings import Finding
 
 slurm_app = typer.Typer(
     help="Run under Slurm: a node health check that drains, and sbatch scripts.",
@@ -116,25 +113,27 @@ def healthcheck(
     if as_json:
         print_json(run_json(run, findings, healthcheck=verdict))
     else:
-        _say(verdict, run.path, findings)
+        _say(verdict, run.path)
     raise typer.Exit(code)
 
 
 def _drain_or_resume(node: str, reason: str | None, left_s: float) -> dict[str, Any]:
-    """--drain: what Slurm says of the node, what was done, and any error talking to it."""
+    """--drain: what Slurm says of the node, what was done, and any error talking to it.
+    The two calls share what is left of the budget: the first half of it, the second the
+    rest (half a second at least, for a budget already spent)."""
     from bringup.fleet import healthcheck as hc
     from bringup.fleet import slurmctl
 
-    # Two calls at most share what is left of the budget; a second to each whatever is left.
-    timeout_s = max(left_s / 2, 1.0)
+    end = time.monotonic() + left_s
     try:
-        state = slurmctl.node_state(node, timeout_s)
+        state = slurmctl.node_state(node, max(left_s / 2, 0.5))
         action = hc.decide(reason, state)
+        rest = max(end - time.monotonic(), 0.5)
         if action is hc.Action.DRAIN:
             assert reason is not None
-            slurmctl.drain(node, reason, timeout_s)
+            slurmctl.drain(node, reason, rest)
         elif action is hc.Action.RESUME:
-            slurmctl.resume(node, timeout_s)
+            slurmctl.resume(node, rest)
     except slurmctl.SlurmError as exc:
         return {"action": "failed", "slurm_error": str(exc)}
     return {"action": action.value, "slurm_state": state.state, "slurm_reason": state.reason}
@@ -157,7 +156,7 @@ _DONE = {
 }
 
 
-def _say(verdict: dict[str, Any], path: Path, findings: list[Finding]) -> None:
+def _say(verdict: dict[str, Any], path: Path) -> None:
     """One line on stdout (slurmd's log keeps it): the verdict, the reason, what was done."""
     what = "fit" if verdict["fit"] else f"unfit: {verdict['reason']}"
     done = _DONE.get(verdict.get("action", ""), "")

@@ -45,8 +45,6 @@ NODE_START_S = 1.5
 # the budget and at most this many.
 SLURM_SHARE = 0.25
 SLURM_MAX_S = 3.0
-# The newest runs kept in the default runs directory (each health check adds one).
-KEEP_RUNS = 50
 
 
 class Action(str, Enum):

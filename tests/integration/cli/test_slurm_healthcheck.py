@@ -46,16 +46,21 @@ def _hanging_smi(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def _left_running() -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-        except (OSError, ValueError):
-            continue
-        if cmd == "sleep 597":
-            found.append(int(entry.name))
-    return found
+def _left_running(wait_s: float = 2.0) -> list[int]:
+    """The hung tools still alive after `wait_s` (a SIGKILLed process takes a moment to go)."""
+    end = time.monotonic() + wait_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except (OSError, ValueError):
+                continue
+            if cmd == "sleep 597":
+                found.append(int(entry.name))
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.1)
 
 
 def test_a_fault_is_unfit_with_its_reason_and_a_healthy_node_fit(

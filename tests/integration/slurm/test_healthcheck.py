@@ -213,19 +213,24 @@ def test_slurmd_runs_it_as_the_health_check_program(
         cluster.stop()
 
 
-def _hung_tools(path: str) -> list[int]:
-    """Processes still running the hung tool (or the sleep it became)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if path in cmd or cmd.strip() == "sleep 599":
-            found.append(int(entry.name))
-    return found
+def _hung_tools(path: str, wait_s: float = 2.0) -> list[int]:
+    """Processes still running the hung tool (or the sleep it became) after `wait_s`: a
+    SIGKILLed process takes a moment to go."""
+    end = time.monotonic() + wait_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if path in cmd or cmd.strip() == "sleep 599":
+                found.append(int(entry.name))
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.1)
 
 
 def test_as_prolog_a_faulty_node_refuses_the_job_and_keeps_bringups_reason(
