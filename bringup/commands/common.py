@@ -244,7 +244,7 @@ def target(
     accept_new_hostkeys: bool = False,
     connect_timeout: float = 10.0,
     slurm: SlurmChoice | None = None,
-    job_name: str = "bringup",
+    command: str = "run",
 ) -> Target:
     """The nodes the options name: exactly one of --local, --nodes and --slurm (which
     takes an inventory too: its hosts, by name, and their variables)."""
@@ -253,9 +253,10 @@ def target(
     if slurm is not None and local:
         fail("--slurm runs on the nodes of a Slurm allocation: not with --local")
     if slurm is None and local == (nodes_file is not None):
-        fail("say where to run: --local (this machine), --nodes hosts.ini or --slurm")
+        fail("say where to run: --local (this machine) or --nodes hosts.ini (or --slurm)")
     if limit and nodes_file is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
+    job_name = f"bringup-{command}"  # an allocation it asks for, as squeue shows it
     return Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, slurm, job_name)
 
 

@@ -122,6 +122,17 @@ def granted_job(stderr: str) -> str | None:
     return match.group(1) if match else None
 
 
+def node_addresses(scontrol_oneliners: str) -> dict[str, str]:
+    """NodeName -> NodeAddr from `scontrol show node -o` (one node per line): where a
+    rendezvous on the node is reached, as Slurm itself reaches it."""
+    found = {}
+    for line in scontrol_oneliners.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if fields.get("NodeName"):
+            found[fields["NodeName"]] = fields.get("NodeAddr") or fields["NodeName"]
+    return found
+
+
 def srun_argv(job_id: str, node: str, command: str) -> list[str]:
     """One step of one task on one node, running `command` under sh."""
     return [
@@ -178,6 +189,12 @@ def _client(argv: Sequence[str], timeout_s: float = 30.0) -> str:
 def hostnames(nodelist: str) -> list[str]:
     """The node names of a Slurm node list (`node[01-04]`), as `scontrol` expands it."""
     return _client(["scontrol", "show", "hostnames", nodelist]).split()
+
+
+def addresses(nodes: Sequence[str]) -> dict[str, str]:
+    """Each node's address as Slurm knows it (NodeAddr); its name where Slurm says none."""
+    listed = _client(["scontrol", "show", "node", "-o", ",".join(nodes)])
+    return {name: node_addresses(listed).get(name, name) for name in nodes}
 
 
 def allocate(choice: SlurmChoice, nodes: Sequence[str], job_name: str) -> Allocation:

@@ -154,7 +154,7 @@ def _inventory_hosts(target: Target) -> list[Host]:
 def _slurm_nodes(target: Target, inventory_hosts: list[Host]) -> Nodes:
     """The allocation's nodes, named by Slurm; an inventory's hosts give their variables
     (by the same name) and, unless --nodelist says otherwise, which nodes to allocate."""
-    from bringup.fleet.slurm import SlurmError, allocate, release
+    from bringup.fleet.slurm import SlurmError, addresses, allocate, release
 
     assert target.slurm is not None
     named = [] if target.slurm.nodelist else [h.name for h in inventory_hosts]
@@ -163,9 +163,15 @@ def _slurm_nodes(target: Target, inventory_hosts: list[Host]) -> Nodes:
     except SlurmError as exc:
         raise TargetError(f"--slurm: {exc}") from None
     known = {h.name: h for h in inventory_hosts}
-    hosts = [known.get(name) or Host(name=name, address=name) for name in allocation.nodes]
     try:
+        # A node the inventory does not name is reached (a rendezvous on it) at its NodeAddr.
+        unknown = [name for name in allocation.nodes if name not in known]
+        where = addresses(unknown) if unknown else {}
+        hosts = [known.get(n) or Host(name=n, address=where[n]) for n in allocation.nodes]
         return Nodes(target, hosts, allocation)
+    except SlurmError as exc:
+        release(allocation)
+        raise TargetError(f"--slurm: {exc}") from None
     except BaseException:
         release(allocation)
         raise

@@ -9,6 +9,7 @@ from bringup.fleet.slurm import (
     SlurmChoice,
     granted_job,
     launch_failure,
+    node_addresses,
     salloc_argv,
     srun_argv,
 )
@@ -106,3 +107,11 @@ def test_the_simulated_slurm_conf_is_private_to_its_cluster(tmp_path: Path) -> N
     )
     assert "/etc/" not in conf
     assert next(x for x in lines if x.startswith("SlurmctldHost=")).endswith("(10.231.7.253)")
+
+
+def test_a_nodes_address_is_slurms_nodeaddr() -> None:
+    listed = (
+        "NodeName=node01 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.231.3.1 NodeHostName=vm\n"
+        "NodeName=gpu7 Arch=x86_64 NodeAddr=gpu7 NodeHostName=gpu7\n"
+    )
+    assert node_addresses(listed) == {"node01": "10.231.3.1", "gpu7": "gpu7"}
