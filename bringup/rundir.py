@@ -40,6 +40,9 @@ class Manifest(BaseModel):
     limit: str | None = None
     data_dirs: list[str] = Field(default_factory=list)
     suite_source: str | None = None  # the suite's name or absolute path, as given
+    # --slurm runs: the job whose nodes ran the probes, and those nodes (Slurm's names).
+    slurm_job_id: str | None = None
+    slurm_nodes: list[str] = Field(default_factory=list)
 
 
 class RunDirError(InputError):
