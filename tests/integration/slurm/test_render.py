@@ -140,3 +140,78 @@ def _in_queue(env: dict[str, str], job_id: str) -> bool:
         check=False,
     )
     return done.stdout.strip() not in ("", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
+@pytest.fixture
+def short_nvml_cluster() -> Iterator[SimCluster]:
+    workdir = Path(tempfile.mkdtemp(prefix="bu-sbatch-"))
+    cluster = SimCluster(2, workdir, nvml=True, slurm=True)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_rendered_check_runs_under_sbatch_and_leaves_its_run_directory(
+    short_nvml_cluster: SimCluster, tmp_path: Path
+) -> None:
+    """The script's `bringup check --slurm` uses the allocation sbatch gave it: every node
+    judged, one run directory named after the job. The prolog suite stands in for the
+    acceptance suite (hours of load on a real node; the same script but for its name)."""
+    cluster = short_nvml_cluster
+    bringup = tmp_path / "bringup"
+    bringup.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m bringup.cli "$@"\n')
+    bringup.chmod(0o755)
+    rendered = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bringup.cli",
+            "slurm",
+            "render",
+            "--suite",
+            "prolog",
+            "--nodes-count",
+            "2",
+            "--partition",
+            "sim",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--bringup",
+            str(bringup),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    script = tmp_path / "job.sbatch"
+    script.write_text(rendered.stdout)
+    env = {**os.environ, **cluster.slurm_env()}
+    done = subprocess.run(
+        ["sbatch", "--parsable", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    end = time.monotonic() + 180
+    while time.monotonic() < end and _in_queue(env, job_id):
+        time.sleep(1)
+    log = tmp_path / f"slurm-{job_id}.out"
+    run = tmp_path / "runs" / f"{job_id}-prolog"
+    assert (run / "manifest.json").is_file(), log.read_text() if log.exists() else "no output"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["command"] == "check"
+    assert manifest["slurm_job_id"] == job_id
+    assert sorted(manifest["nodes"]) == ["node01", "node02"]
+    assert sorted(p.name for p in (run / "facts").iterdir()) == ["node01.json", "node02.json"]
+    findings = [json.loads(line) for line in (run / "findings.jsonl").read_text().splitlines()]
+    assert {f["node"] for f in findings} == {"node01", "node02"}
+    assert {f["check"] for f in findings} >= {"gpu.count", "gpu.remapped_rows", "xid.events"}
