@@ -24,6 +24,7 @@ from bringup.commands import (
     provision,
     report,
     sim,
+    slurm,
     verify,
 )
 from bringup.commands.common import Cli
@@ -65,6 +66,7 @@ app.command()(handover.handover)
 app.command()(exporter.exporter)
 app.command()(provision.provision)
 app.add_typer(sim.sim_app, name="sim")
+app.add_typer(slurm.slurm_app, name="slurm")
 
 
 if __name__ == "__main__":

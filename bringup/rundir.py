@@ -49,6 +49,9 @@ class Manifest(BaseModel):
     probes: list[str] | None = None
     provenance: Provenance | None = None  # None: a run from before it was recorded
     files_sha256: dict[str, str] | None = None  # evidence file -> SHA-256, set by finish()
+    # --slurm runs: the job whose nodes ran the probes, and those nodes (Slurm's names).
+    slurm_job_id: str | None = None
+    slurm_nodes: list[str] = Field(default_factory=list)
 
 
 class RunDirError(InputError):

@@ -23,13 +23,19 @@ import typer
 
 from bringup.commands.common import (
     AcceptOpt,
+    AccountOpt,
     ConnectTimeoutOpt,
     ForksOpt,
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    NodelistOpt,
+    NodesCountOpt,
     NodesOpt,
     OutOpt,
+    PartitionOpt,
+    SlurmOpt,
+    TimeOpt,
     create_run,
     fail,
     finish_run,
@@ -39,7 +45,9 @@ from bringup.commands.common import (
     open_nodes,
     out,
     print_json,
+    record_slurm,
     run_json,
+    slurm_choice,
     target,
 )
 
@@ -152,21 +160,30 @@ def burnin(
     connect_timeout: ConnectTimeoutOpt = 10.0,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    slurm: SlurmOpt = False,
+    partition: PartitionOpt = None,
+    nodelist: NodelistOpt = None,
+    nodes_count: NodesCountOpt = None,
+    account: AccountOpt = None,
+    time_limit: TimeOpt = None,
 ) -> None:
     """Run a reference LoRA fine-tune (DeepSpeed ZeRO-3) and record the node's MFU baseline."""
     from bringup import recipe as recipes
     from bringup.fleet.run import run as run_fleet
     from bringup.rundir import default_path
 
-    chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
-    if joint and nodes_file is None:
-        fail("--joint needs --nodes hosts.ini")
+    in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
+    chosen = target(
+        local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "burnin"
+    )
+    if joint and not chosen.remote:
+        fail("--joint needs --nodes hosts.ini or --slurm")
     if not joint:
         why = "a run of each node on its own (it is for --joint)"
         not_for(ctx, why, "port", "master_addr", "rendezvous_timeout")
-    if nodes_file is None:
+    if not chosen.remote:
         not_for(ctx, "--local (the work directory is in the run directory)", "node_work_dir")
-    if resume is not None and nodes_file is not None:
+    if resume is not None and chosen.remote:
         fail("--resume works with --local only (a checkpoint lives on one node)")
     if steps is not None and minutes is not None:
         fail("give --steps or --minutes, not both")
@@ -198,6 +215,7 @@ def burnin(
         plans = _plans(nodes, run_path, job, joint)  # a bad host variable is said before the run
         probes = [step.name for step in burnin_suite(job).probes]
         run = create_run(run_path, "burnin", profile_name, "burnin", probes=probes)
+        record_slurm(run, nodes)
         outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)

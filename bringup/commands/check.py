@@ -18,16 +18,22 @@ import typer
 
 from bringup.commands.common import (
     AcceptOpt,
+    AccountOpt,
     ConnectTimeoutOpt,
     DataDirOpt,
     ForksOpt,
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    NodelistOpt,
+    NodesCountOpt,
     NodesOpt,
     OutOpt,
+    PartitionOpt,
     ProfileOpt,
+    SlurmOpt,
     SuiteOpt,
+    TimeOpt,
     create_run,
     fail,
     finish_run,
@@ -39,10 +45,12 @@ from bringup.commands.common import (
     out,
     print_json,
     provenance,
+    record_slurm,
     remember_run,
     resumed,
     run_json,
     show_run,
+    slurm_choice,
     target,
 )
 
@@ -108,11 +116,22 @@ def check(
     training_user: TrainingUserOpt = None,
     uplink: UplinkOpt = None,
     golden: GoldenOpt = None,
+    slurm: SlurmOpt = False,
+    partition: PartitionOpt = None,
+    nodelist: NodelistOpt = None,
+    nodes_count: NodesCountOpt = None,
+    account: AccountOpt = None,
+    time_limit: TimeOpt = None,
 ) -> None:
-    """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
-    sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
+    """Run the suite on nodes (--nodes, --local, --slurm) or re-judge recorded facts
+    (--replay, --demo)."""
+    remote = nodes_file is not None or resume is not None or slurm
+    sources = [local, remote, replay is not None, demo]
     if sum(sources) != 1:
-        fail("say where the facts come from: --nodes FILE, --local, --replay DIR or --demo")
+        fail(
+            "say where the facts come from: --nodes FILE, --slurm, --local, --replay DIR or --demo"
+        )
+    in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
     if limit and nodes_file is None and resume is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
     if replay is not None or demo:
@@ -134,7 +153,9 @@ def check(
                 resume, nodes_file, limit, data_dirs
             )
         # A resumed run names its inventory (from its manifest) like --nodes does.
-        chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
+        chosen = target(
+            local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "check"
+        )
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
@@ -199,9 +220,15 @@ def judge_fleet(
     return found
 
 
-# What reaches the nodes a run probes: nothing for --replay and --demo. (--suite says what
-# a replay is judged complete against: the original run's suite unless given.)
-_RUN_OPTIONS = ("data_dirs", "forks", "accept_new_hostkeys", "connect_timeout")
+# What chooses and reaches the nodes a run probes: nothing for --replay and --demo. (--suite
+# says what a replay is judged complete against: the original run's suite unless given.)
+_RUN_OPTIONS = (
+    "data_dirs",
+    "forks",
+    "accept_new_hostkeys",
+    "connect_timeout",
+    *("partition", "nodelist", "nodes_count", "account", "time_limit"),
+)
 
 
 def _judge_recorded(
@@ -367,6 +394,7 @@ def probe_fleet(
             run = create_run(out_dir, command, profile_name, suite_chosen.name, probes=probes)
             if chosen.nodes_file is not None:
                 _record_target(run, chosen, dirs, suite_name)
+            record_slurm(run, nodes)
         outcomes = run_fleet(plans, run, forks=chosen.forks)
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes
@@ -428,17 +456,32 @@ def snapshot(
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    slurm: SlurmOpt = False,
+    partition: PartitionOpt = None,
+    nodelist: NodelistOpt = None,
+    nodes_count: NodesCountOpt = None,
+    account: AccountOpt = None,
+    time_limit: TimeOpt = None,
 ) -> None:
-    """Record facts and raw tool outputs of this node (or --nodes), to judge later."""
+    """Record facts and raw tool outputs of this node (or --nodes, --slurm), to judge later."""
     from bringup.commands.show import plain
 
+    in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
+    here = nodes_file is None and in_slurm is None
     chosen = target(
-        nodes_file is None, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout
+        here,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "snapshot",
     )
     _, run, outcomes = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
     recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}
-    if nodes_file is None:
+    if here:
         node_facts = next(iter(recorded.values()), None)
         probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
         if as_json:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from bringup import profile, suite
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
+    from bringup.fleet.slurm import SlurmChoice
     from bringup.fleet.target import Nodes, Target
     from bringup.provenance import Mode, Provenance, Resumed
     from bringup.rundir import RunDir
@@ -165,6 +166,28 @@ AcceptOpt = Annotated[
     bool,
     typer.Option("--accept-new-hostkeys", help="Trust (and record) host keys seen the first time."),
 ]
+SlurmOpt = Annotated[
+    bool,
+    typer.Option(
+        "--slurm", help="Run through Slurm: srun on the nodes of an allocation (docs/slurm.md)."
+    ),
+]
+PartitionOpt = Annotated[
+    str | None, typer.Option("--partition", help="--slurm: the partition to allocate from.")
+]
+NodelistOpt = Annotated[
+    str | None,
+    typer.Option("--nodelist", help="--slurm: these Slurm nodes (node[01-04],gpu7)."),
+]
+NodesCountOpt = Annotated[
+    int | None, typer.Option("--nodes-count", min=1, help="--slurm: allocate this many nodes.")
+]
+AccountOpt = Annotated[
+    str | None, typer.Option("--account", help="--slurm: the account to charge.")
+]
+TimeOpt = Annotated[
+    str | None, typer.Option("--time", help="--slurm: the allocation's time limit (1:00:00).")
+]
 ConnectTimeoutOpt = Annotated[
     float,
     typer.Option(
@@ -251,15 +274,55 @@ def target(
     forks: int = 64,
     accept_new_hostkeys: bool = False,
     connect_timeout: float = 10.0,
+    slurm: SlurmChoice | None = None,
+    command: str = "run",
 ) -> Target:
-    """The nodes the options name: exactly one of --local and --nodes."""
+    """The nodes the options name: exactly one of --local, --nodes and --slurm (which
+    takes an inventory too: its hosts, by name, and their variables)."""
     from bringup.fleet.target import Target
 
-    if local == (nodes_file is not None):
-        fail("say where to run: --local (this machine) or --nodes hosts.ini")
+    if slurm is not None and local:
+        fail("--slurm runs on the nodes of a Slurm allocation: not with --local")
+    if slurm is None and local == (nodes_file is not None):
+        fail("say where to run: --local (this machine) or --nodes hosts.ini (or --slurm)")
     if limit and nodes_file is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
-    return Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
+    job_name = f"bringup-{command}"  # an allocation it asks for, as squeue shows it
+    return Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, slurm, job_name)
+
+
+def slurm_choice(
+    slurm: bool,
+    partition: str | None = None,
+    nodelist: str | None = None,
+    nodes_count: int | None = None,
+    account: str | None = None,
+    time: str | None = None,
+) -> SlurmChoice | None:
+    """The --slurm options as one choice; None without --slurm (its options then refused)."""
+    from bringup.fleet.slurm import SlurmChoice
+
+    given = {
+        "--partition": partition,
+        "--nodelist": nodelist,
+        "--nodes-count": nodes_count,
+        "--account": account,
+        "--time": time,
+    }
+    if not slurm:
+        for option, value in given.items():
+            if value is not None:
+                fail(f"{option} is an option of --slurm: give --slurm too")
+        return None
+    return SlurmChoice(partition, nodelist, nodes_count, account, time)
+
+
+def record_slurm(run: RunDir, nodes: Nodes) -> None:
+    """The manifest names the Slurm job and its nodes of a --slurm run."""
+    if nodes.allocation is not None:
+        run.manifest.slurm_job_id = nodes.allocation.job_id
+        run.manifest.slurm_nodes = list(nodes.allocation.nodes)
+        run.save_manifest()
 
 
 def open_nodes(chosen: Target) -> Nodes:

@@ -18,14 +18,20 @@ import typer
 
 from bringup.commands.common import (
     AcceptOpt,
+    AccountOpt,
     ConnectTimeoutOpt,
     ForksOpt,
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    NodelistOpt,
+    NodesCountOpt,
     NodesOpt,
     OutOpt,
+    PartitionOpt,
     ProfileOpt,
+    SlurmOpt,
+    TimeOpt,
     create_run,
     fail,
     finish_run,
@@ -33,8 +39,10 @@ from bringup.commands.common import (
     load_profile,
     open_nodes,
     print_json,
+    record_slurm,
     run_json,
     show_run,
+    slurm_choice,
     target,
 )
 
@@ -94,13 +102,22 @@ def diagnose(
     profile_name: ProfileOpt = "b300",
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    slurm: SlurmOpt = False,
+    partition: PartitionOpt = None,
+    nodelist: NodelistOpt = None,
+    nodes_count: NodesCountOpt = None,
+    account: AccountOpt = None,
+    time_limit: TimeOpt = None,
 ) -> None:
     """Load all GPUs with matmuls while sampling NVML at 5-10 Hz; say which GPU is slow, why."""
     from bringup.checks.throttle import judge_gemm_stragglers
     from bringup.fleet.plan import FleetError, plan_node
     from bringup.fleet.run import run as run_fleet
 
-    chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
+    in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
+    chosen = target(
+        local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "diagnose"
+    )
     if not 0 < seconds <= 86400:
         fail(f"--seconds must be in (0, 86400], not {seconds:g}")
     if not 0.01 <= interval_s <= 10:
@@ -117,6 +134,7 @@ def diagnose(
             fail(str(exc))
         probes = [step.name for step in suite.probes]
         run = create_run(out_dir, "diagnose", profile_name, suite.name, probes=probes)
+        record_slurm(run, nodes)
         outcomes = run_fleet(plans, run, forks=chosen.forks)
     findings = [f for outcome in outcomes for f in outcome.findings]
     # The nodes against each other: one GPU node far behind the rest.

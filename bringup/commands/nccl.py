@@ -21,14 +21,20 @@ import typer
 
 from bringup.commands.common import (
     AcceptOpt,
+    AccountOpt,
     ConnectTimeoutOpt,
     ForksOpt,
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    NodelistOpt,
+    NodesCountOpt,
     NodesOpt,
     OutOpt,
+    PartitionOpt,
     ProfileOpt,
+    SlurmOpt,
+    TimeOpt,
     create_run,
     fail,
     finish_run,
@@ -37,8 +43,10 @@ from bringup.commands.common import (
     open_nodes,
     out,
     print_json,
+    record_slurm,
     run_json,
     show_run,
+    slurm_choice,
     target,
 )
 
@@ -158,17 +166,26 @@ def nccl(
     ] = SLOW_FRACTION,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    slurm: SlurmOpt = False,
+    partition: PartitionOpt = None,
+    nodelist: NodelistOpt = None,
+    nodes_count: NodesCountOpt = None,
+    account: AccountOpt = None,
+    time_limit: TimeOpt = None,
 ) -> None:
     """All-reduce bus bandwidth (and other collectives): one node, many, or pair by pair."""
     from bringup.node.probes.nccl import Params, validate
     from bringup.node.result import ProbeError
 
-    chosen = target(local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
-    if pairwise and nodes_file is None:
-        fail("--pairwise needs --nodes hosts.ini")
+    in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
+    chosen = target(
+        local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "nccl"
+    )
+    if pairwise and not chosen.remote:
+        fail("--pairwise needs --nodes hosts.ini or --slurm")
     if not 0 < slow_fraction < 1:
         fail("--slow-fraction must be between 0 and 1")
-    if nodes_file is None:
+    if not chosen.remote:
         not_for(ctx, "--local (a job on this node alone)", "port", "master_addr")
     if pairwise:
         not_for(ctx, "--pairwise (each pair meets on its first node)", "master_addr")
@@ -202,6 +219,7 @@ def nccl(
         # A pairwise run's nodes are measured in its sub-runs (pairs-N/), not in it.
         command, probes = ("nccl-pairwise", None) if pairwise else ("nccl", ["nccl"])
         run = create_run(out_dir, command, profile_name, None, probes=probes)
+        record_slurm(run, nodes)
         if pairwise:
             findings = _run_pairwise(nodes, params, prof, run, port, slow_fraction)
         else:

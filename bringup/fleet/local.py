@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from bringup.fleet.transport import (
     TransportError,
     decode_line,
 )
+from bringup.node.protocol import kill_tree
 
 
 def local_runner() -> Runner:
@@ -72,7 +72,9 @@ def run_local(
                     yield decode_line(line)
         finally:
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+                # The whole tree: each probe runs in a session of its own, and so does each
+                # tool it runs; killing the node side's group alone would leave them running.
+                kill_tree(proc.pid)
             proc.wait()
     if proc.returncode != 0:
         err = proc.stderr.read().decode(errors="replace").strip().splitlines()

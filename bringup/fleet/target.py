@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from bringup.fleet.inventory import Host, InventoryError
+from bringup.fleet.slurm import Allocation, SlurmChoice
 from bringup.fleet.transport import Runner, TransportError
 
 DEFAULT_FORKS = 64
@@ -40,22 +41,33 @@ class Target:
     forks: int = DEFAULT_FORKS
     accept_new_hostkeys: bool = False
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    # --slurm: the nodes of a Slurm allocation, reached with srun (fleet/slurm.py); an
+    # inventory given too names the nodes and gives their host variables.
+    slurm: SlurmChoice | None = None
+    job_name: str = "bringup"
 
     @property
     def remote(self) -> bool:
-        return self.nodes_file is not None
+        return self.nodes_file is not None or self.slurm is not None
 
 
 class Nodes:
     """The hosts of a run and a runner for each: SSH (one connector, one code zip for the
     whole run) or the local transport. Close it (or use `with`) to drop the connections."""
 
-    def __init__(self, target: Target, hosts: list[Host]) -> None:
+    def __init__(
+        self, target: Target, hosts: list[Host], allocation: Allocation | None = None
+    ) -> None:
         self.target = target
         self.hosts = hosts
+        self.allocation = allocation
         self._connector = None
         self._code = None
-        if target.remote:
+        if allocation is not None:
+            from bringup.fleet.node_code import build_node_code
+
+            self._code = build_node_code()
+        elif target.remote:
             from bringup.fleet import ssh
             from bringup.fleet.node_code import build_node_code
 
@@ -78,6 +90,10 @@ class Nodes:
         return [h.name for h in self.hosts]
 
     def runner(self, host: Host) -> Runner:
+        if self.allocation is not None and self._code is not None:
+            from bringup.fleet.slurm import slurm_runner
+
+            return slurm_runner(host, self.allocation, self._code)
         if self._connector is None or self._code is None:
             from bringup.fleet.local import local_runner
 
@@ -89,6 +105,10 @@ class Nodes:
     def close(self) -> None:
         if self._connector is not None:
             self._connector.close()
+        if self.allocation is not None:
+            from bringup.fleet.slurm import release
+
+            release(self.allocation)
 
     def __enter__(self) -> Nodes:
         return self
@@ -111,6 +131,13 @@ def open_nodes(target: Target) -> Nodes:
     """The target's hosts (the inventory read as Ansible reads it, `--limit` applied)."""
     if not target.remote:
         return Nodes(target, [this_machine()])
+    hosts = _inventory_hosts(target) if target.nodes_file is not None else []
+    if target.slurm is not None:
+        return _slurm_nodes(target, hosts)
+    return Nodes(target, hosts)
+
+
+def _inventory_hosts(target: Target) -> list[Host]:
     from bringup.fleet import inventory
 
     assert target.nodes_file is not None
@@ -121,4 +148,30 @@ def open_nodes(target: Target) -> Nodes:
     if not hosts:
         chosen = f" match --limit {target.limit}" if target.limit else ""
         raise TargetError(f"{target.nodes_file}: no nodes{chosen}")
-    return Nodes(target, hosts)
+    return hosts
+
+
+def _slurm_nodes(target: Target, inventory_hosts: list[Host]) -> Nodes:
+    """The allocation's nodes, named by Slurm; an inventory's hosts give their variables
+    (by the same name) and, unless --nodelist says otherwise, which nodes to allocate."""
+    from bringup.fleet.slurm import SlurmError, addresses, allocate, release
+
+    assert target.slurm is not None
+    named = [] if target.slurm.nodelist else [h.name for h in inventory_hosts]
+    try:
+        allocation = allocate(target.slurm, named, target.job_name)
+    except SlurmError as exc:
+        raise TargetError(f"--slurm: {exc}") from None
+    known = {h.name: h for h in inventory_hosts}
+    try:
+        # A node the inventory does not name is reached (a rendezvous on it) at its NodeAddr.
+        unknown = [name for name in allocation.nodes if name not in known]
+        where = addresses(unknown) if unknown else {}
+        hosts = [known.get(n) or Host(name=n, address=where[n]) for n in allocation.nodes]
+        return Nodes(target, hosts, allocation)
+    except SlurmError as exc:
+        release(allocation)
+        raise TargetError(f"--slurm: {exc}") from None
+    except BaseException:
+        release(allocation)
+        raise

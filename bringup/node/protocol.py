@@ -96,7 +96,7 @@ def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str,
         os.close(result_write)
         data, timed_out = _read_until(result_read, started + timeout_s)
         if timed_out:
-            _kill_tree(pid)
+            kill_tree(pid)
         _, status = os.waitpid(pid, 0)
         stderr.seek(0)
         last = (stderr.read().decode(errors="replace").strip().splitlines() or [""])[-1]
@@ -152,7 +152,7 @@ def _exit_reason(status: int) -> str:
     return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
-def _kill_tree(pid: int) -> None:
+def kill_tree(pid: int) -> None:
     """Kill a probe and everything it started, its own process group or not.
 
     Tools run through command.run get a session of their own (so their own timeout can

@@ -68,6 +68,7 @@ from bringup.sim.netns import (
 )
 from bringup.sim.rootfs import Image, NodeRoot, RootfsError, ensure_image, first_process
 from bringup.sim.rootfs import available as rootfs_available
+from bringup.sim.slurm import SimSlurm, SlurmNode
 
 __all__ = ["FAULTS", "NETNS_DIR", "STATE_DIR", "SimCluster", "SimClusterError", "SimNode"]
 
@@ -125,6 +126,7 @@ class SimCluster:
         live: Mapping[str, Sequence[str]] | None = None,
         nvml: bool | None = None,
         rootfs: Image | None = None,
+        slurm: bool = False,
     ) -> None:
         """`nvml`: give every node its own simulated NVML (bringup.sim.nvml), so its gpu
         probe and telemetry sampler run for real through pynvml; None: where the library
@@ -133,6 +135,9 @@ class SimCluster:
         `rootfs`: give every node its own root filesystem, an overlay over this Debian
         image (bringup.sim.rootfs), for tests that change a node; None: the nodes share
         this machine's filesystem.
+
+        `slurm`: start a real Slurm over the nodes too (bringup.sim.slurm; or call
+        start_slurm() later): partition `sim`, a client needs only slurm_env().
         """
         if not 1 <= nodes <= MAX_NODES:
             raise SimClusterError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
@@ -150,6 +155,8 @@ class SimCluster:
         self._live = {name: tuple(probes) for name, probes in live.items()}
         self._nvml = nvml
         self._rootfs = rootfs
+        self._want_slurm = slurm
+        self.slurm: SimSlurm | None = None  # set by start_slurm()
         self.rootfs_image: Path | None = None  # the unpacked image, when rootfs was asked
         self.nvml_library: Path | None = None  # set by start() when the nodes have NVML
         self.nvml_why_not: str | None = None  # why they do not, when nvml was None
@@ -232,6 +239,8 @@ class SimCluster:
         atexit.register(self.stop)
         try:
             self._build()
+            if self._want_slurm:
+                self.start_slurm()
         except BaseException:
             self.stop()
             raise
@@ -241,6 +250,9 @@ class SimCluster:
         """Remove everything: processes, namespaces, links and the files written here."""
         if self.run is None:
             return
+        if self.slurm is not None:
+            self.slurm.stop()
+            self.slurm = None
         teardown_run(self.run)
         for node in self.nodes.values():
             if node.sshd is not None:
@@ -301,6 +313,31 @@ class SimCluster:
         self.write_known_hosts()
         self._track(self.inventory)
         self.write_inventory()
+
+    # -- Slurm
+
+    def start_slurm(self, extra_conf: Sequence[str] = ()) -> SimSlurm:
+        """Start munge, slurmctld (on a head node of its own) and one slurmd per node;
+        extra_conf: slurm.conf lines of the test (HealthCheckProgram=..., Prolog=...)."""
+        if self.run is None:
+            raise SimClusterError("start the cluster before its Slurm")
+        if self.rootfs_image is not None:
+            raise SimClusterError("slurm: not with rootfs nodes (they share no slurm.conf)")
+        if self.slurm is None:
+            nodes = [
+                SlurmNode(n.name, n.address, n.netns, self.node_env(n)) for n in self.nodes.values()
+            ]
+            slurm = SimSlurm(self.workdir, self.run, self.bridge, nodes, extra_conf)
+            self._track(slurm.dir)
+            self.slurm = slurm
+            slurm.start()
+        return self.slurm
+
+    def slurm_env(self) -> dict[str, str]:
+        """The environment a Slurm client (srun, salloc, scontrol, bringup --slurm) needs."""
+        if self.slurm is None:
+            raise SimClusterError("this cluster runs no Slurm: start_slurm() first")
+        return self.slurm.env()
 
     def _install_dcgmi(self, node: SimNode) -> None:
         """The node's own `dcgmi` (bringup.sim.dcgm): DCGM's table for the GPUs it has."""
@@ -372,7 +409,7 @@ class SimCluster:
             run_setup(["ip", "-n", node.netns, "-batch", "-"], "\n".join(inside) + "\n")
 
     def _sshd_config(self, node: SimNode) -> str:
-        path = f"{node.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        env = " ".join(f"{k}={v}" for k, v in self.node_env(node).items())
         return "\n".join(
             [
                 f"# sshd of simulated node {node.name} (bringup.sim.cluster)",
@@ -395,20 +432,24 @@ class SimCluster:
                 "MaxSessions 64",
                 "LogLevel VERBOSE",
                 "Subsystem sftp internal-sftp",
-                # The node's own tools first (SetEnv is applied after sshd's default PATH),
-                # its own cache (the probe code, work directories: the nodes share this
-                # machine's disk, not their caches), and its own simulated NVML.
-                f"SetEnv PATH={path} XDG_CACHE_HOME={node.cache_dir}" + self._nvml_env(node),
+                # The node's own environment (SetEnv is applied after sshd's default PATH).
+                f"SetEnv {env}",
                 "",
             ]
         )
 
-    def _nvml_env(self, node: SimNode) -> str:
-        if self.nvml_library is None:
-            return ""
-        from bringup.sim.nvml import ENV_STATE
+    def node_env(self, node: SimNode) -> dict[str, str]:
+        """What the node's sessions get (SSH's SetEnv, Slurm's TaskProlog): the node's own
+        tools first on PATH, its own cache (the probe code, work directories: the nodes
+        share this machine's disk, not their caches), and its own simulated NVML."""
+        path = f"{node.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        env = {"PATH": path, "XDG_CACHE_HOME": str(node.cache_dir)}
+        if self.nvml_library is not None:
+            from bringup.sim.nvml import ENV_STATE
 
-        return f" LD_LIBRARY_PATH={self.nvml_library.parent} {ENV_STATE}={node.nvml_state}"
+            env["LD_LIBRARY_PATH"] = str(self.nvml_library.parent)
+            env[ENV_STATE] = str(node.nvml_state)
+        return env
 
     def _spawn_sshd(self, node: SimNode) -> subprocess.Popen[bytes]:
         log = (node.dir / "sshd.log").open("ab")

@@ -24,7 +24,7 @@ SUBNET = "10.231"  # 10.231.<run>.0/24: private, used only on the bridge of one 
 BRIDGE_HOST = 254  # the controller's address on the bridge: 10.231.<run>.254
 MAX_NODES = 250
 SSHD_READY_S = 15.0
-NAME = re.compile(r"^bu-(\d+)-(br|n\d+|v\d+)$")  # every namespace and link we create
+NAME = re.compile(r"^bu-(\d+)-(br|n\d+|v\d+|c|vc)$")  # every namespace and link we create
 
 
 class SimClusterError(Exception):

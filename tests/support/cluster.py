@@ -63,3 +63,15 @@ def run_check(
     except json.JSONDecodeError:
         raise AssertionError(f"stdout is not one JSON document: {proc.stdout[:500]}") from None
     return CheckRun(proc.returncode, doc, proc.stderr, wall)
+
+
+def _slurm_why_not() -> str | None:
+    from bringup.sim.slurm import available
+
+    return WHY_NOT or available()
+
+
+SLURM_WHY_NOT = _slurm_why_not()
+needs_slurm = pytest.mark.skipif(
+    SLURM_WHY_NOT is not None, reason=f"simulated Slurm: {SLURM_WHY_NOT}"
+)

@@ -1,0 +1,128 @@
+"""`bringup slurm healthcheck` on this machine, without Slurm: the verdict, the run it
+records and the budget, with GPUs from the simulated NVML (docs/nvmlsim.md) and a
+`nvidia-smi` that hangs. The drain itself is tests/integration/slurm/test_healthcheck.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.fleet.local import run_local
+from bringup.fleet.transport import TransportError
+from bringup.sim.faults import nvml_state
+from bringup.sim.nvml import NvmlSimError, build_library, library_env, write_state
+from tests.support import REPO
+from tests.support.cli import run_cli
+
+HANGS = "#!/bin/sh\nexec sleep 597\n"  # a driver call that never returns
+
+
+@pytest.fixture(scope="module")
+def nvml_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        return build_library(tmp_path_factory.mktemp("nvmlsim"))
+    except NvmlSimError as exc:
+        pytest.skip(f"cannot build the simulated NVML: {exc}")
+
+
+def _env(library: Path, state: Path, path_first: Path | None = None) -> dict[str, str]:
+    env = {**os.environ, **library_env(library, state), "PYTHONPATH": str(REPO)}
+    env.pop("SLURMD_NODENAME", None)
+    if path_first is not None:
+        env["PATH"] = f"{path_first}:{env['PATH']}"
+    return env
+
+
+def _hanging_smi(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(HANGS)
+    smi.chmod(0o755)
+    return bin_dir
+
+
+def _left_running(wait_s: float = 2.0) -> list[int]:
+    """The hung tools still alive after `wait_s` (a SIGKILLed process takes a moment to go)."""
+    end = time.monotonic() + wait_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except (OSError, ValueError):
+                continue
+            if cmd == "sleep 597":
+                found.append(int(entry.name))
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.1)
+
+
+def test_a_fault_is_unfit_with_its_reason_and_a_healthy_node_fit(
+    nvml_library: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    faulty = write_state(nvml_state("row_remap"), tmp_path / "remap.json")
+    done = run_cli(
+        "slurm", "healthcheck", "--node", "gpu07", "--out", runs, env=_env(nvml_library, faulty)
+    )
+    assert done.returncode == 1, done.stderr
+    run = next(runs.iterdir())
+    assert done.stdout == (
+        f"gpu07: unfit: bringup: gpu.remapped_rows GPU 3 row remap pending; run {run}\n"
+    )
+    verdict = json.loads((run / "healthcheck.json").read_text())
+    assert verdict["node"] == "gpu07"
+    assert verdict["fit"] is False
+    assert verdict["reason"] == "bringup: gpu.remapped_rows GPU 3 row remap pending"
+    assert verdict["budget_s"] == 10.0
+    assert (run / "facts" / "gpu07.json").is_file()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert (manifest["command"], manifest["suite"], manifest["exit_code"]) == (
+        "healthcheck",
+        "prolog",
+        1,
+    )
+
+    healthy = write_state(nvml_state("healthy"), tmp_path / "ok.json")
+    env = {**_env(nvml_library, healthy), "SLURMD_NODENAME": "node05"}
+    done = run_cli("slurm", "healthcheck", "--node", "ignored", "--out", runs, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["exit_code"] == 0
+    assert doc["healthcheck"]["node"] == "node05"  # SLURMD_NODENAME before --node
+    assert {f["node"] for f in doc["findings"]} == {"node05"}
+    assert {f["check"].split(".")[0] for f in doc["findings"]} == {"gpu", "xid"}
+    assert len(list(runs.iterdir())) == 2
+
+
+def test_a_hung_nvidia_smi_is_unfit_within_the_budget(nvml_library: Path, tmp_path: Path) -> None:
+    healthy = write_state(nvml_state("healthy"), tmp_path / "ok.json")
+    env = _env(nvml_library, healthy, _hanging_smi(tmp_path))
+    started = time.monotonic()
+    done = run_cli("slurm", "healthcheck", "--budget-s", "4", "--out", tmp_path / "r", env=env)
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert took < 4 + 2.5, took  # the budget, plus the interpreter's own start
+    assert "did not finish within the 4 s budget (probe gpu stopped after" in done.stdout
+    assert _left_running() == []
+
+
+def test_the_local_transports_deadline_ends_every_process_it_started(tmp_path: Path) -> None:
+    """The node side's deadline before the probe's: the probe and its tool (each in a session
+    of its own) end with it."""
+    request = {"probes": [{"name": "gpu", "params": {"timeout_s": 60}, "timeout_s": 30}]}
+    os.environ["PATH"], old = f"{_hanging_smi(tmp_path)}:{os.environ['PATH']}", os.environ["PATH"]
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransportError, match="node did not finish within 3 s"):
+            list(run_local(request, 3))
+        assert time.monotonic() - started < 5
+    finally:
+        os.environ["PATH"] = old
+    assert _left_running() == []

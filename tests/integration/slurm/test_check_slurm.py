@@ -1,0 +1,135 @@
+"""`bringup check --slurm` on a simulated cluster under a real Slurm: the same findings as
+over SSH, the job and its nodes in the manifest, an allocation it asked for released, one
+it was started inside kept, and a node that cannot be reached named."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bringup.sim.cluster import SimCluster
+from tests.support import REPO
+from tests.support.cli import run_cli
+from tests.support.cluster import needs_slurm
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
+
+FAULTS = {"node02": "missing_gpu", "node03": "xid79"}
+LIVE_SUITE = """\
+name: live
+description: the probes every simulated node answers for real (its NVML, this machine)
+budget_s: 120
+probes:
+  - name: gpu
+    timeout_s: 60
+  - name: host
+    timeout_s: 30
+"""
+
+
+def _live_suite(tmp_path: Path) -> str:
+    path = tmp_path / "live.yaml"
+    path.write_text(LIVE_SUITE)
+    return str(path)
+
+
+def _check(cluster: SimCluster, out: Path, *args: str, env: dict[str, str] | None = None):
+    argv = ["check", "--json", "--suite", "quick", "--profile", str(cluster.profile_path)]
+    done = run_cli(
+        *argv,
+        "--out",
+        str(out),
+        *args,
+        cwd=REPO,
+        env={**os.environ, **cluster.slurm_env(), **(env or {})},
+        timeout=240,
+    )
+    doc = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done, doc
+
+
+def _judged(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Every finding without its transport: node, check, status, message (but the host
+    probe's messages: it measures this machine's disk and memory live, a moment apart)."""
+    return sorted(
+        (f["node"], f["check"], f["status"], "" if f["check"].startswith("host.") else f["message"])
+        for f in doc["findings"]
+    )
+
+
+def _squeue(cluster: SimCluster) -> list[str]:
+    done = cluster.slurm.client("squeue", "-h", "-o", "%i") if cluster.slurm else None
+    assert done is not None and done.returncode == 0
+    return done.stdout.split()
+
+
+def test_check_slurm_finds_what_check_nodes_finds(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(4, faults=FAULTS)
+    inventory = str(cluster.inventory)
+    over_slurm, slurm_doc = _check(cluster, tmp_path / "slurm", "--slurm", "--nodes", inventory)
+    assert over_slurm.returncode == 1, over_slurm.stderr
+    over_ssh, ssh_doc = _check(cluster, tmp_path / "ssh", "--nodes", inventory)
+    assert over_ssh.returncode == 1, over_ssh.stderr
+    assert _judged(slurm_doc) == _judged(ssh_doc)
+    # Not a run that judged nothing: every node, its planted fault and only it.
+    failed = {(f["node"], f["check"]) for f in slurm_doc["findings"] if f["status"] == "FAIL"}
+    assert failed == {("node02", "gpu.count"), ("node03", "xid.events")}
+    manifest = json.loads((tmp_path / "slurm" / "manifest.json").read_text())
+    assert manifest["nodes"] == cluster.names
+    assert manifest["slurm_nodes"] == cluster.names
+    assert manifest["slurm_job_id"].isdigit()
+    assert _squeue(cluster) == []  # the allocation it asked for is released
+
+
+def test_inside_an_allocation_it_uses_it_and_keeps_it(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(3)
+    assert cluster.slurm is not None
+    granted = cluster.slurm.client("salloc", "--no-shell", "-N2", "-w", "node01,node03")
+    job = granted.stderr.split("Granted job allocation ")[1].split()[0]
+    inside = {"SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": "node[01,03]"}
+    # No inventory: the nodes are the allocation's, named by Slurm (the same hostname
+    # everywhere here); GPU facts from each node's own simulated NVML.
+    suite = _live_suite(tmp_path)
+    done, doc = _check(cluster, tmp_path / "run", "--slurm", "--suite", suite, env=inside)
+    assert done.returncode in (0, 1), done.stderr
+    assert sorted({f["node"] for f in doc["findings"]}) == ["node01", "node03"]
+    reached = {f["node"]: f["status"] for f in doc["findings"] if f["check"] == "node.reachable"}
+    assert reached == {"node01": "PASS", "node03": "PASS"}
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["slurm_job_id"] == job
+    assert _squeue(cluster) == [job]  # not ours to release
+    cluster.slurm.client("scancel", job)
+
+
+def test_a_node_whose_slurmd_is_gone_is_named(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(2)
+    assert cluster.slurm is not None
+    granted = cluster.slurm.client("salloc", "--no-shell", "-N2")
+    job = granted.stderr.split("Granted job allocation ")[1].split()[0]
+    cluster.kill_node_processes("node02")  # its slurmd with it: the node crashed
+    inside = {"SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": "node[01-02]"}
+    suite = _live_suite(tmp_path)
+    done, doc = _check(cluster, tmp_path / "run", "--slurm", "--suite", suite, env=inside)
+    assert done.returncode in (1, 3), done.stderr
+    states = {n: v["state"] for n, v in doc["nodes"].items()}
+    assert states == {"node01": "complete", "node02": "unreachable"}
+    reason = doc["nodes"]["node02"]["reason"]
+    assert reason.startswith("srun: "), reason
+    cluster.slurm.client("scancel", job)
+
+
+def test_the_slurm_options_need_slurm(tmp_path: Path) -> None:
+    done = run_cli("check", "--nodes", str(tmp_path / "x.ini"), "--partition", "gpu", cwd=REPO)
+    assert done.returncode == 2
+    assert "--partition is an option of --slurm: give --slurm too" in done.stderr

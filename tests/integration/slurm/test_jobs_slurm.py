@@ -1,0 +1,136 @@
+"""Multi-node jobs through Slurm on the simulated cluster: `bringup nccl --slurm` (gloo
+ranks, one torch.distributed.run per node in its own srun step) and `bringup burnin
+--joint --slurm` (the tiny recipe over 2 nodes). No inventory: the nodes are the
+allocation's, the rendezvous is the first node's NodeAddr as Slurm knows it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bringup.sim.cluster import SimCluster
+from tests.support import REPO
+from tests.support.cli import run_cli
+from tests.support.cluster import needs_slurm
+
+NEEDED = ("torch", "deepspeed", "transformers", "peft")
+MISSING = [m for m in NEEDED if importlib.util.find_spec(m) is None]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.slurm,
+    needs_slurm,
+    pytest.mark.skipif(bool(MISSING), reason=f"the jobs need {', '.join(MISSING)} on the nodes"),
+]
+
+# One gloo rank per node (2 shared cores here), small messages, few iterations.
+SMALL = ("--backend", "gloo", "--ranks", "1", "--iters", "3", "-w", "1", "--timeout", "90")
+TINY = ("--recipe", "tiny", "--nproc", "1", "--steps", "8", "--checkpoint-interval", "4")
+PORT = "29519"
+
+
+@dataclass
+class JobRun:
+    code: int
+    doc: dict[str, Any]
+    stderr: str
+
+    def findings(self, check: str) -> dict[str, dict[str, Any]]:
+        return {f["node"]: f for f in self.doc["findings"] if f["check"] == check}
+
+
+def _slurm_cluster(make: Callable[..., SimCluster], nodes: int) -> SimCluster:
+    """Nodes whose python3 is this interpreter (torch & co. are here), as a site's image."""
+    cluster = make(nodes)
+    for name in cluster.names:
+        cluster.install_tool(name, "python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    return cluster
+
+
+def _bringup(cluster: SimCluster, *argv: str, timeout_s: float = 300) -> JobRun:
+    run_dir = cluster.workdir / "run"
+    env = {**os.environ, **cluster.slurm_env()}
+    proc = run_cli(
+        *argv, "--slurm", "--nodes-count", str(len(cluster.names)), "--json",
+        "--out", str(run_dir), cwd=REPO, env=env, timeout=timeout_s,
+    )  # fmt: skip
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"not one JSON document: {proc.stdout[:500]} {proc.stderr}") from None
+    return JobRun(proc.returncode, doc, proc.stderr)
+
+
+def _firewall(cluster: SimCluster, node: str, port: str) -> None:
+    """Drop the rendezvous port on the node: the other node's ranks cannot join."""
+    rules = (
+        "table inet bringup_test {\n"
+        f"  chain input {{ type filter hook input priority 0; tcp dport {port} drop; }}\n"
+        "}\n"
+    )
+    netns = cluster.node(node).netns
+    subprocess.run(
+        ["ip", "netns", "exec", netns, "nft", "-f", "-"], input=rules, text=True, check=True
+    )
+
+
+def test_all_reduce_across_two_nodes_under_srun(
+    make_slurm_cluster: Callable[..., SimCluster],
+) -> None:
+    cluster = _slurm_cluster(make_slurm_cluster, 2)
+    profile = str(cluster.profile_path)
+    run = _bringup(
+        cluster, "nccl", "--profile", profile, "--port", PORT, *SMALL, "-b", "64K", "-e", "128K"
+    )
+    job = run.findings("nccl.job")["node01"]
+    assert job["status"] == "PASS", (job, run.stderr[-2000:])
+    assert job["message"].startswith("all_reduce over 2 nodes, 2 ranks: busbw ")
+    facts = run.doc["facts"]["node01"]
+    assert (facts["nranks"], facts["launched_ranks"], facts["complete"]) == (2, 2, True)
+    manifest = json.loads((cluster.workdir / "run" / "manifest.json").read_text())
+    assert manifest["slurm_nodes"] == ["node01", "node02"]
+    assert run.code == 0, run.stderr
+
+
+def test_a_node_that_cannot_join_the_nccl_job_is_named(
+    make_slurm_cluster: Callable[..., SimCluster],
+) -> None:
+    cluster = _slurm_cluster(make_slurm_cluster, 2)
+    _firewall(cluster, "node01", PORT)
+    profile = str(cluster.profile_path)
+    run = _bringup(
+        cluster, "nccl", "--profile", profile, "--port", PORT, *SMALL,
+        "--rendezvous-timeout", "5",
+    )  # fmt: skip
+    assert run.code == 1
+    job = run.findings("nccl.job")["node01"]
+    assert job["status"] == "ERROR"
+    assert job["message"].startswith("the 2-node job did not complete: node02: rank 1 on ")
+    # The rendezvous is node01's NodeAddr, from Slurm (no inventory named it).
+    assert f"({cluster.node('node01').address}, {PORT})" in job["message"]
+
+
+def test_the_tiny_burnin_over_two_nodes_under_srun(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = _slurm_cluster(make_slurm_cluster, 2)
+    work = str(tmp_path / "nodes")
+    run = _bringup(
+        cluster, "burnin", "--joint", "--port", PORT, "--node-work-dir", work, *TINY,
+        timeout_s=300,
+    )  # fmt: skip
+    assert run.code == 0, (run.doc.get("findings"), run.stderr[-2000:])
+    job = run.findings("burnin.job")["node01"]
+    assert job["status"] == "PASS"
+    assert job["message"] == "tiny over 2 nodes (node01, node02), 2 ranks, 8 steps"
+    # Rank 1 ran on node02 (its srun step) and wrote its steps in node02's work directory.
+    [node02] = (tmp_path / "nodes").glob("*-node02-*")
+    assert (node02 / "rank1.jsonl").is_file() and not (node02 / "rank0.jsonl").exists()
