@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -218,3 +219,44 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         "seconds": doc["nodes"]["node02"]["seconds"],
     }
     assert doc["nodes"]["node02"]["seconds"] < 60
+
+
+def test_ctrl_c_ends_every_step_and_releases_the_job(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(2, nvml=True)
+    assert cluster.slurm is not None
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE.replace("seconds: 8", "seconds: 60").replace("10\n", "90\n"))
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "bringup.cli", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    running = f"bringup/code/{build_node_code().file_name} "
+    try:
+        for name in cluster.names:
+            assert cluster.wait_for_process(name, running, 60) is not None, name
+        cli.send_signal(signal.SIGINT)
+        stdout, stderr = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    assert {n: v["state"] for n, v in doc["nodes"].items()} == {
+        "node01": "interrupted",
+        "node02": "interrupted",
+    }, stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    # Nothing of the run is left on the nodes, and the allocation it asked for is gone.
+    for name in cluster.names:
+        assert cluster.wait_for_process(name, running, 0.2) is None, name
+    running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running_jobs.stdout.split() == []
