@@ -167,7 +167,7 @@ def launch_failure(stderr: str) -> str | None:
 
 def available() -> str | None:
     """None when Slurm's client commands are here, else the reason."""
-    for tool in ("srun", "salloc", "scontrol", "scancel"):
+    for tool in ("srun", "salloc", "scontrol", "scancel", "squeue"):
         if shutil.which(tool) is None:
             return f"no `{tool}` on PATH: --slurm needs Slurm's client commands"
     return None
@@ -220,14 +220,15 @@ def allocate(choice: SlurmChoice, nodes: Sequence[str], job_name: str) -> Alloca
             "say which nodes to allocate: --nodelist LIST or --nodes-count N "
             "(or run inside an allocation: salloc, sbatch)"
         )
+    # salloc runs in this process group: a Ctrl-C while it waits in the queue reaches it
+    # too, and it withdraws the request.
     argv = salloc_argv(choice, nodes, job_name)
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=ALLOCATE_TIMEOUT_S, check=False
         )
-    except KeyboardInterrupt:
-        # salloc, in our process group, got the Ctrl-C too and withdraws the request.
-        raise
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"no allocation within {ALLOCATE_TIMEOUT_S:g} s") from None
     job = granted_job(done.stderr)
     if job is None:
         pending = _ANY_JOB.search(done.stderr)
