@@ -336,6 +336,9 @@ def _resumed(
         manifest, _ = load_resumable(resume)  # all of it, before anything runs
     except RunDirError as exc:
         fail(f"--resume: {exc}")
+    if manifest.slurm_job_id is not None:
+        # Its allocation is gone, and resuming over SSH would reach other nodes than it did.
+        fail(f"--resume {resume}: a --slurm run cannot be resumed (yet); run it again")
     if manifest.inventory is None and nodes_file is None:
         fail(f"--resume {resume}: a --local run cannot be resumed; run it again")
     return (

@@ -111,6 +111,8 @@ def _unreachable_action(reason: str) -> str:
         return "add the node's key to known_hosts, or rerun with --accept-new-hostkeys"
     if reason.startswith("authentication failed"):
         return "check ansible_user and ansible_ssh_private_key_file (or the agent) for this node"
+    if reason.startswith("srun: "):  # --slurm: the step could not start on the node
+        return "check the node's slurmd and state (scontrol show node, sinfo -R)"
     return "check that the node is up, sshd runs and the address and port are right"
 
 

@@ -59,7 +59,7 @@ from bringup.fleet.transport import (
 PROBE_GRACE_S = 20.0  # as over SSH: the node side kills a stuck probe, this covers the rest
 STDERR_KEPT = 16 * 1024
 STOP_WAIT_S = 5.0  # srun forwards SIGTERM to the step's task; then it is killed
-UPLOAD_TIMEOUT_S = 120.0
+UPLOAD_S = 120.0  # the most an upload may take (within the node's deadline)
 ALLOCATE_TIMEOUT_S = 24 * 3600.0  # salloc waits in the queue; Ctrl-C withdraws the request
 
 
@@ -167,7 +167,7 @@ def launch_failure(stderr: str) -> str | None:
 
 def available() -> str | None:
     """None when Slurm's client commands are here, else the reason."""
-    for tool in ("srun", "salloc", "scontrol", "scancel"):
+    for tool in ("srun", "salloc", "scontrol", "scancel", "squeue"):
         if shutil.which(tool) is None:
             return f"no `{tool}` on PATH: --slurm needs Slurm's client commands"
     return None
@@ -220,14 +220,15 @@ def allocate(choice: SlurmChoice, nodes: Sequence[str], job_name: str) -> Alloca
             "say which nodes to allocate: --nodelist LIST or --nodes-count N "
             "(or run inside an allocation: salloc, sbatch)"
         )
+    # salloc runs in this process group: a Ctrl-C while it waits in the queue reaches it
+    # too, and it withdraws the request.
     argv = salloc_argv(choice, nodes, job_name)
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=ALLOCATE_TIMEOUT_S, check=False
         )
-    except KeyboardInterrupt:
-        # salloc, in our process group, got the Ctrl-C too and withdraws the request.
-        raise
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"no allocation within {ALLOCATE_TIMEOUT_S:g} s") from None
     job = granted_job(done.stderr)
     if job is None:
         pending = _ANY_JOB.search(done.stderr)
@@ -377,7 +378,7 @@ def run_slurm(
             _raise_for_status(step, steps)
             return
         stage("uploading probe code")
-        _upload(allocation, host, code, replace=broken, stop=stop)
+        _upload(allocation, host, code, broken, stop, min(end, time.monotonic() + UPLOAD_S))
 
 
 def _raise_for_status(step: _Step, steps: list[tuple[str, float]]) -> None:
@@ -400,12 +401,21 @@ def _upload(
     code: NodeCode,
     replace: bool,
     stop: threading.Event | None,
+    end: float,
 ) -> None:
+    """Store the zip on the node (a step of its own), by `end` (the node's deadline)."""
     command = upload_command(code, host.python, replace)
     step = _Step(allocation.job_id, host.name, command, code.data)
-    end = time.monotonic() + UPLOAD_TIMEOUT_S
-    for _ in step.records([], end, UPLOAD_TIMEOUT_S, stop):
-        pass  # the upload prints nothing on stdout
+    seconds = max(0.0, end - time.monotonic())
+    try:
+        for _ in step.records([], end, seconds, stop):
+            pass  # the upload prints nothing on stdout
+    except Interrupted:
+        raise
+    except TransportError:
+        raise TransportError(
+            f"storing the probe code on the node took over {seconds:.0f} s"
+        ) from None
     if step.exit_status != 0:
         raise TransportError(f"cannot store the probe code on the node: {step.last_line()}")
 

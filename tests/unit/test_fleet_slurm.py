@@ -115,3 +115,16 @@ def test_a_nodes_address_is_slurms_nodeaddr() -> None:
         "NodeName=gpu7 Arch=x86_64 NodeAddr=gpu7 NodeHostName=gpu7\n"
     )
     assert node_addresses(listed) == {"node01": "10.231.3.1", "gpu7": "gpu7"}
+
+
+def test_a_slurm_run_is_not_resumed_over_ssh(tmp_path: Path) -> None:
+    from bringup.rundir import RunDir
+
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.manifest.inventory = str(tmp_path / "hosts.ini")
+    run.manifest.slurm_job_id = "17"
+    run.save_manifest()
+    run.finish("interrupted", 1)
+    result = invoke("check", "--resume", str(tmp_path / "run"))
+    assert result.exit_code == 2
+    assert "a --slurm run cannot be resumed (yet); run it again" in result.stderr

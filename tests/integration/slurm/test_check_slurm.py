@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bringup.fleet.node_code import build_node_code
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cli import run_cli
@@ -133,3 +137,126 @@ def test_the_slurm_options_need_slurm(tmp_path: Path) -> None:
     done = run_cli("check", "--nodes", str(tmp_path / "x.ini"), "--partition", "gpu", cwd=REPO)
     assert done.returncode == 2
     assert "--partition is an option of --slurm: give --slurm too" in done.stderr
+
+
+SHORT_SUITE = """\
+name: short
+description: one live probe with a short deadline
+budget_s: 30
+probes:
+  - name: host
+    timeout_s: 5
+"""
+WATCH_SUITE = """\
+name: watch
+description: 8 s of NVML sampling, long enough to freeze the node while it runs
+budget_s: 30
+probes:
+  - name: telemetry
+    params:
+      seconds: 8
+    timeout_s: 10
+"""
+
+
+def test_a_frozen_node_is_unreachable_and_the_job_is_released(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(2)
+    assert cluster.slurm is not None
+    suite = tmp_path / "short.yaml"
+    suite.write_text(SHORT_SUITE)
+    cluster.freeze("node02")  # its slurmd too: the step cannot start there
+    try:
+        done, doc = _check(
+            cluster, tmp_path / "run", "--slurm", "--nodes-count", "2", "--suite", str(suite)
+        )
+    finally:
+        cluster.thaw("node02")
+    assert done.returncode == 1, done.stderr
+    states = {n: v["state"] for n, v in doc["nodes"].items()}
+    assert states == {"node01": "complete", "node02": "unreachable"}
+    assert doc["nodes"]["node02"]["reason"].startswith("srun: "), doc["nodes"]["node02"]
+    reached = [f for f in doc["findings"] if f["check"] == "node.reachable"]
+    assert "slurmd" in next(f["action"] for f in reached if f["node"] == "node02")
+    running = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running.stdout.split() == []  # released, though one of its nodes hung
+
+
+def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(2, nvml=True)
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE)
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "bringup.cli", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The node side started from its cache (not the command that stores the code,
+        # whose temp file is <name>.zip.<pid>).
+        running = f"bringup/code/{build_node_code().file_name} "
+        assert cluster.wait_for_process("node02", running, 60) is not None
+        cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
+        stdout, stderr = cli.communicate(timeout=120)
+    finally:
+        cluster.thaw("node02")
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    assert doc["nodes"]["node01"]["state"] == "complete", stderr
+    assert doc["nodes"]["node02"] == {
+        "state": "error",
+        "reason": "probe telemetry gave no answer within 30 s (node hung or step stuck)",
+        "seconds": doc["nodes"]["node02"]["seconds"],
+    }
+    assert doc["nodes"]["node02"]["seconds"] < 60
+
+
+def test_ctrl_c_ends_every_step_and_releases_the_job(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(2, nvml=True)
+    assert cluster.slurm is not None
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE.replace("seconds: 8", "seconds: 60").replace("10\n", "90\n"))
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "bringup.cli", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    running = f"bringup/code/{build_node_code().file_name} "
+    try:
+        for name in cluster.names:
+            assert cluster.wait_for_process(name, running, 60) is not None, name
+        cli.send_signal(signal.SIGINT)
+        stdout, stderr = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    assert {n: v["state"] for n, v in doc["nodes"].items()} == {
+        "node01": "interrupted",
+        "node02": "interrupted",
+    }, stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    # Nothing of the run is left on the nodes, and the allocation it asked for is gone.
+    for name in cluster.names:
+        assert cluster.wait_for_process(name, running, 0.2) is None, name
+    running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running_jobs.stdout.split() == []

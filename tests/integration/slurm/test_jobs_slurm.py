@@ -134,3 +134,26 @@ def test_the_tiny_burnin_over_two_nodes_under_srun(
     # Rank 1 ran on node02 (its srun step) and wrote its steps in node02's work directory.
     [node02] = (tmp_path / "nodes").glob("*-node02-*")
     assert (node02 / "rank1.jsonl").is_file() and not (node02 / "rank0.jsonl").exists()
+
+
+def test_pairwise_under_srun_names_the_slow_node(
+    make_slurm_cluster: Callable[..., SimCluster],
+) -> None:
+    cluster = _slurm_cluster(make_slurm_cluster, 4)
+    cluster.limit_rate("node03", 20_000_000)  # 20 Mbit/s against a veth's many Gbit/s
+    profile = str(cluster.profile_path)
+    run = _bringup(
+        cluster, "nccl", "--pairwise", "--profile", profile, "--port", PORT, *SMALL,
+        "-b", "1M", "-e", "1M", "--slow-fraction", "0.1",
+    )  # fmt: skip
+    verdicts = run.findings("nccl.pairwise")
+    assert {n: f["status"] for n, f in verdicts.items()} == {
+        "node01": "PASS",
+        "node02": "PASS",
+        "node03": "FAIL",
+        "node04": "PASS",
+    }, (verdicts, run.stderr[-2000:])
+    assert verdicts["node03"]["message"].startswith("node03 is slow: with node01: ")
+    pairs = [tuple(p["nodes"]) for p in run.doc["pairs"]]
+    assert pairs == [("node01", "node02"), ("node03", "node04"), ("node03", "node01"),
+                     ("node04", "node02")]  # fmt: skip
