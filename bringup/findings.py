@@ -46,7 +46,10 @@ Scalar = int | float | str | bool
 class Expected(BaseModel):
     """What a check expects, typed: an operator, a value (a number where it is one), its unit."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every key is always written: the published schema says so (docs/json.md).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, json_schema_serialization_defaults_required=True
+    )
 
     op: Op
     value: Scalar | list[Scalar]
@@ -149,7 +152,9 @@ def _text(value: Scalar) -> str:
 class Finding(BaseModel):
     """One judgement: what was measured, what was expected, and what to do about it."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+    model_config = ConfigDict(
+        extra="forbid", use_enum_values=False, json_schema_serialization_defaults_required=True
+    )
 
     node: str = ""
     check: str

@@ -38,8 +38,7 @@ from bringup.commands.common import (
     not_for,
     open_nodes,
     out,
-    print_json,
-    run_json,
+    print_envelope,
     target,
 )
 
@@ -475,7 +474,8 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
     base_path = run.path / "baseline.json"
     base = baselines.load(base_path) if base_path.exists() else None
     if as_json:
-        print_json(run_json(run, findings, baseline=base.model_dump(mode="json") if base else None))
+        data = {"baseline": base.model_dump(mode="json") if base else None}
+        print_envelope(findings, run=run, data=data)
         return
     out.print(node_table(findings, f"burn-in — {', '.join(run.manifest.nodes)}"))
     for n in base.nodes if base else []:
