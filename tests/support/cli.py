@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from click.testing import Result
 from typer.testing import CliRunner
@@ -34,6 +35,11 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def nodes_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The envelope's `nodes` (a list, docs/json.md) by node name."""
+    return {entry["node"]: entry for entry in doc.get("nodes") or []}
 
 
 def invoke(*args: str | Path) -> Result:

@@ -325,7 +325,9 @@ def test_command_writes_every_format_and_exits_1(rich: Path, tmp_path: Path) -> 
 def test_command_json_prints_one_document(demo: Path, tmp_path: Path) -> None:
     result = cli("report", demo, "--format", "md", "--out", tmp_path, "--json")
     doc = json.loads(result.stdout)
-    assert doc["verdict"]["nodes_failing"] == [
+    assert doc["verdict"] == "NOT ACCEPTED"
+    assert doc["data"]["written"] == [str(tmp_path / "report.md")]
+    assert doc["data"]["summary"]["verdict"]["nodes_failing"] == [
         "b300-node02",
         "b300-node03",
         "b300-node04",

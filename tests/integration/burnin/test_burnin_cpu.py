@@ -84,7 +84,7 @@ def test_mfu_comes_from_the_recorded_step_times(run: dict) -> None:
     assert node.model_flops_per_s_per_gpu == pytest.approx(model, rel=1e-12)
     assert node.mfu == pytest.approx(model / (PEAK_TFLOPS * 1e12), rel=1e-12)
     assert node.hfu is not None and node.hfu > node.mfu  # gradient checkpointing recomputes
-    assert run["doc"]["baseline"]["metrics"]["burnin.mfu"] == node.mfu
+    assert run["doc"]["data"]["baseline"]["metrics"]["burnin.mfu"] == node.mfu
 
 
 def test_checkpoint_restores_bit_identically(run: dict) -> None:
