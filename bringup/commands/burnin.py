@@ -487,9 +487,13 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
 
 
 def _figures(n: baselines.NodeBaseline) -> str:
+    """One node's headline figures, as the console shows them after the table."""
+    from bringup.measurements import shown
+
     parts = [f"{n.node}: {n.recipe} on {n.world_size} × {n.device_name or n.device_kind}"]
     if n.tokens_per_s_per_gpu is not None:
-        parts.append(f"{n.tokens_per_s_per_gpu:.5g} tokens/s per GPU")
+        # The report's rendering of the same figure (bringup.measurements.shown).
+        parts.append(f"{shown('burnin.tokens_per_s', n.tokens_per_s_per_gpu)} per GPU")
     if n.step_time_median_s is not None and n.step_time_p99_s is not None:
         parts.append(f"step {n.step_time_median_s:.4g} s (p99 {n.step_time_p99_s:.4g} s)")
     if n.model_flops_per_s_per_gpu is not None:
