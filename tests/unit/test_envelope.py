@@ -76,3 +76,25 @@ def test_a_finding_recorded_with_a_text_expectation_reads_back_typed() -> None:
     assert found.expected == Expected(op=">=", value=3.0, unit="GB/s")
     again = Finding.model_validate_json(found.model_dump_json())
     assert again == found
+
+
+def test_a_measured_number_is_expected_as_a_number_across_the_demo_fleet() -> None:
+    """Every check the demo fleet triggers: where the value is a number, so is the bound."""
+    from bringup import profile
+    from bringup.checks.catalog import judge_node
+    from bringup.sim.demo import demo_nodes
+
+    b300 = profile.load("b300")
+    numeric = [
+        f
+        for node in demo_nodes()
+        for f in judge_node(node, b300)
+        if f.expected is not None and isinstance(f.value, int | float)
+    ]
+    assert len({f.check for f in numeric}) >= 8
+    wrong = [
+        (f.check, str(f.expected))
+        for f in numeric
+        if f.expected.op == "text" or not isinstance(f.expected.value, int | float)
+    ]
+    assert wrong == []
