@@ -8,6 +8,7 @@ what a command says and exits with when nothing has to run for real.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,17 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def valid_envelope(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document, after validating it against the published --json schema (docs/json.md)."""
+    import jsonschema
+
+    from tests.support import REPO
+
+    schema = json.loads((REPO / "docs" / "schema" / "bringup-output.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    return doc
 
 
 def nodes_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -8,17 +8,15 @@ here it is its refusal, which is the same envelope.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
-from tests.support import FIXTURES, REPO
+from tests.support import FIXTURES
+from tests.support.cli import valid_envelope
 
-SCHEMA = json.loads((REPO / "docs" / "schema" / "bringup-output.schema.json").read_text())
 SMI = FIXTURES / "smi" / "mleng-a100-sxm4-80gb-q-excerpt-remapped-rows-pending.txt"
 HOST_ONLY = "name: host-only\ndescription: the host probe\nbudget_s: 60\nprobes:\n  - name: host\n"
 
@@ -26,8 +24,7 @@ HOST_ONLY = "name: host-only\ndescription: the host probe\nbudget_s: 60\nprobes:
 def valid(result: Any, command: str, code: int) -> dict[str, Any]:
     """The document, validated, after checking the command and exit code it states."""
     assert result.code == code, result.stderr[-2000:]
-    doc = result.json()
-    jsonschema.validate(doc, SCHEMA)
+    doc = valid_envelope(result.json())
     assert (doc["command"], doc["exit_code"]) == (command, code)
     return doc
 
