@@ -56,3 +56,13 @@ def test_console_baseline_report_and_exporter_agree(tmp_path: Path) -> None:
     text = shown("burnin.tokens_per_s", figure)
     assert f"{text} per GPU" in _figures(node)
     assert text == f"{figure:.2f} tokens/s"
+
+
+def test_the_baseline_judgement_names_the_same_figure() -> None:
+    from bringup.checks.burnin import judge_baseline
+
+    node = baselines.summarize("n1", decode(ProbeRecord.model_validate(RECORD)), None, None)
+    base = baselines.build([node], "tiny", None, "2026-01-01T00:00:00+00:00")
+    (verdict,) = judge_baseline(base, base)
+    figure = shown("burnin.tokens_per_s", node.tokens_per_s_per_gpu)
+    assert verdict.message == f"{figure} per GPU, 100.0% of its baseline ({figure})"
