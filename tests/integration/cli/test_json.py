@@ -155,6 +155,7 @@ def test_provision_check_mode_on_an_unreachable_host(
         (("burnin", "--local", "--recipe", "nosuch"), "burnin"),
         (("profiles", "show", "nosuch"), "profiles show"),
         (("exporter",), "exporter"),
+        (("sim", "nvml", "build", "--out", "x", "--header", "/no/nvml.h"), "sim nvml build"),
     ],
 )
 def test_a_refusal_is_the_same_envelope(
@@ -162,3 +163,46 @@ def test_a_refusal_is_the_same_envelope(
 ) -> None:
     doc = valid(cli(*args, "--json"), command, 2)
     assert doc["verdict"] is None and doc["error"]
+
+
+# Each command and the test above that runs it with --json. A new command fails here until
+# it has its line (and its test): every command's --json is one envelope.
+COVERED = {
+    "check": test_check_demo_names_its_nodes_and_probes,
+    "snapshot": test_snapshot_local_has_the_shape_of_a_fleet_snapshot,
+    "inspect": test_inspect_a_file_and_a_directory_give_one_shape,
+    "profiles list": test_profiles_list_and_show,
+    "profiles show": test_profiles_list_and_show,
+    "report": test_report_says_what_it_wrote_not_the_whole_model,
+    "exporter": test_exporter_prints_what_it_would_serve,
+    "learn": test_learn,
+    "plan": test_plan,
+    "sim nvml state": test_sim_nvml_state,
+    "sim nvml build": test_a_refusal_is_the_same_envelope,
+    "diagnose": test_diagnose,
+    "nccl": test_nccl_local_gloo,
+    "burnin": test_a_refusal_is_the_same_envelope,  # and tests/integration/burnin
+    "provision": test_provision_check_mode_on_an_unreachable_host,
+}
+
+
+def _commands(group: Any, prefix: str = "") -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name, command in group.commands.items():
+        path = f"{prefix}{name}"
+        if hasattr(command, "commands"):
+            found.update(_commands(command, f"{path} "))
+        else:
+            found[path] = command
+    return found
+
+
+def test_every_command_takes_json_and_is_run_here() -> None:
+    from typer.main import get_command
+
+    from bringup.cli import app
+
+    commands = _commands(get_command(app))
+    assert set(commands) == set(COVERED)
+    for name, command in commands.items():
+        assert "--json" in {opt for p in command.params for opt in p.opts}, name
