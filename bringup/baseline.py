@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError
 
 from bringup import __version__
 from bringup.files import InputError, read_text, write_atomic
-from bringup.node.probes.burnin import BurninFacts
+from bringup.node.probes.burnin import BurninFacts, measured, tokens_per_s_per_gpu
 from bringup.node.timeline import Timeline
 from bringup.schema import Strict, describe
 
@@ -111,11 +111,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[int(index)]
 
 
-def measured(times: list[float], warmup: int) -> list[float]:
-    """Step times after the warm-up; all of them when the run was shorter than the warm-up."""
-    return times[warmup:] or times
-
-
 def spread(medians: list[float]) -> float | None:
     """How much the slowest trails the fastest: max / min - 1 (None below two values)."""
     if len(medians) < 2 or min(medians) <= 0:
@@ -178,8 +173,9 @@ def summarize(
         for r in facts.ranks
         if r.step_times_s
     ]
-    tokens = facts.tokens_per_step_per_gpu
-    tps = tokens / median if tokens and median else None
+    tps = tokens_per_s_per_gpu(
+        [s.time_s for s in facts.steps], facts.warmup_steps, facts.tokens_per_step_per_gpu
+    )
     model = tps * facts.model_flops_per_token if tps and facts.model_flops_per_token else None
     hardware = (
         tps * facts.hardware_flops_per_token if tps and facts.hardware_flops_per_token else None

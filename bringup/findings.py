@@ -1,10 +1,19 @@
-"""Findings: the verdicts of checks, one line each in findings.jsonl."""
+"""Findings: the verdicts of checks, one line each in findings.jsonl.
+
+A finding's `value` is what was measured and its `expected` what the profile asks for,
+both typed: numbers are numbers, with the `unit` they are in (docs/json.md#typed-values).
+`expected` is an `Expected` object, `{"op": ">=", "value": 580, "unit": "W"}`; the text a
+person reads (">= 580 W") is `str(expected)`, the one rendering that the console, the
+reports and JUnit all show.
+"""
 
 from __future__ import annotations
 
+import re
 from enum import Enum
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Status(str, Enum):
@@ -27,24 +36,160 @@ class Status(str, Enum):
         return list(Status).index(self)
 
 
+# How the measured value is compared with `value`: the ordering comparisons; "==" (the
+# value exactly); "in" (one of a list); "within" (within `tolerance_pct` percent of
+# `value`); "text" (a description for people, nothing a program can compare).
+Op = Literal[">=", ">", "<=", "<", "==", "!=", "in", "within", "text"]
+Scalar = int | float | str | bool
+
+
+class Expected(BaseModel):
+    """What a check expects, typed: an operator, a value (a number where it is one), its unit."""
+
+    # Every key is always written: the published schema says so (docs/json.md).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, json_schema_serialization_defaults_required=True
+    )
+
+    op: Op
+    value: Scalar | list[Scalar]
+    unit: str | None = None
+    tolerance_pct: float | None = Field(default=None, description='"within" only: the percent')
+    note: str | None = Field(default=None, description="A qualifier for people: 'of the time'")
+
+    def __str__(self) -> str:
+        value = (
+            " or ".join(_text(v) for v in self.value)
+            if isinstance(self.value, list)
+            else _text(self.value)
+        )
+        unit = f" {self.unit}" if self.unit and self.unit != "%" else (self.unit or "")
+        note = f" {self.note}" if self.note else ""
+        if self.op == "within":
+            return f"within {_text(self.tolerance_pct or 0)}% of {value}{unit}{note}"
+        if self.op in ("==", "in", "text"):
+            return f"{value}{unit}{note}"
+        return f"{self.op} {value}{unit}{note}"
+
+    @classmethod
+    def parse(cls, text: str) -> Expected:
+        """The typed form of an expectation written as text (findings recorded before it
+        was typed, and checks that say it in words): '>= 3.0 GB/s' -> >=, 3.0, GB/s."""
+        text = " ".join(text.split())
+        within = re.fullmatch(r"within (\S+)% of (\S+)(?: (\S+))?(?: (.+))?", text)
+        if within and _number(within[1]) is not None:
+            pct, value, unit, note = within.groups()
+            return cls(
+                op="within",
+                value=_typed(value),
+                unit=unit,
+                tolerance_pct=float(pct),
+                note=note,
+            )
+        compared = re.fullmatch(r"(>=|<=|!=|==|>|<) ?(\S+)(?: (\S+))?(?: (.+))?", text)
+        if compared:
+            op, value, unit, note = compared.groups()
+            if value.endswith("%") and _number(value[:-1]) is not None:
+                value, unit, note = value[:-1], "%", " ".join(filter(None, (unit, note)))
+            return cls(op=op, value=_typed(value), unit=unit, note=note)  # type: ignore[arg-type]
+        counted = re.fullmatch(r"(\S+)(?: (.+))?", text)
+        if counted and _number(counted[1]) is not None:
+            return cls(op="==", value=_typed(counted[1]), unit=counted[2])
+        return cls(op="==" if " " not in text else "text", value=text)
+
+
+def at_least(value: Scalar, unit: str | None = None, note: str | None = None) -> Expected:
+    return Expected(op=">=", value=value, unit=unit, note=note)
+
+
+def below(value: Scalar, unit: str | None = None, note: str | None = None) -> Expected:
+    return Expected(op="<", value=value, unit=unit, note=note)
+
+
+def equal(value: Scalar, unit: str | None = None) -> Expected:
+    return Expected(op="==", value=value, unit=unit)
+
+
+def one_of(*values: Scalar) -> Expected:
+    return Expected(op="in", value=list(values))
+
+
+def within(pct: float, of: float, unit: str | None = None) -> Expected:
+    return Expected(op="within", value=of, unit=unit, tolerance_pct=pct)
+
+
+def described(text: str) -> Expected:
+    """An expectation only a person can compare ('a disk or network file system')."""
+    return Expected(op="text", value=text)
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _typed(text: str) -> Scalar:
+    """'8' -> 8, '3.0' -> 3.0; anything else ('580.65.06', 'Gen5') stays text."""
+    number = _number(text)
+    return text if number is None else number
+
+
+def _text(value: Scalar) -> str:
+    """A value as people read it: 3.0 -> '3', 2.5 -> '2.5', True -> 'true'."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
 class Finding(BaseModel):
     """One judgement: what was measured, what was expected, and what to do about it."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+    model_config = ConfigDict(
+        extra="forbid", use_enum_values=False, json_schema_serialization_defaults_required=True
+    )
 
     node: str = ""
     check: str
     status: Status
     message: str
-    value: float | int | str | None = None
-    expected: str | None = None
+    value: Scalar | None = None  # what was measured, in `unit`
+    expected: Expected | None = None  # a text given is typed by Expected.parse
     unit: str | None = None
     action: str | None = None
+
+    @field_validator("expected", mode="before")
+    @classmethod
+    def _typed_expected(cls, given: Any) -> Any:
+        return Expected.parse(given) if isinstance(given, str) else given
+
+    @model_validator(mode="after")
+    def _expected_unit(self) -> Finding:
+        # One unit for value and expected unless the check said otherwise.
+        given = self.expected
+        if given is None or given.unit is not None or not self.unit:
+            return self
+        if given.op not in ("text", "in") and not isinstance(given.value, str):
+            self.expected = given.model_copy(update={"unit": self.unit})
+        return self
 
 
 def worst(findings: list[Finding]) -> Status:
     """The worst status among findings (PASS when there are none)."""
     return max((f.status for f in findings), key=lambda s: s.rank, default=Status.PASS)
+
+
+def verdict(findings: list[Finding]) -> Literal["ACCEPTED", "NOT ACCEPTED"]:
+    """The verdict word: ACCEPTED when something was judged and nothing was bad. Fail
+    closed, as the report's verdict: nothing judged is never accepted."""
+    return "ACCEPTED" if findings and exit_code(findings) == 0 else "NOT ACCEPTED"
 
 
 def exit_code(findings: list[Finding]) -> int:

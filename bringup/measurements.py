@@ -13,7 +13,6 @@ the names the interfaces agreed on (`mfu`, `tokens_per_s`, a telemetry `Timeline
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from bringup.facts import NodeFacts, decode_record
 from bringup.node.gpu_facts import GpuFacts, gpu_by_pci
 from bringup.node.identity import SystemIdentity
 from bringup.node.nccl_facts import NcclFacts
+from bringup.node.probes.burnin import tokens_per_s_per_gpu
 from bringup.node.probes.host import HostFacts
 from bringup.node.probes.nvme import NvmeFacts
 from bringup.node.probes.xid import XidFacts, event_utc
@@ -43,7 +43,7 @@ class MetricInfo(BaseModel):
 METRICS: dict[str, MetricInfo] = {
     "nccl.busbw": MetricInfo(label="NCCL all_reduce busbw (>= 1 GiB)", unit="GB/s", scale=1e9),
     "burnin.mfu": MetricInfo(label="burn-in MFU", unit="%", scale=0.01),
-    "burnin.tokens_per_s": MetricInfo(label="burn-in tokens/s", unit="tokens/s", scale=1.0),
+    "burnin.tokens_per_s": MetricInfo(label="burn-in tokens/s per GPU", unit="tokens/s", scale=1.0),
     "gemm.tflops": MetricInfo(label="GEMM TFLOP/s (slowest GPU)", unit="TFLOP/s", scale=1e12),
     "nvme.seq_read": MetricInfo(label="NVMe sequential read (worst path)", unit="GB/s", scale=1e9),
     "nvme.seq_write": MetricInfo(
@@ -411,26 +411,19 @@ def _burnin(facts: dict[str, Any], m: NodeMeasurements, peak_flops_per_s: float 
     on_gpus = facts.get("device_kind") == "cuda"
     if tokens and on_gpus and peak_flops_per_s and isinstance(flops_per_token, int) and world:
         # MFU = model FLOP/s per GPU over its dense peak (PaLM's definition,
-        # docs/reference.md#flops-and-mfu).
-        m.metrics["burnin.mfu"] = flops_per_token * tokens / world / peak_flops_per_s
+        # docs/reference.md#flops-and-mfu); tokens is per GPU.
+        m.metrics["burnin.mfu"] = flops_per_token * tokens / peak_flops_per_s
 
 
 def _tokens_per_s(facts: dict[str, Any]) -> float | None:
-    """Tokens per second of the whole job: tokens per step over the median timed step."""
+    """Tokens per second per GPU, computed as the baseline computes it (one function: the
+    report, baseline.json and the burn-in's own output show the same figure)."""
     steps = facts.get("steps")
     per_gpu = facts.get("tokens_per_step_per_gpu")
-    world = facts.get("world_size")
-    if not isinstance(steps, list) or not isinstance(per_gpu, int) or not isinstance(world, int):
+    if not isinstance(steps, list) or not isinstance(per_gpu, int):
         return None
-    warmup = facts.get("warmup_steps") or 0
-    times = sorted(
-        float(s["time_s"])
-        for s in steps
-        if isinstance(s, dict) and s.get("step", 0) >= warmup and s.get("time_s")
-    )
-    if not times:
-        return None
-    return per_gpu * world / statistics.median(times)
+    times = [float(s["time_s"]) for s in steps if isinstance(s, dict) and s.get("time_s")]
+    return tokens_per_s_per_gpu(times, int(facts.get("warmup_steps") or 0), per_gpu)
 
 
 def _gemm(facts: dict[str, Any], m: NodeMeasurements) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def finding(
     message: str,
     *,
     value: float | int | str | None = None,
-    expected: str | None = None,
+    expected: Expected | str | None = None,  # a text is typed by Expected.parse
     unit: str | None = None,
     action: str | None = None,
 ) -> Finding:

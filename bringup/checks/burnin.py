@@ -12,6 +12,7 @@ import statistics
 from bringup.baseline import Baseline, GpuTelemetry, gpu_telemetry, measured, summarize
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
+from bringup.measurements import shown
 from bringup.node.probes.burnin import BurninFacts
 from bringup.profile import Profile
 
@@ -329,6 +330,9 @@ def _when(gpu: GpuTelemetry, reason: str) -> str:
     return f"({', '.join(parts)})" if parts else ""
 
 
+TPS = "burnin.tokens_per_s"  # shown as everywhere else: the report's figure, to the digit
+
+
 def judge_baseline(current: Baseline, previous: Baseline) -> list[Finding]:
     """burnin.baseline: each node's tokens/s and MFU against a previous baseline."""
     found: list[Finding] = []
@@ -363,7 +367,7 @@ def judge_baseline(current: Baseline, previous: Baseline) -> list[Finding]:
         verdict = finding(
             "burnin.baseline",
             status,
-            f"{now:.5g} tokens/s per GPU, {ratio:.1%} of {where} ({expected:.5g})",
+            f"{shown(TPS, now)} per GPU, {ratio:.1%} of {where} ({shown(TPS, expected)})",
             value=round(ratio, 6),
             expected=f">= {1 - BASELINE_TOLERANCE:g}",
             unit="ratio",

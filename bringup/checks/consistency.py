@@ -26,7 +26,7 @@ from typing import Any
 
 from bringup.checks import finding
 from bringup.facts import NodeFacts, decode_record
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, equal
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.probes.host import HostFacts
 from bringup.node.probes.topology import TopologyFacts
@@ -307,9 +307,20 @@ def _ranges(numbers: list[int]) -> str:
 
 def _flag(check: str, status: Status, message: str, diff: Diff, node: str) -> Finding:
     found = finding(
-        check, status, message, value=str(diff.got), expected=str(diff.want), action=_ACTION
+        check,
+        status,
+        message,
+        value=_typed_value(diff.got),
+        expected=equal(_typed_value(diff.want)),
+        action=_ACTION,
     )
     return found.model_copy(update={"node": node})
+
+
+def _typed_value(value: Value) -> int | float | str | bool:
+    """A field's value as the finding carries it: typed when it is one number, string or
+    flag; a list or mapping as its text."""
+    return value if isinstance(value, (int, float, str, bool)) else str(value)
 
 
 _ACTION = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bringup.checks import Check, finding
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, equal
 from bringup.node.probes.host import HostFacts, IbPort
 from bringup.profile import Profile
 
@@ -43,7 +43,7 @@ def judge_cpu_governor(facts: HostFacts, profile: Profile) -> list[Finding]:
             Status.WARN,
             f"{wrong}/{total} CPUs not at governor {want}: {detail}",
             value=wrong,
-            expected=f"all {total} CPUs at {want}",
+            expected="0",  # CPUs not at the governor
             unit="CPUs",
             action=f"set CPU governor to {want}: `cpupower frequency-set -g {want}`",
         )
@@ -195,7 +195,7 @@ def _port_slow(name: str, port: IbPort, common: str | None) -> Finding:
         Status.WARN,
         f"{where} at {port.rate}, the other ports at {common}",
         value=port.rate,
-        expected=common,
+        expected=equal(common) if common else None,
         action=f"reseat or replace the cable/transceiver of {where}, check its switch port: "
         "the link trained at a different rate",
     )

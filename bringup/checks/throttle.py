@@ -186,7 +186,7 @@ class ReasonRule:
                     status,
                     ", ".join(parts) + f": {self.action}",
                     value=round(share, 4),
-                    expected=f"< {MIN_SHARE:.0%} of the time",
+                    expected=f"< {MIN_SHARE:g}",  # a fraction, as the value
                     unit="fraction",
                     action=self.action,
                 )

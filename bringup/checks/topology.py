@@ -8,7 +8,7 @@ off from NVLink is this module's finding, carrying what NVML says of its links.
 from __future__ import annotations
 
 from bringup.checks import Check, finding
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, one_of
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.probes.topology import TopologyFacts, TopoPair
 from bringup.profile import Profile
@@ -271,7 +271,7 @@ def judge_nic_affinity(facts: TopologyFacts, profile: Profile) -> list[Finding]:
                 Status.WARN,
                 f"{label}: no NIC at PIX/PXB (closest: {closest} at {link})",
                 value=link,
-                expected="PIX or PXB",
+                expected=one_of("PIX", "PXB"),
                 action=f"{label}'s RDMA traffic crosses the CPU: check the NIC placement against "
                 "the vendor's layout; ignore on nodes without GPUDirect RDMA",
             )

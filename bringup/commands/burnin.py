@@ -44,9 +44,8 @@ from bringup.commands.common import (
     not_for,
     open_nodes,
     out,
-    print_json,
+    print_envelope,
     record_slurm,
-    run_json,
     slurm_choice,
     target,
 )
@@ -497,7 +496,8 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
     base_path = run.path / "baseline.json"
     base = baselines.load(base_path) if base_path.exists() else None
     if as_json:
-        print_json(run_json(run, findings, baseline=base.model_dump(mode="json") if base else None))
+        data = {"baseline": base.model_dump(mode="json") if base else None}
+        print_envelope(findings, run=run, data=data)
         return
     out.print(node_table(findings, f"burn-in — {', '.join(run.manifest.nodes)}"))
     for n in base.nodes if base else []:
@@ -509,9 +509,13 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
 
 
 def _figures(n: baselines.NodeBaseline) -> str:
+    """One node's headline figures, as the console shows them after the table."""
+    from bringup.measurements import shown
+
     parts = [f"{n.node}: {n.recipe} on {n.world_size} × {n.device_name or n.device_kind}"]
     if n.tokens_per_s_per_gpu is not None:
-        parts.append(f"{n.tokens_per_s_per_gpu:.5g} tokens/s per GPU")
+        # The report's rendering of the same figure (bringup.measurements.shown).
+        parts.append(f"{shown('burnin.tokens_per_s', n.tokens_per_s_per_gpu)} per GPU")
     if n.step_time_median_s is not None and n.step_time_p99_s is not None:
         parts.append(f"step {n.step_time_median_s:.4g} s (p99 {n.step_time_p99_s:.4g} s)")
     if n.model_flops_per_s_per_gpu is not None:

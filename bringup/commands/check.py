@@ -40,15 +40,17 @@ from bringup.commands.common import (
     load_facts,
     load_profile,
     load_suite,
+    node_entries,
     not_for,
     open_nodes,
     out,
-    print_json,
+    print_envelope,
+    probe_states,
     provenance,
     record_slurm,
+    recorded_entries,
     remember_run,
     resumed,
-    run_json,
     show_run,
     slurm_choice,
     target,
@@ -166,11 +168,10 @@ def check(
     code = finish_run(run, findings)
     durations = _durations(run) if outcomes else {}
     if as_json:
-        nodes = {
-            o.node: {"state": o.state, "reason": o.reason, "seconds": o.seconds} for o in outcomes
-        }
-        extra: dict[str, Any] = {"nodes": nodes, "durations": durations} if nodes else {}
-        print_json(run_json(run, findings, **extra))
+        # A run says what became of each node; recorded facts, what each probe recorded.
+        nodes = node_entries(outcomes) if outcomes else recorded_entries(load_facts(run.path))
+        data = {"durations": durations} if durations else None
+        print_envelope(findings, run=run, nodes=nodes, data=data)
     else:
         show_run(run, findings, f"profile {run.manifest.profile}", durations)
     raise typer.Exit(code)
@@ -484,34 +485,27 @@ def snapshot(
     _, run, outcomes = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
     recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}
+    bad = any(o.state != "complete" for o in outcomes)
+    if as_json:
+        # One shape for --local and --nodes: each node's state and what each probe recorded.
+        nodes = node_entries(outcomes)
+        for entry in nodes:
+            if entry["node"] in recorded:
+                entry["probes"] = probe_states(recorded[entry["node"]])
+        print_envelope([], exit_code=1 if bad else 0, judged=False, run=run, nodes=nodes)
+        raise typer.Exit(1 if bad else 0)
     if here:
         node_facts = next(iter(recorded.values()), None)
         probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
-        if as_json:
-            print_json({"run_dir": str(run.path), "probes": probes})
-            return
         for name, ok in probes.items():
             out.print(plain(f"{name:10} {'recorded' if ok else 'recorded (error)'}"))
         out.print(plain(f"snapshot: {run.path}"))
         return
-    doc: dict[str, Any] = {
-        o.node: {
-            "state": o.state,
-            "reason": o.reason,
-            "probes": {n: r.ok for n, r in recorded[o.node].probes.items()}
-            if o.node in recorded
-            else {},
-        }
-        for o in outcomes
-    }
-    if as_json:
-        print_json({"run_dir": str(run.path), "nodes": doc})
-    else:
-        for node, entry in doc.items():
-            probes = " ".join(f"{n}{'' if ok else '(error)'}" for n, ok in entry["probes"].items())
-            out.print(plain(f"{node:16} {entry['state']:12} {entry['reason'] or probes}"))
-        out.print(plain(f"snapshot: {run.path}"))
-    bad = any(o.state != "complete" for o in outcomes)
+    for o in outcomes:
+        mine = recorded[o.node].probes if o.node in recorded else {}
+        probes_text = " ".join(f"{n}{'' if r.ok else '(error)'}" for n, r in mine.items())
+        out.print(plain(f"{o.node:16} {o.state:12} {o.reason or probes_text}"))
+    out.print(plain(f"snapshot: {run.path}"))
     raise typer.Exit(1 if bad else 0)
 
 
@@ -542,13 +536,9 @@ def inspect(
     except InspectError as exc:
         fail(str(exc))
     if as_json:
-        print_json(
-            {
-                "kind": result.kind,
-                "facts": result.facts_json(),
-                "findings": [f.model_dump(mode="json") for f in result.findings],
-            }
-        )
+        parsed = [{"node": "", "probe": result.kind, "facts": result.facts_json()}]
+        data = {"source": str(file), "kind": result.kind, "profile": profile_name, "facts": parsed}
+        print_envelope(result.findings, data=data)
     else:
         out.print(plain(file, style="bold") + plain(f": {result.kind}"))
         out.print_json(data=result.facts_json())
@@ -565,13 +555,14 @@ def _inspect_facts(path: Path, prof: profile.Profile, name: str, as_json: bool) 
     nodes = load_facts(path)
     findings = [f for node in nodes for f in judge_node(node, prof)]
     if as_json:
-        print_json(
-            {
-                "kind": "facts",
-                "facts": {n.node: n.model_dump(mode="json") for n in nodes},
-                "findings": [f.model_dump(mode="json") for f in findings],
-            }
-        )
+        # The shape of a tool output's: one entry per node and probe.
+        parsed = [
+            {"node": n.node, "probe": probe, "facts": record.facts}
+            for n in nodes
+            for probe, record in n.probes.items()
+        ]
+        data = {"source": str(path), "kind": "facts", "profile": name, "facts": parsed}
+        print_envelope(findings, nodes=recorded_entries(nodes), data=data)
     else:
         for node in nodes:
             mine = [f for f in findings if f.node == node.node]
@@ -590,12 +581,11 @@ def profiles_list(as_json: JsonOpt = False) -> None:
 
     loaded = {name: load_profile(name) for name in profile.available()}
     if as_json:
-        print_json(
-            [
-                {"name": n, "gpu": p.gpu.model, "description": p.description}
-                for n, p in loaded.items()
-            ]
-        )
+        listed = [
+            {"name": n, "gpu": p.gpu.model, "gpus": p.gpu.count, "description": p.description}
+            for n, p in loaded.items()
+        ]
+        print_envelope([], judged=False, data={"profiles": listed})
         return
     for name, prof in loaded.items():
         out.print(f"[bold]{name:6}[/] {prof.gpu.count}× {prof.gpu.model} — {prof.description}")
@@ -606,6 +596,6 @@ def profiles_show(name: str, as_json: JsonOpt = False) -> None:
     """Every threshold of one profile (a name or a YAML path)."""
     prof = load_profile(name)
     if as_json:
-        print(prof.model_dump_json(indent=2))
+        print_envelope([], judged=False, data={"profile": prof.model_dump(mode="json")})
     else:
         out.print_json(prof.model_dump_json())

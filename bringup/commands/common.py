@@ -6,9 +6,12 @@ A command module defines its Typer function with these options and imports anyth
 heavy (pydantic models, the fleet, the report, torch, Ansible) inside it, so that
 `bringup --help` stays fast.
 
+With --json every command prints one document, the envelope of commands/envelope.py
+(docs/json.md), through `print_envelope`.
+
 Bad input ends the same way in every command, whether bringup or the option parser finds
-it: `fail` prints one line on stderr (and with --json one JSON document on stdout,
-`{"error": ..., "exit_code": 2}`), marks a run directory already created "refused", and
+it: `fail` prints one line on stderr (and with --json the envelope on stdout, with
+`"error"` and `"exit_code": 2`), marks a run directory already created "refused", and
 exits 2. What `fail` needs to know of the invocation (--json given, the run directory) is
 set by the command group for each invocation, so nothing carries over to the next.
 """
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from bringup import profile, suite
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
+    from bringup.fleet.run import NodeOutcome
     from bringup.fleet.slurm import SlurmChoice
     from bringup.fleet.target import Nodes, Target
     from bringup.provenance import Mode, Provenance, Resumed
@@ -47,6 +51,7 @@ class _Invocation:
     """What `fail` needs to know of the command line being run."""
 
     json: bool  # --json given: stdout carries one JSON document, an error too
+    command: str = ""  # "check", "profiles list": the envelope's "command"
     run: RunDir | None = None  # the run directory created or reopened, if any
     argv: list[str] | None = None  # the command line after `bringup`, for the manifest
 
@@ -63,7 +68,8 @@ def fail(message: str) -> NoReturn:
         with contextlib.suppress(OSError):
             now.run.finish("refused", 2)
     if now is not None and now.json:
-        print_json({"error": line, "exit_code": 2})
+        run_dir = str(now.run.path) if now.run is not None else None
+        print_envelope([], exit_code=2, judged=False, run_dir=run_dir, error=line)
     # Text, not markup: a path or a node's name with `[/]` in it is printed as it is.
     # soft_wrap: one line however narrow the terminal, so scripts can grep it.
     err.print(Text.assemble(("error:", "bold red"), " ", line), highlight=False, soft_wrap=True)
@@ -109,7 +115,7 @@ class Cli(TyperGroup):
         except _parser_errors.UsageError as exc:  # `bringup --nosuch`: before any command
             if type(exc).__name__ == "NoArgsIsHelpError":
                 raise  # `bringup` alone: the help
-            token = _INVOCATION.set(_Invocation(json="--json" in args))
+            token = _INVOCATION.set(_Invocation("--json" in args, self.command_of(args)))
             try:
                 fail(exc.format_message())
             finally:
@@ -119,7 +125,9 @@ class Cli(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         args = ctx.meta.get("bringup.args", [])
-        token = _INVOCATION.set(_Invocation(json="--json" in args, argv=list(args)))
+        token = _INVOCATION.set(
+            _Invocation(json="--json" in args, command=self.command_of(args), argv=list(args))
+        )
         try:
             return super().invoke(ctx)
         except _parser_errors.UsageError as exc:
@@ -128,6 +136,20 @@ class Cli(TyperGroup):
             fail(exc.format_message())
         finally:
             _INVOCATION.reset(token)
+
+    def command_of(self, args: list[str]) -> str:
+        """The command the arguments name, subcommands joined: 'profiles list'."""
+        names: list[str] = []
+        group: Any = self
+        for arg in args:
+            found = getattr(group, "commands", {}).get(arg)
+            if found is None:
+                if arg.startswith("-"):
+                    continue  # an option of a group (`bringup --version`) comes first
+                break
+            names.append(arg)
+            group = found
+        return " ".join(names)
 
 
 # --- options: each long option means one thing in every command ----------------------------
@@ -344,20 +366,58 @@ def finish_run(run: RunDir, findings: list[Finding]) -> int:
 
 
 def print_json(doc: dict[str, Any] | list[Any]) -> None:
-    """The one JSON document a command prints with --json (nothing else on stdout)."""
+    """One JSON document on stdout (nothing else); with --json, the envelope."""
     print(json.dumps(doc, indent=2))
 
 
-def run_json(run: RunDir, findings: list[Finding], **extra: Any) -> dict[str, Any]:
-    """A run's JSON document: its directory, exit code and findings, plus what is given."""
-    from bringup.findings import exit_code
+def print_envelope(
+    findings: list[Finding],
+    *,
+    exit_code: int | None = None,
+    judged: bool = True,
+    accepted: bool | None = None,
+    run: RunDir | None = None,
+    **optional: Any,
+) -> None:
+    """The one document of --json (commands/envelope.py): the findings, the exit code they
+    give (unless said), the verdict when the command judges (from the findings, unless
+    `accepted` says), and `optional`: run_dir, nodes, data, error. The run's directory is
+    `run_dir` when a run is given."""
+    from bringup.commands.envelope import document
+    from bringup.findings import exit_code as code_of
+    from bringup.findings import verdict
 
-    return {
-        "run_dir": str(run.path),
-        "exit_code": exit_code(findings),
-        "findings": [f.model_dump(mode="json") for f in findings],
-        **extra,
-    }
+    if run is not None:
+        optional.setdefault("run_dir", str(run.path))
+    code = code_of(findings) if exit_code is None else exit_code
+    word = verdict(findings) if judged else None
+    if accepted is not None:
+        word = "ACCEPTED" if accepted else "NOT ACCEPTED"
+    print_json(document(_command(), code, findings, word, **optional))
+
+
+def _command() -> str:
+    """The command being run, as the command group read it from the arguments."""
+    now = _INVOCATION.get()
+    return now.command if now is not None else ""
+
+
+def node_entries(outcomes: list[NodeOutcome]) -> list[dict[str, Any]]:
+    """The envelope's `nodes` of a run: each node's state, why, how long."""
+    return [
+        {"node": o.node, "state": o.state, "reason": o.reason, "seconds": o.seconds}
+        for o in outcomes
+    ]
+
+
+def recorded_entries(nodes: list[NodeFacts]) -> list[dict[str, Any]]:
+    """The envelope's `nodes` of recorded facts judged again (--replay, --demo, inspect)."""
+    return [{"node": n.node, "state": "recorded", "probes": probe_states(n)} for n in nodes]
+
+
+def probe_states(node: NodeFacts) -> dict[str, dict[str, Any]]:
+    """Each probe of a node: whether it recorded facts, else why not."""
+    return {name: {"ok": r.ok, "error": r.error} for name, r in node.probes.items()}
 
 
 def show_run(

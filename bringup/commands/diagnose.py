@@ -37,10 +37,10 @@ from bringup.commands.common import (
     finish_run,
     finite,
     load_profile,
+    node_entries,
     open_nodes,
-    print_json,
+    print_envelope,
     record_slurm,
-    run_json,
     show_run,
     slurm_choice,
     target,
@@ -143,7 +143,7 @@ def diagnose(
     findings += across
     code = finish_run(run, findings)
     if as_json:
-        print_json(run_json(run, findings))
+        print_envelope(findings, run=run, nodes=node_entries(outcomes))
     else:
         show_run(run, findings, f"diagnose, profile {run.manifest.profile}")
     raise typer.Exit(code)

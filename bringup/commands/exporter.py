@@ -2,6 +2,7 @@
 
     bringup exporter --runs-dir runs                     the newest run, on 127.0.0.1:9400
     bringup exporter --run runs/<run> --textfile x.prom  once, for node_exporter's textfile
+    bringup exporter --run runs/<run> --json             what it would serve, as JSON
 
 The metrics themselves are built by bringup/report/prometheus.py, from the report that
 `report_of` builds at each scrape (the same judgement as `bringup report`).
@@ -9,14 +10,17 @@ The metrics themselves are built by bringup/report/prometheus.py, from the repor
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bringup.commands.common import fail
+from bringup.commands.common import JsonOpt, fail, print_envelope
 
 if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
     from bringup.report.model import Report
 
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -53,6 +57,7 @@ def exporter(
         Path | None,
         typer.Option("--textfile", help="Write PATH.prom once (node_exporter) and exit."),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Serve the latest run's findings and measurements as Prometheus metrics."""
     import threading
@@ -75,6 +80,20 @@ def exporter(
         load(first)
     except (ExporterError, RunDataError) as exc:
         fail(str(exc))
+    if as_json:
+        # What a scrape would get now, without listening: the same report, the same metrics.
+        from bringup.report.prometheus import metrics_of
+
+        built = report_of(first)
+        families = [family_json(m) for m in metrics_of(built)]
+        print_envelope(
+            built.findings,
+            exit_code=0,  # exporting went fine; the verdict is one of the metrics
+            accepted=built.verdict.accepted,
+            run_dir=str(first),
+            data={"metrics": families},
+        )
+        return
     registry = registry_for(source, report_of)
     if textfile is not None:
         if not textfile.name.endswith(".prom"):
@@ -96,3 +115,21 @@ def exporter(
         threading.Event().wait()
     except KeyboardInterrupt:
         server.shutdown()  # type: ignore[attr-defined]
+
+
+def family_json(family: Metric) -> dict[str, Any]:
+    """One metric family as --json shows it: its name, type, help and samples. A value
+    that is not a number JSON can carry (NaN, infinity) is null."""
+    return {
+        "name": family.name,
+        "type": family.type,
+        "help": family.documentation,
+        "samples": [
+            {
+                "name": s.name,
+                "labels": dict(s.labels),
+                "value": s.value if math.isfinite(s.value) else None,
+            }
+            for s in family.samples
+        ],
+    }

@@ -37,7 +37,7 @@ from bringup.commands.common import (
     finite,
     not_for,
     out,
-    print_json,
+    print_envelope,
 )
 
 if TYPE_CHECKING:
@@ -278,14 +278,15 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool) -> int:
     bundle.exit_code = code
     write_bundle(bundle_path, bundle)
     if as_json:
-        print_json(
-            {
-                "bundle": str(bundle_path),
-                "exit_code": code,
-                "accepted": built.verdict.accepted,
+        print_envelope(
+            built.findings,
+            exit_code=code,
+            accepted=built.verdict.accepted,
+            run_dir=str(bundle_path),
+            data={
                 "parts": [p.model_dump(mode="json") for p in bundle.parts],
-                "report": [str(p) for p in written],
-            }
+                "written": [str(p) for p in written],
+            },
         )
         return code
     for line in verdict_lines(built):

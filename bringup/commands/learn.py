@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_facts, out, print_json
+from bringup.commands.common import JsonOpt, fail, load_facts, out, print_envelope
 
 
 def learn(
@@ -65,7 +65,8 @@ def learn(
     except OSError as exc:
         fail(f"cannot write {out_file}: {exc.strerror}")
     if as_json:
-        print_json({"golden": str(out_file), "fields": len(fields), "not_learned": split})
+        data = {"golden": str(out_file), "fields": len(fields), "not_learned": split}
+        print_envelope([], judged=False, data=data)
         return
     out.print(f"{out_file}: {len(fields)} fields from {origin}", highlight=False)
     if split:

@@ -42,9 +42,8 @@ from bringup.commands.common import (
     not_for,
     open_nodes,
     out,
-    print_json,
+    print_envelope,
     record_slurm,
-    run_json,
     show_run,
     slurm_choice,
     target,
@@ -437,7 +436,7 @@ def _show(findings: list[Finding], run: RunDir, as_json: bool, pairwise: bool) -
         }
         if pairwise and (run.path / "pairs.json").exists():
             extra["pairs"] = json.loads((run.path / "pairs.json").read_text())
-        print_json(run_json(run, findings, **extra))
+        print_envelope(findings, run=run, data=extra)
         return
     for node in facts[:1]:  # a job's nodes all show one curve
         record = node.probes.get("nccl")

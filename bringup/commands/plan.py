@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_profile, out, print_json
+from bringup.commands.common import JsonOpt, fail, load_profile, out, print_envelope
 
 if TYPE_CHECKING:
     from bringup.planning.memory import Device, Option
@@ -123,7 +123,7 @@ def plan(
     except PlanError as exc:
         fail(str(exc))
     if as_json:
-        print_json(to_json(result))
+        print_envelope([], judged=False, data=to_json(result))
     else:
         show(result)
 

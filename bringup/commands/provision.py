@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, create_run, fail, print_json
+from bringup.commands.common import JsonOpt, create_run, fail, print_envelope
 
 
 def provision(
@@ -83,27 +83,26 @@ def provision(
     state = run.manifest.status
     run.finish("complete" if state == "running" else state, code)
     if as_json:
-        doc = {
-            "run_dir": str(run.path),
-            "exit_code": code,
-            "check_mode": request.check_mode,
-            "nodes": {
-                n.node: {
-                    "status": n.status,
-                    "ok": n.ok,
-                    "changed": n.changed,
-                    "failed": n.failed,
-                    "skipped": n.skipped,
-                    "ignored": [t.task for t in n.ignored_tasks()],
-                    "unreachable": n.unreachable,
-                    "failed_task": n.failed_task,
-                    "message": n.message,
-                }
-                for n in progress.nodes.values()
-            },
-            "findings": [f.model_dump(mode="json") for f in result],
+        nodes = [
+            {"node": n.node, "state": n.status, "reason": n.message}
+            for n in progress.nodes.values()
+        ]
+        hosts = {
+            n.node: {
+                "status": n.status,
+                "ok": n.ok,
+                "changed": n.changed,
+                "failed": n.failed,
+                "skipped": n.skipped,
+                "ignored": [t.task for t in n.ignored_tasks()],
+                "unreachable": n.unreachable,
+                "failed_task": n.failed_task,
+                "message": n.message,
+            }
+            for n in progress.nodes.values()
         }
-        print_json(doc)
+        data = {"check_mode": request.check_mode, "hosts": hosts}
+        print_envelope(result, exit_code=code, run=run, nodes=nodes, data=data)
     else:
         out = Console()
         out.print(Group(summary_table(progress, request.check_mode)))

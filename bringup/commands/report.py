@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bringup.commands.common import fail
+from bringup.commands.common import fail, print_envelope
 
 if TYPE_CHECKING:
     from bringup import profile as profile_mod
@@ -159,24 +159,42 @@ def report(
         typer.Option("--profile", "-p", help="Profile for tolerances (default: the run's)."),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON summary, nothing else.")
+        bool, typer.Option("--json", help="Print one JSON document, nothing else.")
     ] = False,
 ) -> None:
     """Write report.html / report.md / JUnit / JSON from a run directory (never probes)."""
     from bringup.findings import exit_code
-    from bringup.report import render
 
     chosen = parse_formats(formats)
     built, prof = make_report(run_dir, baseline, profile_name)
     written = write(built, prof, chosen, out or run_dir)
     if as_json:
-        print(render.summary_json(built), end="")
+        data = {"summary": summary(built), "written": [str(p) for p in written]}
+        print_envelope(built.findings, accepted=built.verdict.accepted, data=data)
     else:
         for line in verdict_lines(built):
             print(line)
         for path in written:
             print(f"wrote {path}")
     raise typer.Exit(exit_code(built.findings))
+
+
+def summary(built: Report) -> dict[str, Any]:
+    """What --json says of the report: the verdict, the node x subject matrix and the fleet's
+    figures; the per-node measurements stay in report.json (`--format json`)."""
+    verdict = built.verdict.model_dump(mode="json", exclude={"actions", "warnings"})
+    return {
+        "title": built.title,
+        "generated_at": built.generated_at,
+        "run": built.run.model_dump(mode="json"),
+        "verdict": verdict,
+        "subjects": built.subjects,
+        "matrix": {
+            node: {k: v.value for k, v in row.items()} for node, row in built.matrix.items()
+        },
+        "fleet": [m.model_dump(mode="json") for m in built.fleet],
+        "baseline": built.baseline.model_dump(mode="json") if built.baseline else None,
+    }
 
 
 def verdict_lines(built: Report) -> list[str]:

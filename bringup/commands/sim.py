@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from bringup.commands.common import fail, print_json
+from bringup.commands.common import JsonOpt, fail, print_envelope, print_json
 
 sim_app = typer.Typer(help="Simulations for testing bringup itself.", no_args_is_help=True)
 nvml_app = typer.Typer(
@@ -34,6 +34,7 @@ def build(
         typer.Option("--header", help="nvml.h to build against (default: the installed wheel)."),
     ] = None,
     cc: Annotated[str, typer.Option("--cc", help="The C compiler.")] = "cc",
+    as_json: JsonOpt = False,
 ) -> None:
     """Compile DIR/libnvidia-ml.so.1 against NVIDIA's nvml.h."""
     from bringup.sim.nvml import NvmlSimError, build_library
@@ -42,7 +43,10 @@ def build(
         library = build_library(out_dir, header, cc)
     except NvmlSimError as exc:
         fail(str(exc))
-    print(library)
+    if as_json:
+        print_envelope([], judged=False, data={"library": str(library)})
+    else:
+        print(library)
 
 
 @nvml_app.command("state")
@@ -64,6 +68,7 @@ def state(
     out_file: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the state here, not to stdout.")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print (or write) a simulated NVML state as JSON."""
     from bringup.files import InputError, read_text
@@ -91,8 +96,12 @@ def state(
         check_state(built)
         if out_file is not None:
             write_state(built, out_file)
-            print(out_file)
-            return
     except (NvmlSimError, InputError) as exc:
         fail(str(exc))
-    print_json(dict(built))
+    if as_json:  # the state inside the envelope, as every command's --json
+        data = {"state": dict(built), "written": str(out_file) if out_file else None}
+        print_envelope([], judged=False, data=data)
+    elif out_file is not None:
+        print(out_file)
+    else:
+        print_json(dict(built))  # the state itself: BRINGUP_NVMLSIM_STATE reads this

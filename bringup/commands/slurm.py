@@ -23,8 +23,7 @@ from bringup.commands.common import (
     finite,
     load_profile,
     load_suite,
-    print_json,
-    run_json,
+    print_envelope,
 )
 
 slurm_app = typer.Typer(
@@ -111,7 +110,7 @@ def healthcheck(
     run.finish("complete", code)
     hc.prune_runs(runs, keep)
     if as_json:
-        print_json(run_json(run, findings, healthcheck=verdict))
+        print_envelope(findings, exit_code=code, run=run, data={"healthcheck": verdict})
     else:
         _say(verdict, run.path)
     raise typer.Exit(code)
@@ -210,6 +209,7 @@ def render(
         list[str] | None,
         typer.Argument(help="More options for the bringup command, after --.", show_default=False),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print an sbatch script for a check, NCCL across nodes, or the burn-in."""
     from bringup.fleet import sbatch
@@ -256,9 +256,14 @@ def render(
         nodelist=nodelist,
     )
     try:
-        print(sbatch.render(job), end="")
+        script = sbatch.render(job)
     except sbatch.SbatchError as exc:
         fail(str(exc))
+    if as_json:
+        data = {"script": script, "command": argv, "nodes": nodes, "time": job.time}
+        print_envelope([], exit_code=0, judged=False, data=data)
+    else:
+        print(script, end="")
 
 
 def _source(command: str, suite: str, recipe: str) -> str:

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, out, print_json
+from bringup.commands.common import JsonOpt, fail, out, print_envelope
 
 NAMESPACE = "bringup-run"  # what a signature is for: a bringup run, nothing else
 _TIMEOUT_S = 60
@@ -70,7 +70,9 @@ def verify(
     if as_json:
         docs = [one.doc() for one in checked]
         bundle = {"bundle": str(run_dir), "parts": docs} if checked[0].name else docs[0]
-        print_json({**bundle, "intact": all(one.intact for one in checked), "exit_code": code})
+        intact = all(one.intact for one in checked)
+        data = {**bundle, "intact": intact}
+        print_envelope([], exit_code=code, judged=False, run_dir=str(run_dir), data=data)
         raise typer.Exit(code)
     for one in checked:
         for line in one.lines():

@@ -8,9 +8,11 @@ what a command says and exits with when nothing has to run for real.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from click.testing import Result
 from typer.testing import CliRunner
@@ -34,6 +36,22 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def valid_envelope(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document, after validating it against the published --json schema (docs/json.md)."""
+    import jsonschema
+
+    from tests.support import REPO
+
+    schema = json.loads((REPO / "docs" / "schema" / "bringup-output.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    return doc
+
+
+def nodes_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The envelope's `nodes` (a list, docs/json.md) by node name."""
+    return {entry["node"]: entry for entry in doc.get("nodes") or []}
 
 
 def invoke(*args: str | Path) -> Result:

@@ -138,7 +138,9 @@ def test_fail_after_the_run_directory_exists_marks_it_refused(tmp_path: Path) ->
     assert result.exit_code == 2
     line = "--thing [/]: bad\\nsecond line \\x1b[31m"
     assert result.stderr == f"error: {line}\n"  # markup and control characters as text
-    assert json.loads(result.stdout) == {"error": line, "exit_code": 2}
+    doc = json.loads(result.stdout)  # the envelope of every --json (docs/json.md)
+    assert (doc["command"], doc["error"], doc["exit_code"], doc["verdict"]) == ("go", line, 2, None)
+    assert doc["run_dir"] == str(tmp_path / "r")
     manifest = load_manifest(tmp_path / "r")
     assert (manifest.status, manifest.exit_code) == ("refused", 2)
 

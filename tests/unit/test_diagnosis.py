@@ -18,7 +18,7 @@ import pytest
 from bringup.checks.throttle import judge_gemm_stragglers, judge_throttling
 from bringup.commands.diagnose import recorded_gemm
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node.parsers.dmon import parse_dmon, parse_q_series
 from bringup.node.probes.gemm import GemmFacts, GemmGpu
 from bringup.node.timeline import Sample, Timeline
@@ -310,7 +310,11 @@ def test_a_node_slow_on_every_gpu_stands_out_of_the_fleet() -> None:
         "read this node's diagnose.* findings for the cause (power cap, thermal); with none, "
         "check its power limits, BIOS and cooling against a good node"
     )
-    assert (slow.value, slow.expected, slow.unit) == (675.3, ">= 715", "TFLOP/s")
+    assert (slow.value, slow.expected, slow.unit) == (
+        675.3,
+        Expected(op=">=", value=715, unit="TFLOP/s"),
+        "TFLOP/s",
+    )
     assert findings[0].message == "median GPU 794 TFLOP/s, fleet median 794 TFLOP/s over 4 nodes"
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from bringup.checks.fio import judge_jobs
-from bringup.findings import Status
+from bringup.findings import Expected, Status
 from bringup.node.parsers.fio import parse_fio_json
 from bringup.profile import load
 
@@ -31,7 +31,7 @@ def test_a_slow_sequential_read_fails_against_the_floor() -> None:
     (found,) = judge_jobs(parse("local-vm-virtio-ext4-fio3.33-seq_read.json"), PROFILE)
     assert found.status is Status.FAIL
     assert found.value == 1.33  # bw_bytes 1329698359
-    assert found.expected == ">= 3 GB/s"
+    assert found.expected == Expected(op=">=", value=3, unit="GB/s")
     assert found.message.endswith("sequential read below 3 GB/s")
 
 

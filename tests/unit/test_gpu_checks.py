@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bringup.checks import gpu as checks
 from bringup.checks.gpu.identity import version_at_least
 from bringup.checks.gpu.thermals import REASON_WORDS
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.parsers.nvlink_status import nvlink_version_from_speed, parse_nvlink_status
 from bringup.node.parsers.smi_text import parse_q_text
@@ -450,7 +450,7 @@ def test_pcie_narrow_link_fails() -> None:
         Status.FAIL,
         "GPU 3: PCIe x8, expected x16",
         8,
-        "x16",
+        Expected(op=">=", value=16, unit="lanes"),
     )
     assert finding.action == "reseat GPU 3 / check the riser"
 

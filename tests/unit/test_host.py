@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from bringup.checks import host as checks
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node.probes import host
 from bringup.node.result import ParseError
 from bringup.profile import HostSpec, Profile, load
@@ -368,7 +368,11 @@ def test_memlock(facts: host.HostFacts, profile: Profile) -> None:
     warn = only(checks.judge_memlock(limited, profile))
     assert warn.status is Status.WARN
     assert "8 MiB" in warn.message
-    assert (warn.value, warn.expected, warn.unit) == (eight_mib, "unlimited", "bytes")
+    assert (warn.value, warn.expected, warn.unit) == (
+        eight_mib,
+        Expected(op="==", value="unlimited"),
+        "bytes",
+    )
     assert "`* - memlock unlimited` in /etc/security/limits.conf" in (warn.action or "")
     unlimited = dataclasses.replace(facts, memlock_soft_bytes=None, memlock_hard_bytes=None)
     assert only(checks.judge_memlock(unlimited, profile)).status is Status.PASS
@@ -437,7 +441,10 @@ def test_ib_ports(facts: host.HostFacts, profile: Profile, tmp_path: Path) -> No
         (Status.WARN, "mlx5_5"),
     }
     down = next(f for f in findings if f.message.startswith("mlx5_3"))
-    assert (down.value, down.expected) == ("DOWN/Disabled", "ACTIVE/LinkUp")
+    assert (down.value, down.expected) == (
+        "DOWN/Disabled",
+        Expected(op="==", value="ACTIVE/LinkUp"),
+    )
     init = next(f for f in findings if f.message.startswith("mlx5_6"))
     assert "subnet manager" in (init.action or "")
     slow = next(f for f in findings if f.message.startswith("mlx5_5"))

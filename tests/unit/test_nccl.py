@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from bringup.checks import nccl as checks
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.node.probes import nccl
 from bringup.node.probes.nccl import parse_nccl_tests
@@ -284,7 +284,7 @@ def test_single_node_h100_passes_the_floor() -> None:
     assert (found.status, found.value, found.expected, found.unit) == (
         Status.PASS,
         476.53,
-        ">= 473 GB/s",
+        Expected(op=">=", value=473, unit="GB/s"),
         "GB/s",
     )
     assert "476.53 GB/s at 4 GiB" in found.message

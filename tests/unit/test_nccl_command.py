@@ -11,7 +11,7 @@ import pytest
 from bringup.checks import nccl as checks
 from bringup.checks.nccl import PairResult, judge_pairwise, split_pairs
 from bringup.commands import nccl as nccl_run
-from bringup.findings import Status
+from bringup.findings import Expected, Status
 from bringup.fleet import job
 from bringup.fleet.inventory import Host
 from bringup.node.nccl_facts import NcclFacts
@@ -109,7 +109,8 @@ def test_a_slow_node_is_named_and_its_partner_cleared() -> None:
     }
     bad = findings["n3"]
     assert bad.check == "nccl.pairwise" and bad.value == 47.0 and bad.unit == "GB/s"
-    assert bad.expected == ">= 376.00 GB/s (0.8 x best pair)"
+    assert bad.expected == Expected(op=">=", value=376.0, unit="GB/s", note="(0.8 x best pair)")
+    assert str(bad.expected) == ">= 376 GB/s (0.8 x best pair)"
     assert bad.message == (
         "n3 is slow: with n1: 47.00 GB/s (known good), and first round with n4: 47.00 GB/s; "
         "best pair 470.00 GB/s"

@@ -11,7 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from bringup.checks import nvme as checks
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node import tool as command
 from bringup.node.parsers.fio import parse_fio_json
 from bringup.node.probes import nvme
@@ -99,7 +99,11 @@ def test_recorded_facts_pin_the_fixture_figures() -> None:
 def test_slow_sequential_read_fails_with_the_floor_and_an_action() -> None:
     [found] = judge("nvme.seq_read", NvmeFacts([recorded_path()]), h200())
     assert found.status is Status.FAIL
-    assert (found.value, found.expected, found.unit) == (1.33, ">= 3.0 GB/s", "GB/s")
+    assert (found.value, found.expected, found.unit) == (
+        1.33,
+        Expected(op=">=", value=3.0, unit="GB/s"),
+        "GB/s",
+    )
     assert found.message == "/data: sequential read 1.33 GB/s, below the 3.0 GB/s floor"
     assert found.action is not None and "lspci -vv" in found.action
 
@@ -171,7 +175,11 @@ def test_checkpoint_informational_without_a_floor_and_judged_with_one() -> None:
     assert "no floor in the profile" in info.message
     assert (info.value, info.expected) == (1.81, None)
     [slow] = judge("nvme.checkpoint", facts, with_floors(checkpoint_write_min_gb_s=2.0))
-    assert (slow.status, slow.value, slow.expected) == (Status.FAIL, 1.81, ">= 2.0 GB/s")
+    assert (slow.status, slow.value, slow.expected) == (
+        Status.FAIL,
+        1.81,
+        Expected(op=">=", value=2.0, unit="GB/s"),
+    )
 
 
 def test_concurrent_read_below_the_floor_warns_and_names_the_readers() -> None:

@@ -137,7 +137,7 @@ def test_json_is_one_document_with_the_ratios(tiny_baseline: Path) -> None:
         "--json",
     )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = json.loads(result.stdout)["data"]
     assert doc["device"]["name"] == "cpu" and doc["setup"]["gpus"] == 2
     assert doc["time"]["mfu_source"] == "measured"
     ratios = {r["figure"]: r["ratio"] for r in doc["checks"][0]["ratios"]}
@@ -196,7 +196,7 @@ def test_the_acceptance_cost_takes_the_baseline_runs_own_duration(tmp_path: Path
         "--json",
     )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = json.loads(result.stdout)["data"]
     assert doc["device"]["name"] == "b300"  # the baseline's profile
     assert doc["time"]["mfu_source"] == "measured"
     # The acceptance suite's budget + the run's 25 min, on 8 GPUs.

@@ -197,8 +197,9 @@ def test_the_tiny_cpu_burnin_is_reproduced() -> None:
     ratios = {r.figure: r for r in check.ratios}
     # tokens/s: 512 tokens per step per rank over the median step time, measured; the
     # plan's from the measured FLOP rate over flops.py's FLOPs per token of the shape.
-    assert ratios["tokens/s per GPU"].ratio == pytest.approx(1.0, abs=1e-9)
-    assert ratios["step time"].ratio == pytest.approx(1.0, abs=1e-9)
+    # The measured figure is rounded to 0.01 tokens/s (tokens_per_s_per_gpu): ~3e-7 of it.
+    assert ratios["tokens/s per GPU"].ratio == pytest.approx(1.0, abs=1e-6)
+    assert ratios["step time"].ratio == pytest.approx(1.0, abs=1e-6)
     # memory: the process (461,623,296 B, the nano run) + the tiny model's 3,917,440 B
     # = 465,540,736 B against the larger rank's max RSS, 489,246,720 B: 0.952
     memory = ratios["memory peak"]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from bringup.checks import topology as checks
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink
 from bringup.node.probes.topology import TopologyFacts, TopoPair, parse_topo
 from bringup.node.result import ParseError
@@ -387,7 +387,7 @@ def test_seven_gpus_fail_the_gpu_count() -> None:
         Status.FAIL,
         "7 GPUs, expected 8",
         7,
-        "8",
+        Expected(op="==", value=8, unit="GPUs"),
     )
     assert "nvidia-smi -L" in (f.action or "")
     assert "RMA" in (f.action or "")
@@ -417,7 +417,7 @@ def test_gpu_cut_off_carries_what_nvml_says_of_its_links() -> None:
         "GPU2 has no NVLink to any other GPU (NODE/SYS to all 5 read, topo -m) "
         "and NVML reports all 18 links down",
     )
-    assert findings[0].expected == "NV18"
+    assert findings[0].expected == Expected(op="==", value="NV18")
     (up, *_) = judge(facts, profile(), "topology.nvlink", nvml(8))
     assert up.message.endswith(", topo -m), yet NVML reports all 18 links active")
     assert checks.gpus_without_nvlink(facts) == [2]
@@ -462,7 +462,7 @@ def test_p4d_a100_passes_nv12_and_fails_nv18() -> None:
         Status.FAIL,
         "all 28 GPU pairs NV12, expected NV18 (12 of 18 links)",
         12,
-        "18",
+        Expected(op="==", value=18, unit="NVLinks"),
         "NVLinks",
     )
 
@@ -480,7 +480,7 @@ def test_one_pair_without_nvlink_is_named() -> None:
         Status.FAIL,
         "GPU2-GPU5: NODE, expected NV18",
         "NODE",
-        "NV18",
+        Expected(op="==", value="NV18"),
     )
     assert "GPU2 or GPU5" in (f.action or "")
 
@@ -492,7 +492,7 @@ def test_one_pair_with_fewer_links_is_named_with_the_count() -> None:
         Status.FAIL,
         "GPU0-GPU1: NV12, expected NV18 (12 of 18 links)",
         12,
-        "18",
+        Expected(op="==", value=18, unit="NVLinks"),
         "NVLinks",
     )
 

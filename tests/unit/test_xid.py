@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from bringup.checks import xid as checks
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.node.gpu_facts import GpuFacts, gpu_by_pci, gpu_label, pci_key
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.probes import xid
@@ -293,7 +293,7 @@ def test_status_and_action_from_the_catalogue(name: str, status: Status, in_acti
     (found,) = only(judge(parse(name)), "xid.events")
     assert found.status == status
     assert found.action and in_action in found.action
-    assert found.expected == "0" and found.unit == "events"
+    assert found.expected == Expected(op="==", value=0, unit="events") and found.unit == "events"
 
 
 def test_gsp_timeouts_report_first_and_last() -> None:

@@ -10,7 +10,7 @@ import dataclasses
 
 from bringup.checks import finding
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, equal
 from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.probes.topology import TopologyFacts
 from bringup.profile import Profile
@@ -134,7 +134,7 @@ def _model_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
                 Status.FAIL,
                 f"{gpu_label(gpu)}: {gpu.name!r}, expected {spec.model!r}",
                 value=gpu.name,
-                expected=spec.model,
+                expected=equal(spec.model),
                 action="wrong GPU model for this profile: check the order, or give the node's "
                 "profile with `--profile` (`bringup profiles list`)",
             )

@@ -43,7 +43,7 @@ def _pcie_width(gpu: Gpu, profile: Profile) -> Finding | None:
         Status.FAIL,
         f"{gpu_label(gpu)}: PCIe x{current}, expected x{expected}",
         value=current,
-        expected=f"x{expected}",
+        expected=f">= {expected}",
         unit="lanes",
         action=f"reseat {gpu_label(gpu)} / check the riser",
     )
@@ -59,7 +59,7 @@ def _pcie_gen_max(gpu: Gpu, profile: Profile) -> Finding | None:
         Status.WARN,
         f"{gpu_label(gpu)}: PCIe Gen{gen_max} max, expected Gen{profile.gpu.pcie_gen}",
         value=gen_max,
-        expected=f"Gen{profile.gpu.pcie_gen}",
+        expected=f">= {profile.gpu.pcie_gen}",
         unit="PCIe gen",
         action="the GPU reports a lower PCIe generation than its model should: "
         "check the VBIOS and the platform's PCIe settings",
@@ -92,7 +92,7 @@ def _pcie_gen_current(gpu: Gpu, profile: Profile) -> Finding | None:
         Status.FAIL,
         f"{gpu_label(gpu)}: PCIe Gen{current} while busy, expected Gen{expected}",
         value=current,
-        expected=f"Gen{expected}",
+        expected=f">= {expected}",
         unit="PCIe gen",
         action=f"reseat {gpu_label(gpu)} / check the riser and the BIOS PCIe speed setting",
     )
@@ -123,7 +123,7 @@ def _idle_gen_skip(gpus: list[Gpu], profile: Profile) -> list[Finding]:
             f"{gpu_list(idle)}: gen not judged {'at idle' if known else '(idle state unknown)'} "
             f"(Gen{now} now, max Gen{expected})",
             value=now,
-            expected=f"Gen{expected}",
+            expected=f">= {expected}",
             unit="PCIe gen",
             action="judge the PCIe generation under load (e.g. during the burn-in)",
         )

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -58,6 +59,28 @@ class Params:
     telemetry_interval_s: float = 1.0
     python: str = ""  # interpreter with torch & co.; "" = the one running this probe
     keep_checkpoints: bool = True  # False: delete them once measured (disk space)
+
+
+# Throughput is rounded once, here, to the figure everyone shows: stdout, baseline.json, the
+# report and the exporter then print the same number to the last digit (docs/json.md).
+TOKENS_PER_S_DIGITS = 2
+
+
+def measured(times: list[float], warmup: int) -> list[float]:
+    """Step times after the warm-up; all of them when the run was shorter than the warm-up."""
+    return times[warmup:] or times
+
+
+def tokens_per_s_per_gpu(
+    step_times: list[float], warmup: int, tokens_per_step_per_gpu: int | None
+) -> float | None:
+    """The burn-in's tokens/s per GPU: tokens per step over the median step after the
+    warm-up. The one computation of the figure `burnin.tokens_per_s`."""
+    times = measured(step_times, warmup)
+    if not tokens_per_step_per_gpu or not times:
+        return None
+    median = statistics.median(times)
+    return round(tokens_per_step_per_gpu / median, TOKENS_PER_S_DIGITS) if median > 0 else None
 
 
 @dataclass

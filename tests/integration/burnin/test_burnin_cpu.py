@@ -18,7 +18,7 @@ import pytest
 from bringup import baseline as baselines
 from bringup.facts import ProbeRecord, decode
 from bringup.node.probes.burnin import BurninFacts
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, valid_envelope
 
 pytestmark = pytest.mark.burnin
 
@@ -42,7 +42,9 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         "--peak-tflops", PEAK_TFLOPS, "--out", out, "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"doc": json.loads(proc.stdout), "out": out, "ranks": request.param}
+    doc = valid_envelope(json.loads(proc.stdout))  # the schema of every --json (docs/json.md)
+    assert (doc["command"], doc["exit_code"], doc["verdict"]) == ("burnin", 0, "ACCEPTED")
+    return {"doc": doc, "out": out, "ranks": request.param}
 
 
 def test_every_check_passes_or_says_why_not(run: dict) -> None:
@@ -79,12 +81,13 @@ def test_mfu_comes_from_the_recorded_step_times(run: dict) -> None:
     times = [s.time_s for s in facts.steps][facts.warmup_steps :]
     median = statistics.median(times)
     assert node.step_time_median_s == median
-    assert node.tokens_per_s_per_gpu == pytest.approx(512 / median, rel=1e-12)
-    model = 512 / median * facts.model_flops_per_token
+    # Rounded once to 0.01 tokens/s, the figure every output shows (docs/json.md).
+    assert node.tokens_per_s_per_gpu == round(512 / median, 2)
+    model = round(512 / median, 2) * facts.model_flops_per_token
     assert node.model_flops_per_s_per_gpu == pytest.approx(model, rel=1e-12)
     assert node.mfu == pytest.approx(model / (PEAK_TFLOPS * 1e12), rel=1e-12)
     assert node.hfu is not None and node.hfu > node.mfu  # gradient checkpointing recomputes
-    assert run["doc"]["baseline"]["metrics"]["burnin.mfu"] == node.mfu
+    assert run["doc"]["data"]["baseline"]["metrics"]["burnin.mfu"] == node.mfu
 
 
 def test_checkpoint_restores_bit_identically(run: dict) -> None:

@@ -37,7 +37,7 @@ def test_the_plan_reproduces_the_measured_run(burnin_run: Path) -> None:
         "--json",
     )
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)["data"]
     check = doc["checks"][0]
     ratios = {r["figure"]: r for r in check["ratios"]}
     print({figure: round(r["ratio"], 4) for figure, r in ratios.items()})  # the closing note

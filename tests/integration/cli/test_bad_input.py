@@ -85,12 +85,12 @@ def test_corrupt_facts_file_in_replay(tmp_path: Path, cli) -> None:
 def test_profiles_json(command: list[str], cli) -> None:
     result = cli(*command, "--json")
     assert result.code == 0
-    doc = result.json()
+    data = result.json()["data"]
     if command[1] == "list":
-        assert [p["name"] for p in doc] == ["a100", "b200", "b300", "h100", "h200"]
+        assert [p["name"] for p in data["profiles"]] == ["a100", "b200", "b300", "h100", "h200"]
     else:
-        assert doc["gpu"]["model"] == "NVIDIA B300 SXM6 AC"
-        assert doc["nvlink"]["per_pair"] == 18
+        assert data["profile"]["gpu"]["model"] == "NVIDIA B300 SXM6 AC"
+        assert data["profile"]["nvlink"]["per_pair"] == 18
 
 
 # --- hostile files at the CLI edge: one line naming the file, exit 2, never a traceback ------
@@ -300,7 +300,8 @@ def test_a_limit_that_matches_no_valid_pattern_selects_nothing(
     )
     line = _one_line_error(result)
     assert line.startswith(f"error: --limit {limit!r}")
-    assert json.loads(result.stdout) == {"error": line.removeprefix("error: "), "exit_code": 2}
+    doc = json.loads(result.stdout)
+    assert (doc["error"], doc["exit_code"]) == (line.removeprefix("error: "), 2)
     assert not (tmp_path / "runs").exists()
 
 

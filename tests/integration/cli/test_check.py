@@ -74,15 +74,18 @@ def test_json_output_is_one_document(quick_run) -> None:
     assert doc["run_dir"] == str(out)
     assert doc["exit_code"] == 1
     # What each probe took on this node, in the suite's order.
-    assert list(doc["durations"][HOST]) == ["gpu", "topology", "host", "xid", "dcgm"]
-    assert all(seconds >= 0 for seconds in doc["durations"][HOST].values())
+    assert [(n["node"], n["state"]) for n in doc["nodes"]] == [(HOST, "complete")]
+    durations = doc["data"]["durations"]
+    assert list(durations[HOST]) == ["gpu", "topology", "host", "xid", "dcgm"]
+    assert all(seconds >= 0 for seconds in durations[HOST].values())
 
 
 def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run, cli) -> None:
     snap = tmp_path / "snap"
     recorded = cli("snapshot", "--suite", "quick", "--out", snap, "--json")
     assert recorded.code == 0, recorded.stderr
-    assert recorded.json()["probes"]["host"] is True
+    (node,) = recorded.json()["nodes"]
+    assert node["probes"]["host"] == {"ok": True, "error": None}
     assert not (snap / "findings.jsonl").exists()  # a snapshot records, it does not judge
     snapped = json.loads((snap / "manifest.json").read_text())
     assert snapped["suite"] == "quick"  # what the replay is judged complete against

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from bringup import baseline as baselines
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, valid_envelope
 
 
 def test_local_handover_runs_each_part_into_one_bundle(tmp_path: Path) -> None:
@@ -19,8 +19,8 @@ def test_local_handover_runs_each_part_into_one_bundle(tmp_path: Path) -> None:
         timeout=400,
     )
     assert proc.returncode == 1, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
-    assert doc["bundle"] == str(out) and doc["accepted"] is False
+    doc = valid_envelope(json.loads(proc.stdout))
+    assert doc["run_dir"] == str(out) and doc["verdict"] == "NOT ACCEPTED"
     bundle = baselines.load_bundle(out)
     assert bundle.mode == "run" and bundle.suite == "quick"
     assert [p.kind for p in bundle.parts] == ["check", "nccl", "diagnose"]
@@ -40,4 +40,4 @@ def test_local_handover_runs_each_part_into_one_bundle(tmp_path: Path) -> None:
     assert sorted(summary["run"]["parts_sha256"]) == ["check", "diagnose", "nccl"]
     verified = run_cli("verify", out, "--json")
     assert verified.returncode == 0, verified.stdout
-    assert [p["intact"] for p in json.loads(verified.stdout)["parts"]] == [True, True, True]
+    assert [p["intact"] for p in json.loads(verified.stdout)["data"]["parts"]] == [True, True, True]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,12 @@ def _kind_of(path: Path) -> str:
     return kinds[path.parent.name]
 
 
+def facts_of(doc: dict) -> Any:
+    """The facts of the one tool output inspected (the envelope's data, docs/json.md)."""
+    (only,) = doc["data"]["facts"]
+    return only["facts"]
+
+
 CASES = sorted(
     p
     for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon", "dcgm")
@@ -42,8 +49,8 @@ def test_every_fixture_is_recognised_and_parsed(path: Path, cli) -> None:
     result = cli("inspect", path, "--json")
     assert result.code in (0, 1), result.stderr
     doc = result.json()
-    assert doc["kind"] == _kind_of(path)
-    assert doc["facts"] is not None, doc["findings"]
+    assert doc["data"]["kind"] == _kind_of(path)
+    assert facts_of(doc) is not None, doc["findings"]
     for f in doc["findings"]:
         assert f["status"] in {"PASS", "WARN", "FAIL", "SKIP", "ERROR"}
         assert f["check"] and f["message"]
@@ -54,7 +61,7 @@ def test_a_dcgm_diag_table_names_the_failed_gpu_and_test(cli) -> None:
     result = cli("inspect", path, "--profile", "a100", "--json")
     assert result.code == 1
     doc = result.json()
-    assert [r["status"] for r in doc["facts"]["report"]["tests"][0]["results"]] == [
+    assert [r["status"] for r in facts_of(doc)["report"]["tests"][0]["results"]] == [
         *["pass"] * 7,
         "fail",
     ]
@@ -65,7 +72,7 @@ def test_a_dcgm_diag_table_names_the_failed_gpu_and_test(cli) -> None:
 
 def test_topo_facts_carry_the_documented_keys(cli) -> None:
     doc = cli("inspect", FIXTURES / "topo" / "simllm-vastai-h200x8-8nic.txt", "--json").json()
-    facts = doc["facts"]
+    facts = facts_of(doc)
     assert facts["gpu_count"] == 8
     assert facts["min_nvlinks"] == 18
     assert facts["nics"] == [f"mlx5_{i}" for i in range(8)]
@@ -76,14 +83,14 @@ def test_degraded_topology_names_the_gpu(cli) -> None:
     result = cli("inspect", path, "--profile", "b200", "--json")
     assert result.code == 1
     doc = result.json()
-    assert doc["facts"]["min_nvlinks"] == 0
+    assert facts_of(doc)["min_nvlinks"] == 0
     failing = [f["message"] for f in doc["findings"] if f["status"] == "FAIL"]
     assert any(m.startswith("GPU2 has no NVLink") for m in failing), failing
 
 
 def test_fio_facts_have_one_entry_per_job_in_bytes(cli) -> None:
     path = FIXTURES / "fio" / "pkb-fio2.1.4-seqwrite-seqread-randwrite-randread-oldfmt.json"
-    jobs = cli("inspect", path, "--json").json()["facts"]["jobs"]
+    jobs = facts_of(cli("inspect", path, "--json").json())["jobs"]
     assert len(jobs) == 5
     seq_write = jobs[0]
     assert seq_write["write_bw_bytes"] == 68118 * 1024
@@ -94,7 +101,7 @@ def test_fio_facts_have_one_entry_per_job_in_bytes(cli) -> None:
 def test_kernel_log_lists_xids(cli) -> None:
     path = FIXTURES / "xid" / "mleng-a100-xid63-row-remapper.txt"
     result = cli("inspect", path, "--json")
-    events = result.json()["facts"]["xids"]
+    events = facts_of(result.json())["xids"]
     assert [(e["xid"], e["pci"]) for e in events] == [(63, "0000:10:1c")]
     assert "Row Remapper" in events[0]["message"]
 
@@ -112,7 +119,7 @@ def test_inspect_a_snapshot_directory_and_a_facts_file(tmp_path: Path, cli) -> N
     from_dir = cli("inspect", snap, "--json")
     facts_file = next((snap / "facts").glob("*.json"))
     from_file = cli("inspect", facts_file, "--json")
-    assert from_dir.json()["kind"] == from_file.json()["kind"] == "facts"
+    assert from_dir.json()["data"]["kind"] == from_file.json()["data"]["kind"] == "facts"
     assert from_dir.json()["findings"] == from_file.json()["findings"]
 
 
@@ -130,7 +137,7 @@ def test_forced_kind_on_the_wrong_text_gives_error_findings(cli) -> None:
     result = cli("inspect", path, "--kind", "topo", "--json")
     assert result.code == 1
     doc = result.json()
-    assert doc["facts"] is None
+    assert facts_of(doc) is None
     assert doc["findings"] and {f["status"] for f in doc["findings"]} == {"ERROR"}
 
 

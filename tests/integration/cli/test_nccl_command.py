@@ -44,7 +44,7 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
     assert doc["run_dir"] == str(out) and doc["exit_code"] == 0
     (found,) = doc["findings"]
     assert (found["check"], found["status"]) == ("nccl.allreduce_busbw", "WARN")
-    (facts,) = doc["facts"].values()
+    (facts,) = doc["data"]["facts"].values()
     assert facts["engine"] == "torch" and facts["nranks"] == 2
     assert [r["size_bytes"] for r in facts["rows"]] == [65536, 131072, 262144]
     manifest = json.loads((out / "manifest.json").read_text())

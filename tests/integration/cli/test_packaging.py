@@ -33,7 +33,7 @@ def test_wheel_ships_profiles_and_suites_and_finds_them(tmp_path: Path) -> None:
     assert where.startswith(str(site))
     result = run_cli("profiles", "list", "--json", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert [p["name"] for p in json.loads(result.stdout)] == [
+    assert [p["name"] for p in json.loads(result.stdout)["data"]["profiles"]] == [
         "a100",
         "b200",
         "b300",

@@ -16,7 +16,7 @@ from bringup.fleet.transport import TransportError
 from bringup.sim.faults import nvml_state
 from bringup.sim.nvml import NvmlSimError, build_library, library_env, write_state
 from tests.support import REPO
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, valid_envelope
 
 HANGS = "#!/bin/sh\nexec sleep 597\n"  # a driver call that never returns
 
@@ -93,9 +93,9 @@ def test_a_fault_is_unfit_with_its_reason_and_a_healthy_node_fit(
     env = {**_env(nvml_library, healthy), "SLURMD_NODENAME": "node05"}
     done = run_cli("slurm", "healthcheck", "--node", "ignored", "--out", runs, "--json", env=env)
     assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
+    doc = valid_envelope(json.loads(done.stdout))
     assert doc["exit_code"] == 0
-    assert doc["healthcheck"]["node"] == "node05"  # SLURMD_NODENAME before --node
+    assert doc["data"]["healthcheck"]["node"] == "node05"  # SLURMD_NODENAME before --node
     assert {f["node"] for f in doc["findings"]} == {"node05"}
     assert {f["check"].split(".")[0] for f in doc["findings"]} == {"gpu", "xid"}
     assert len(list(runs.iterdir())) == 2

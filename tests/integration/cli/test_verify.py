@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bringup.provenance import manifest_sha256
-from tests.support.cli import invoke
+from tests.support.cli import invoke, valid_envelope
 from tests.support.report_runs import demo_run
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
@@ -89,8 +89,9 @@ def test_missing_and_added_files_are_named(run: Path) -> None:
     (run / "raw" / "b300-node01" / "planted.txt").write_text("x")
     result = invoke("verify", run, "--json")
     assert result.exit_code == 1
-    doc = json.loads(result.stdout)
-    assert doc["intact"] is False and doc["exit_code"] == 1
+    envelope = valid_envelope(json.loads(result.stdout))
+    doc = envelope["data"]
+    assert doc["intact"] is False and envelope["exit_code"] == 1
     assert doc["changes"] == [
         {"kind": "missing", "path": "findings.jsonl"},
         {"kind": "added", "path": "raw/b300-node01/planted.txt"},
@@ -193,7 +194,7 @@ def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
     edit(bundle / "check" / "facts" / "b300-node01.json", lambda f: f.update(collected_at="T"))
     result = invoke("verify", bundle, "--json")
     assert result.exit_code == 1
-    doc = json.loads(result.stdout)
+    doc = valid_envelope(json.loads(result.stdout))["data"]
     assert doc["bundle"] == str(bundle) and doc["intact"] is False
     (only,) = doc["parts"]
     assert only["changes"] == [{"kind": "modified", "path": "facts/b300-node01.json"}]

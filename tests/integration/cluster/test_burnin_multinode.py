@@ -149,4 +149,4 @@ def test_a_node_that_cannot_join_gives_one_clear_finding(
     assert job["message"].startswith("the 2-node job did not complete: node02: ")
     assert cluster.node("node01").address in job["message"] and PORT in job["message"]
     assert "firewall" in job["action"]
-    assert run.doc["baseline"] is None
+    assert run.doc["data"]["baseline"] is None

@@ -27,6 +27,7 @@ import yaml
 from bringup.checks.catalog import checks_for
 from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
+from tests.support.cli import nodes_of
 from tests.support.cluster import CheckRun, needs_cluster, run_check
 
 pytestmark = [pytest.mark.cluster]
@@ -236,11 +237,11 @@ def test_twenty_runs_with_a_random_fault_each(
         assert fault.struck, f"{where}: the fault never struck"
         assert run.code in (0, 1), (where, run.stderr[-2000:])
         assert run.wall_s < RUN_LIMIT_S, where
-        assert sorted(run.doc["nodes"]) == cluster.names, where
+        assert sorted(nodes_of(run.doc)) == cluster.names, where
         for name in cluster.names:
             outcome = _outcome(run, name)
             wanted = EXPECTED[fault.kind] if name == fault.node else "reached"
-            assert outcome == wanted, (where, name, outcome, run.doc["nodes"][name])
+            assert outcome == wanted, (where, name, outcome, nodes_of(run.doc)[name])
             outcomes[outcome] += 1
         # What the node recorded before the fault struck is still there, unchanged.
         after = _facts(run_dir, fault.node)

@@ -235,7 +235,7 @@ def test_a_malformed_inventory_is_exit_2_naming_the_line(tmp_path: Path) -> None
     assert run.code == 2
     reason = f"{inventory} line 3: Expected key=value host variable assignment, got: ansible_host"
     # --json: stdout still carries one JSON document, the error and the exit code.
-    assert run.doc == {"error": reason, "exit_code": 2}
+    assert (run.doc["error"], run.doc["exit_code"], run.doc["verdict"]) == (reason, 2, None)
     assert run.stderr.strip().splitlines() == [f"error: {reason}"]
 
 

@@ -69,7 +69,7 @@ def test_all_reduce_across_nodes(make_cluster: Callable[..., SimCluster], nodes:
     assert sorted(busbw) == cluster.names and {f["status"] for f in busbw.values()} == {"SKIP"}
     assert all(f["message"].startswith(f"{nodes}-node job: ") for f in busbw.values())
     assert run.code == 0, run.stderr
-    facts = run.doc["facts"]["node01"]
+    facts = run.doc["data"]["facts"]["node01"]
     assert (facts["nranks"], facts["launched_ranks"], facts["complete"]) == (nodes, nodes, True)
     factor = 2 * (nodes - 1) / nodes
     for row in facts["rows"]:
@@ -77,7 +77,7 @@ def test_all_reduce_across_nodes(make_cluster: Callable[..., SimCluster], nodes:
         assert row["oop_algbw_bytes_per_s"] == row["size_bytes"] / row["oop_time_s"]
         assert row["oop_busbw_bytes_per_s"] == row["oop_algbw_bytes_per_s"] * factor
     # Every node saw the same job: times are averaged over all ranks.
-    rows = {node: f["rows"] for node, f in run.doc["facts"].items()}
+    rows = {node: f["rows"] for node, f in run.doc["data"]["facts"].items()}
     assert all(r == rows["node01"] for r in rows.values())
 
 
@@ -134,7 +134,7 @@ def test_pairwise_names_the_slow_node(make_cluster: Callable[..., SimCluster], h
     assert verdicts["node03"]["message"].startswith("node03 is slow: with node01: ")
     assert "the slow one was its first partner" in verdicts["node04"]["message"]
     assert run.code == 1
-    pairs = [tuple(p["nodes"]) for p in run.doc["pairs"]]
+    pairs = [tuple(p["nodes"]) for p in run.doc["data"]["pairs"]]
     assert pairs == [("node01", "node02"), ("node03", "node04"), ("node03", "node01"),
                      ("node04", "node02")]  # fmt: skip
     assert (cluster.workdir / "run" / "pairs-1" / "facts" / "node03.json").is_file()

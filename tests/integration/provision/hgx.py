@@ -237,7 +237,7 @@ class Run:
     out: Path
 
     def node(self, name: str = "node01") -> dict[str, Any]:
-        return self.doc["nodes"][name]
+        return self.doc["data"]["hosts"][name]
 
     def tasks(self, name: str = "node01") -> list[dict[str, Any]]:
         lines = (self.out / "raw" / name / "provision" / "tasks.jsonl").read_text().splitlines()

@@ -63,7 +63,7 @@ def test_check_mode_whole_site_and_an_unreachable_node(cluster: SimCluster, tmp_
         cluster.start_sshd("node03")
     assert result.returncode == 1, result.stderr
     doc = _json(result.stdout)
-    nodes = doc["nodes"]
+    nodes = doc["data"]["hosts"]
     for name in ("node01", "node02"):
         assert nodes[name]["status"] in ("ok", "changed"), nodes[name]
         assert nodes[name]["failed"] == 0 and nodes[name]["failed_task"] is None
@@ -107,8 +107,8 @@ def test_real_run_twice_second_changes_nothing(make_rootfs_cluster, tmp_path: Pa
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         runs.append(_json(result.stdout))
     for name in ("node01", "node02"):
-        assert runs[0]["nodes"][name]["status"] in ("ok", "changed")
-        second = runs[1]["nodes"][name]
+        assert runs[0]["data"]["hosts"][name]["status"] in ("ok", "changed")
+        second = runs[1]["data"]["hosts"][name]
         assert second["changed"] == 0, second
         assert second["failed"] == 0 and second["status"] == "ok"
     status = rootfs_cluster.root("node01") / "var/lib/dpkg/status"
@@ -161,8 +161,8 @@ def test_ngc_key_never_reaches_a_file_or_log(cluster: SimCluster, tmp_path: Path
     )
     assert result.returncode == 1, result.stderr
     doc = _json(result.stdout)
-    assert doc["nodes"]["node01"]["failed_task"] == "containers : Log in to nvcr.io"
-    assert doc["nodes"]["node01"]["message"] == "output hidden (no_log: true)"
+    assert doc["data"]["hosts"]["node01"]["failed_task"] == "containers : Log in to nvcr.io"
+    assert doc["data"]["hosts"]["node01"]["message"] == "output hidden (no_log: true)"
     # The key did reach docker (on stdin) ...
     assert received.read_text().strip() == hashlib.sha256(key.encode()).hexdigest()
     # ... and no file of the run, nor our output, holds it.

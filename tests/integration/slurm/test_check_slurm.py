@@ -18,7 +18,7 @@ import pytest
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
-from tests.support.cli import run_cli
+from tests.support.cli import nodes_of, run_cli
 from tests.support.cluster import needs_slurm
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
@@ -126,9 +126,9 @@ def test_a_node_whose_slurmd_is_gone_is_named(
     suite = _live_suite(tmp_path)
     done, doc = _check(cluster, tmp_path / "run", "--slurm", "--suite", suite, env=inside)
     assert done.returncode in (1, 3), done.stderr
-    states = {n: v["state"] for n, v in doc["nodes"].items()}
+    states = {n: v["state"] for n, v in nodes_of(doc).items()}
     assert states == {"node01": "complete", "node02": "unreachable"}
-    reason = doc["nodes"]["node02"]["reason"]
+    reason = nodes_of(doc)["node02"]["reason"]
     assert reason.startswith("srun: "), reason
     cluster.slurm.client("scancel", job)
 
@@ -174,9 +174,9 @@ def test_a_frozen_node_is_unreachable_and_the_job_is_released(
     finally:
         cluster.thaw("node02")
     assert done.returncode == 1, done.stderr
-    states = {n: v["state"] for n, v in doc["nodes"].items()}
+    states = {n: v["state"] for n, v in nodes_of(doc).items()}
     assert states == {"node01": "complete", "node02": "unreachable"}
-    assert doc["nodes"]["node02"]["reason"].startswith("srun: "), doc["nodes"]["node02"]
+    assert nodes_of(doc)["node02"]["reason"].startswith("srun: "), nodes_of(doc)["node02"]
     reached = [f for f in doc["findings"] if f["check"] == "node.reachable"]
     assert "slurmd" in next(f["action"] for f in reached if f["node"] == "node02")
     running = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
@@ -212,13 +212,13 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         if cli.poll() is None:
             cli.kill()
     doc = json.loads(stdout)
-    assert doc["nodes"]["node01"]["state"] == "complete", stderr
-    assert doc["nodes"]["node02"] == {
+    assert nodes_of(doc)["node01"]["state"] == "complete", stderr
+    assert nodes_of(doc)["node02"] == {
         "state": "error",
         "reason": "probe telemetry gave no answer within 30 s (node hung or step stuck)",
-        "seconds": doc["nodes"]["node02"]["seconds"],
+        "seconds": nodes_of(doc)["node02"]["seconds"],
     }
-    assert doc["nodes"]["node02"]["seconds"] < 60
+    assert nodes_of(doc)["node02"]["seconds"] < 60
 
 
 def test_ctrl_c_ends_every_step_and_releases_the_job(
@@ -249,7 +249,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
         if cli.poll() is None:
             cli.kill()
     doc = json.loads(stdout)
-    assert {n: v["state"] for n, v in doc["nodes"].items()} == {
+    assert {n: v["state"] for n, v in nodes_of(doc).items()} == {
         "node01": "interrupted",
         "node02": "interrupted",
     }, stderr

@@ -93,7 +93,7 @@ def test_all_reduce_across_two_nodes_under_srun(
     job = run.findings("nccl.job")["node01"]
     assert job["status"] == "PASS", (job, run.stderr[-2000:])
     assert job["message"].startswith("all_reduce over 2 nodes, 2 ranks: busbw ")
-    facts = run.doc["facts"]["node01"]
+    facts = run.doc["data"]["facts"]["node01"]
     assert (facts["nranks"], facts["launched_ranks"], facts["complete"]) == (2, 2, True)
     manifest = json.loads((cluster.workdir / "run" / "manifest.json").read_text())
     assert manifest["slurm_nodes"] == ["node01", "node02"]
@@ -154,6 +154,6 @@ def test_pairwise_under_srun_names_the_slow_node(
         "node04": "PASS",
     }, (verdicts, run.stderr[-2000:])
     assert verdicts["node03"]["message"].startswith("node03 is slow: with node01: ")
-    pairs = [tuple(p["nodes"]) for p in run.doc["pairs"]]
+    pairs = [tuple(p["nodes"]) for p in run.doc["data"]["pairs"]]
     assert pairs == [("node01", "node02"), ("node03", "node04"), ("node03", "node01"),
                      ("node04", "node02")]  # fmt: skip

@@ -23,7 +23,7 @@ from bringup.fleet.inventory import Host
 from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.demo import demo_nodes
-from tests.support.cli import run_cli
+from tests.support.cli import nodes_of, run_cli
 from tests.support.sshd import LocalSshd, free_port, sshd_unavailable
 
 pytestmark = pytest.mark.skipif(sshd_unavailable() is not None, reason=str(sshd_unavailable()))
@@ -108,12 +108,14 @@ def test_fleet_matrix_with_a_planted_fault_and_an_unreachable_node(
     result = cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["nodes"]["good"]["state"] == "complete"
-    assert doc["nodes"]["remap"]["state"] == "complete"
-    assert doc["nodes"]["gone"] == {
+    assert nodes_of(doc)["good"]["state"] == "complete"
+    assert nodes_of(doc)["remap"]["state"] == "complete"
+    assert nodes_of(doc)["gone"] == {
+        "node": "gone",
         "state": "unreachable",
         "reason": f"connection refused by 127.0.0.1:{closed} (is sshd running?)",
-        "seconds": doc["nodes"]["gone"]["seconds"],
+        "seconds": nodes_of(doc)["gone"]["seconds"],
+        "probes": None,
     }
     findings = by_node(doc)
     assert findings["gone"] == [("node.reachable", "UNREACHABLE")]
@@ -169,7 +171,7 @@ def test_limit_and_per_host_profile_overrides(
         out,
     )  # fmt: skip
     doc = json.loads(result.stdout)
-    assert sorted(doc["nodes"]) == ["known7", "plain7"]
+    assert sorted(nodes_of(doc)) == ["known7", "plain7"]
     findings = by_node(doc)
     assert ("gpu.count", "PASS") in findings["known7"]  # this node is known to have 7
     assert ("gpu.count", "FAIL") in findings["plain7"]
@@ -212,9 +214,9 @@ def test_a_node_that_dies_mid_run_keeps_what_it_recorded(
     out = tmp_path / "run"
     result = cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
     doc = json.loads(result.stdout)
-    assert doc["nodes"]["ok"]["state"] == "complete"
-    assert doc["nodes"]["dies"]["state"] == "error"
-    assert doc["nodes"]["dies"]["reason"].startswith("node side was killed")
+    assert nodes_of(doc)["ok"]["state"] == "complete"
+    assert nodes_of(doc)["dies"]["state"] == "error"
+    assert nodes_of(doc)["dies"]["reason"].startswith("node side was killed")
     died = [f for f in doc["findings"] if f["node"] == "dies"]
     run_error = [f for f in died if f["check"] == "node.run"]
     assert run_error[0]["status"] == "ERROR"
@@ -257,7 +259,7 @@ def test_resume_reruns_only_what_did_not_finish(
     out = tmp_path / "run"
     result = cli("check", "--nodes", first, "--suite", files["suite"], "--json", "--out", out)
     doc = json.loads(result.stdout)
-    assert doc["nodes"]["b"]["reason"] == UNKNOWN_HOST_KEY
+    assert nodes_of(doc)["b"]["reason"] == UNKNOWN_HOST_KEY
     a_before = (out / "facts" / "a.json").read_text()
     fixed = inventory(tmp_path / "fixed.ini", sshd, {"a": "", "b": ""})
     again = cli("check", "--resume", out, "--nodes", fixed, "--json", "--out", out)
@@ -265,7 +267,7 @@ def test_resume_reruns_only_what_did_not_finish(
     doc = json.loads(again.stdout)
     assert doc["run_dir"] == str(out)
     assert (out / "facts" / "a.json").read_text() == a_before  # a was not run again
-    assert doc["nodes"]["b"]["state"] == "complete"
+    assert nodes_of(doc)["b"]["state"] == "complete"
     assert ("node.reachable", "UNREACHABLE") not in by_node(doc)["b"]
     assert list(json.loads((out / "facts" / "b.json").read_text())["probes"]) == ["gpu", "xid"]
     lines = [json.loads(x) for x in (out / "findings.jsonl").read_text().splitlines()]
@@ -308,7 +310,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 1, stderr
     doc = json.loads(stdout)
-    assert doc["nodes"]["slow"]["state"] == "interrupted"
+    assert nodes_of(doc)["slow"]["state"] == "interrupted"
     run_error = [f for f in doc["findings"] if f["check"] == "node.run"]
     assert run_error[0]["message"] == "run interrupted; 1 probe(s) recorded are kept"
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
