@@ -26,6 +26,7 @@ from bringup.commands.common import (
     NodesOpt,
     OutOpt,
     ProfileOpt,
+    QuietOpt,
     SuiteOpt,
     create_run,
     fail,
@@ -37,8 +38,10 @@ from bringup.commands.common import (
     open_nodes,
     out,
     print_json,
+    profile_or_auto,
     remember_run,
     run_json,
+    select_nodes,
     show_run,
     target,
 )
@@ -95,7 +98,7 @@ def check(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     suite_name: SuiteOpt = "acceptance",
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
@@ -105,13 +108,14 @@ def check(
     training_user: TrainingUserOpt = None,
     uplink: UplinkOpt = None,
     golden: GoldenOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the suite on nodes (--nodes, --local) or re-judge recorded facts (--replay, --demo)."""
     sources = [local, nodes_file is not None or resume is not None, replay is not None, demo]
     if sum(sources) != 1:
         fail("say where the facts come from: --nodes FILE, --local, --replay DIR or --demo")
-    if limit and nodes_file is None and resume is None:
-        fail("--limit selects hosts of an inventory: give --nodes FILE")
+    if limit and local:
+        fail("--limit selects nodes: give --nodes FILE, --replay DIR or --demo")
     if replay is not None or demo:
         mode = "--demo" if demo else "--replay"
         not_for(ctx, f"{mode} (it judges recorded facts; nothing runs on nodes)", *_RUN_OPTIONS)
@@ -120,7 +124,7 @@ def check(
     outcomes: list[NodeOutcome] = []
     golden_fields = _load_golden(golden) if golden is not None else None
     if replay is not None or demo:
-        findings, run = _judge_recorded(replay, demo, profile_name, out_dir)
+        findings, run = _judge_recorded(replay, demo, profile_name, out_dir, limit)
     else:
         if resume is not None:
             nodes_file, limit, profile_name, suite_name, data_dirs = _resumed(
@@ -144,7 +148,7 @@ def check(
         extra: dict[str, Any] = {"nodes": nodes, "durations": durations} if nodes else {}
         print_json(run_json(run, findings, **extra))
     else:
-        show_run(run, findings, f"profile {run.manifest.profile}", durations)
+        show_run(run, findings, f"profile {run.manifest.profile}", durations, quiet)
     raise typer.Exit(code)
 
 
@@ -197,12 +201,13 @@ _RUN_OPTIONS = ("suite_name", "data_dirs", "forks", "accept_new_hostkeys", "conn
 
 
 def _judge_recorded(
-    replay: Path | None, demo: bool, profile_name: str, out_dir: Path | None
+    replay: Path | None, demo: bool, profile_name: str, out_dir: Path | None, limit: str | None
 ) -> tuple[list[Finding], RunDir]:
-    """--replay / --demo: recorded facts judged again into a new run directory."""
-    from bringup.checks.catalog import judge_node
+    """--replay / --demo: recorded facts (of the nodes --limit selects) judged again into a
+    new run directory."""
+    from bringup.checks.auto import judge
 
-    prof = load_profile(profile_name)
+    prof = profile_or_auto(profile_name)
     if demo:
         from bringup.sim.demo import demo_nodes
 
@@ -210,13 +215,16 @@ def _judge_recorded(
     else:
         assert replay is not None
         nodes = load_facts(replay)
+    if limit:
+        chosen = set(select_nodes([n.node for n in nodes], limit))
+        nodes = [n for n in nodes if n.node in chosen]
     run = create_run(out_dir, "check", profile_name, None)
     findings = []
     for node in nodes:
         for record in node.probes.values():
             run.add_record(node.node, record.model_dump())
     for node in nodes:
-        node_findings = judge_node(node, prof)
+        node_findings = judge(node, prof)
         run.add_findings(node_findings)
         findings.extend(node_findings)
     return findings, run
@@ -237,7 +245,7 @@ def _resumed(
     return (
         nodes_file or Path(manifest.inventory or ""),
         limit or manifest.limit,
-        manifest.profile or "b300",
+        manifest.profile or "auto",
         manifest.suite_source or manifest.suite or "acceptance",
         data_dirs or [Path(d) for d in manifest.data_dirs] or None,
     )
@@ -259,7 +267,7 @@ def probe_fleet(
     from bringup.rundir import RunDir, RunDirError
 
     suite_chosen = load_suite(suite_name)
-    prof = load_profile(profile_name) if profile_name else None
+    prof = profile_or_auto(profile_name) if profile_name else None
     dirs = _data_dirs(chosen, data_dirs)
     done = {f.node: f for f in load_facts(resume)} if resume is not None else {}
     with open_nodes(chosen) as nodes:
@@ -396,23 +404,27 @@ def snapshot(
 
 def inspect(
     file: Annotated[Path, typer.Argument(help="Tool output, facts JSON, or snapshot directory.")],
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     kind: Annotated[
         str | None, typer.Option("--kind", help="Skip detection: smi-q, topo, fio, ...")
     ] = None,
+    show_facts: Annotated[
+        bool, typer.Option("--facts", help="Print the parsed facts before the findings.")
+    ] = False,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Recognise a tool output someone sent, print its facts and the findings."""
-    from bringup.commands.show import node_table, plain, summary_line
+    """Recognise a tool output someone sent and judge it: its findings and the verdict."""
+    from bringup.commands.show import node_table, plain, summary_line, verdict_line
     from bringup.findings import exit_code
     from bringup.recognize import InspectError, inspect_text, is_facts_json, read_text
 
-    prof = load_profile(profile_name)
+    prof = profile_or_auto(profile_name)
     try:
         if file.is_dir() or (file.suffix == ".json" and is_facts_json(read_text(file))):
             if kind is not None:
                 fail(f"--kind does not apply to {file}: it holds facts, not a tool output")
-            _inspect_facts(file, prof, profile_name, as_json)
+            _inspect_facts(file, prof, profile_name, as_json, show_facts, quiet)
             return
         result = inspect_text(read_text(file), prof, kind)
     except InspectError as exc:
@@ -421,25 +433,37 @@ def inspect(
         print_json(
             {
                 "kind": result.kind,
+                "profile": result.profile,
                 "facts": result.facts_json(),
                 "findings": [f.model_dump(mode="json") for f in result.findings],
             }
         )
-    else:
+    elif not quiet:
         out.print(plain(file, style="bold") + plain(f": {result.kind}"))
-        out.print_json(data=result.facts_json())
-        out.print(node_table(result.findings, f"findings — profile {profile_name}"))
+        if show_facts:
+            out.print_json(data=result.facts_json())
+        judged_by = result.profile or "none fits"
+        out.print(node_table(result.findings, f"findings — profile {judged_by}"))
         out.print(summary_line(result.findings))
+    if not as_json:
+        out.print(verdict_line(result.findings), highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(result.findings))
 
 
-def _inspect_facts(path: Path, prof: profile.Profile, name: str, as_json: bool) -> None:
-    from bringup.checks.catalog import judge_node
-    from bringup.commands.show import node_table, summary_line
+def _inspect_facts(
+    path: Path,
+    prof: profile.Profile | str,
+    name: str,
+    as_json: bool,
+    show_facts: bool = False,
+    quiet: bool = False,
+) -> None:
+    from bringup.checks.auto import judge
+    from bringup.commands.show import node_table, summary_line, verdict_line
     from bringup.findings import exit_code
 
     nodes = load_facts(path)
-    findings = [f for node in nodes for f in judge_node(node, prof)]
+    findings = [f for node in nodes for f in judge(node, prof)]
     if as_json:
         print_json(
             {
@@ -449,10 +473,14 @@ def _inspect_facts(path: Path, prof: profile.Profile, name: str, as_json: bool) 
             }
         )
     else:
-        for node in nodes:
+        for node in nodes if not quiet else []:
+            if show_facts:
+                out.print_json(node.model_dump_json())
             mine = [f for f in findings if f.node == node.node]
             out.print(node_table(mine, f"{node.node} — profile {name}"))
-        out.print(summary_line(findings))
+        if not quiet:
+            out.print(summary_line(findings))
+        out.print(verdict_line(findings), highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(findings))
 
 

@@ -139,7 +139,12 @@ def finite(value: float | None) -> float | None:
 
 
 ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="Profile name (b300, h100, ...) or YAML path.")
+    str,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Profile name (b300, h100, ...), YAML path, or auto: each node's own GPU's.",
+    ),
 ]
 SuiteOpt = Annotated[str, typer.Option("--suite", "-s", help="Suite name or YAML path.")]
 DataDirOpt = Annotated[
@@ -150,13 +155,15 @@ OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-<cmd>).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")]
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run on this machine.")]
 NodesOpt = Annotated[
     Path | None,
     typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini, YAML): run over SSH."),
 ]
 LimitOpt = Annotated[
-    str | None, typer.Option("--limit", "-l", help="Select hosts as ansible --limit does.")
+    str | None,
+    typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
 ]
 ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
 AcceptOpt = Annotated[
@@ -177,10 +184,19 @@ ConnectTimeoutOpt = Annotated[
 def load_profile(name: str) -> profile.Profile:
     from bringup import profile
 
+    if name == profile.AUTO:
+        fail("--profile auto is not a profile to show: name one (bringup profiles list)")
     try:
         return profile.load(name)
     except profile.ProfileError as exc:
         fail(str(exc))
+
+
+def profile_or_auto(name: str) -> profile.Profile | str:
+    """--profile: the profile named, or profile.AUTO (each node judged by its GPU's)."""
+    from bringup import profile
+
+    return profile.AUTO if name == profile.AUTO else load_profile(name)
 
 
 def load_suite(name: str) -> suite.Suite:
@@ -231,6 +247,16 @@ def target(
     return Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout)
 
 
+def select_nodes(names: list[str], limit: str, where: str = "the recorded nodes") -> list[str]:
+    """The recorded nodes an Ansible --limit pattern selects, as it selects an inventory's."""
+    from bringup.fleet.inventory import InventoryError, select
+
+    try:
+        return select(names, limit, where)
+    except InventoryError as exc:
+        fail(str(exc))
+
+
 def open_nodes(chosen: Target) -> Nodes:
     from bringup.fleet.target import TargetError, open_nodes
 
@@ -271,12 +297,15 @@ def show_run(
     findings: list[Finding],
     title: str,
     durations: dict[str, dict[str, float]] | None = None,
+    quiet: bool = False,
 ) -> None:
-    """A run's verdict for people: its findings, what each probe cost (when given), then
-    where the run directory is."""
-    from bringup.commands.show import duration_lines, show_findings
+    """A run's verdict for people: its findings, what each probe cost (when given), where
+    the run directory is, and last the verdict line (with --quiet that line alone)."""
+    from bringup.commands.show import duration_lines, show_findings, verdict_line
 
-    show_findings(out, findings, run.manifest.nodes, title)
-    for line in duration_lines(durations or {}):
-        out.print(line, highlight=False, soft_wrap=True)
-    out.print(f"run directory: {run.path}", highlight=False)
+    if not quiet:
+        show_findings(out, findings, run.manifest.nodes, title)
+        for line in duration_lines(durations or {}):
+            out.print(line, highlight=False, soft_wrap=True)
+        out.print(f"run directory: {run.path}", highlight=False)
+    out.print(verdict_line(findings), highlight=False, soft_wrap=True)
