@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bringup.checks.auto import choose, gpu_model
+from bringup.checks.auto import NO_PROFILE, WITHOUT_PROFILE, gpu_model, judge_gpu_model
 from bringup.checks.catalog import judge_probe
 from bringup.files import InputError
 from bringup.files import read_text as read_file
@@ -133,15 +133,21 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
         facts, error = None, f"could not parse as {kind.description}: {reason}"
     said: list[Finding] = []
     if not isinstance(profile, Profile):
-        model = gpu_model(kind.probe, facts) if facts is not None else None
-        chosen, finding = choose(model, error or f"{kind.description} names no GPU model")
-        if chosen is None:
-            return Inspection(kind.name, facts, [finding])
-        profile, said = chosen, [finding]
+        if kind.probe in WITHOUT_PROFILE:
+            profile = NO_PROFILE  # its checks need none: nothing to choose, nothing to say
+        else:
+            model = gpu_model(kind.probe, facts) if facts is not None else None
+            chosen, finding = judge_gpu_model(
+                model, error or f"{kind.description} names no GPU model"
+            )
+            if chosen is None:
+                return Inspection(kind.name, facts, [finding])
+            profile, said = chosen, [finding]
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
-    return Inspection(kind.name, facts, [*said, *findings], profile.name)
+    name = profile.name if isinstance(profile, Profile) else None
+    return Inspection(kind.name, facts, [*said, *findings], name)
 
 
 def is_facts_json(text: str) -> bool:

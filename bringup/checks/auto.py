@@ -59,7 +59,7 @@ def node_model(node: NodeFacts) -> tuple[str | None, str | None]:
     return None, why
 
 
-def choose(
+def judge_gpu_model(
     model: str | None, why: str | None = None, node: str = ""
 ) -> tuple[Profile | None, Finding]:
     """The profile of `model` and a PASS naming it, or None and the ERROR that says why
@@ -86,16 +86,36 @@ def choose(
     )
 
 
-def choose_for(node: NodeFacts) -> tuple[Profile | None, Finding]:
+# Probes whose checks read nothing of a profile (a test holds them to it): judged even on a
+# node, or in a capture, whose GPU no profile fits.
+WITHOUT_PROFILE = frozenset({"xid", "dcgm"})
+
+
+class NoProfile:
+    """What the checks of WITHOUT_PROFILE are given: any use of it is a bug, said loudly."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"no profile fits this GPU: profile.{name} is not known")
+
+
+NO_PROFILE: Any = NoProfile()
+
+
+def judge_node_model(node: NodeFacts) -> tuple[Profile | None, Finding]:
     """The profile of the node's own GPU (and the PASS naming it), or None and the ERROR
     naming why there is none."""
     model, why = node_model(node)
-    return choose(model, why, node.node)
+    return judge_gpu_model(model, why, node.node)
 
 
-def judge(node: NodeFacts, profile: Profile | str) -> list[Finding]:
+def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
     """The node's findings by the profile given, or with AUTO by its own GPU's."""
     if isinstance(profile, Profile):
         return judge_node(node, profile)
-    chosen, said = choose_for(node)
-    return [said] if chosen is None else [said, *judge_node(node, chosen)]
+    chosen, said = judge_node_model(node)
+    if chosen is not None:
+        return [said, *judge_node(node, chosen)]
+    free = node.model_copy(
+        update={"probes": {k: r for k, r in node.probes.items() if k in WITHOUT_PROFILE}}
+    )
+    return [said, *judge_node(free, NO_PROFILE)]

@@ -205,7 +205,7 @@ def _judge_recorded(
 ) -> tuple[list[Finding], RunDir]:
     """--replay / --demo: recorded facts (of the nodes --limit selects) judged again into a
     new run directory."""
-    from bringup.checks.auto import judge
+    from bringup.checks.auto import judge_node_by
 
     prof = profile_or_auto(profile_name)
     if demo:
@@ -224,7 +224,7 @@ def _judge_recorded(
         for record in node.probes.values():
             run.add_record(node.node, record.model_dump())
     for node in nodes:
-        node_findings = judge(node, prof)
+        node_findings = judge_node_by(node, prof)
         run.add_findings(node_findings)
         findings.extend(node_findings)
     return findings, run
@@ -368,16 +368,25 @@ def snapshot(
     _, run, outcomes = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
     recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}
+    # A probe that could not run is said with its reason, and makes the exit code 1: the
+    # snapshot lacks what it was asked to record.
+    errors = {
+        node: {name: r.error or "failed" for name, r in facts.probes.items() if not r.ok}
+        for node, facts in recorded.items()
+    }
+    bad = any(o.state != "complete" for o in outcomes) or any(errors.values())
     if nodes_file is None:
         node_facts = next(iter(recorded.values()), None)
         probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
         if as_json:
             print_json({"run_dir": str(run.path), "probes": probes})
-            return
-        for name, ok in probes.items():
-            out.print(plain(f"{name:10} {'recorded' if ok else 'recorded (error)'}"))
+            raise typer.Exit(1 if bad else 0)
+        mine = errors.get(node_facts.node, {}) if node_facts else {}
+        for name in probes:
+            said = f"error: {mine[name]}" if name in mine else "recorded"
+            out.print(plain(f"{name:10} {said}"), soft_wrap=True)
         out.print(plain(f"snapshot: {run.path}"))
-        return
+        raise typer.Exit(1 if bad else 0)
     doc: dict[str, Any] = {
         o.node: {
             "state": o.state,
@@ -394,8 +403,9 @@ def snapshot(
         for node, entry in doc.items():
             probes = " ".join(f"{n}{'' if ok else '(error)'}" for n, ok in entry["probes"].items())
             out.print(plain(f"{node:16} {entry['state']:12} {entry['reason'] or probes}"))
+            for name, reason in errors.get(node, {}).items():
+                out.print(plain(f"{'':16} {name} error: {reason}"), soft_wrap=True)
         out.print(plain(f"snapshot: {run.path}"))
-    bad = any(o.state != "complete" for o in outcomes)
     raise typer.Exit(1 if bad else 0)
 
 
@@ -442,8 +452,8 @@ def inspect(
         out.print(plain(file, style="bold") + plain(f": {result.kind}"))
         if show_facts:
             out.print_json(data=result.facts_json())
-        judged_by = result.profile or "none fits"
-        out.print(node_table(result.findings, f"findings — profile {judged_by}"))
+        title = f"findings — profile {result.profile}" if result.profile else "findings"
+        out.print(node_table(result.findings, title))
         out.print(summary_line(result.findings))
     if not as_json:
         out.print(verdict_line(result.findings), highlight=False, soft_wrap=True)
@@ -458,12 +468,12 @@ def _inspect_facts(
     show_facts: bool = False,
     quiet: bool = False,
 ) -> None:
-    from bringup.checks.auto import judge
+    from bringup.checks.auto import judge_node_by
     from bringup.commands.show import node_table, summary_line, verdict_line
     from bringup.findings import exit_code
 
     nodes = load_facts(path)
-    findings = [f for node in nodes for f in judge(node, prof)]
+    findings = [f for node in nodes for f in judge_node_by(node, prof)]
     if as_json:
         print_json(
             {

@@ -96,11 +96,14 @@ _parser_errors = sys.modules[typer.BadParameter.__module__]
 
 class Cli(TyperGroup):
     """The command group: an option the parser refuses (`--forks 0`, a missing argument, an
-    unknown option) ends like any other bad input, through `fail`."""
+    unknown option) ends like any other bad input, through `fail`. Its help shows a flag as
+    a flag (typer's rich help writes `--demo <bool>`, as if it took a value)."""
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> Any:
+        if parent is None:  # the whole app is built by now, --install-completion included
+            _flags_as_flags(self)
         try:
             ctx = super().make_context(info_name, args, parent, **extra)
         except _parser_errors.UsageError as exc:  # `bringup --nosuch`: before any command
@@ -125,6 +128,17 @@ class Cli(TyperGroup):
             fail(exc.format_message())
         finally:
             _INVOCATION.reset(token)
+
+
+def _flags_as_flags(command: Any) -> None:
+    """No value column for the flags of a command and all its subcommands (--help too: the
+    command makes that option once and keeps it, so it is made here)."""
+    help_option = command.get_help_option(typer.Context(command))
+    for param in [*command.params, *([help_option] if help_option else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_as_flags(sub)
 
 
 # --- options: each long option means one thing in every command ----------------------------

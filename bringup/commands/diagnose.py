@@ -26,13 +26,14 @@ from bringup.commands.common import (
     NodesOpt,
     OutOpt,
     ProfileOpt,
+    QuietOpt,
     create_run,
     fail,
     finish_run,
     finite,
-    load_profile,
     open_nodes,
     print_json,
+    profile_or_auto,
     run_json,
     show_run,
     target,
@@ -91,9 +92,10 @@ def diagnose(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Load all GPUs with matmuls while sampling NVML at 5-10 Hz; say which GPU is slow, why."""
     from bringup.checks.throttle import judge_gemm_stragglers
@@ -105,7 +107,7 @@ def diagnose(
         fail(f"--seconds must be in (0, 86400], not {seconds:g}")
     if not 0.01 <= interval_s <= 10:
         fail(f"--interval must be between 0.01 and 10 s, not {interval_s:g}")
-    prof = load_profile(profile_name)
+    prof = profile_or_auto(profile_name)
     suite = diagnose_suite(seconds, interval_s, watch)
     with open_nodes(chosen) as nodes:
         try:
@@ -126,7 +128,7 @@ def diagnose(
     if as_json:
         print_json(run_json(run, findings))
     else:
-        show_run(run, findings, f"diagnose, profile {run.manifest.profile}")
+        show_run(run, findings, f"diagnose, profile {run.manifest.profile}", quiet=quiet)
     raise typer.Exit(code)
 
 

@@ -29,14 +29,14 @@ from typing import Literal
 from rich.console import Console
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
-from bringup.checks.auto import choose_for
+from bringup.checks.auto import judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile
 from bringup.fleet.progress import FleetProgress
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
-from bringup.profile import Profile
+from bringup.profile import AUTO, Profile
 from bringup.rundir import RunDir
 
 DEFAULT_FORKS = 64
@@ -105,9 +105,9 @@ def _judged(plan: NodePlan, facts: NodeFacts) -> tuple[Profile | None, list[Find
         return plan.profile, judge_node(facts, plan.profile)
     if not facts.probes:
         return None, []  # nothing answered (unreachable, interrupted): nothing to judge
-    chosen, said = choose_for(facts)
+    chosen, said = judge_node_model(facts)
     if chosen is None:
-        return None, [said]
+        return None, judge_node_by(facts, AUTO)
     try:
         profile = node_profile(chosen, plan.overrides, plan.node)
     except FleetError as exc:
