@@ -281,9 +281,18 @@ def open_nodes(chosen: Target) -> Nodes:
 
 
 def finish_run(run: RunDir, findings: list[Finding]) -> int:
-    """Close the run directory with the exit code its findings give; that code."""
-    from bringup.findings import exit_code
+    """Close the run directory with the exit code its findings give; that code. A run
+    judged with --profile auto records the profile its nodes were judged by, when they
+    all were by one (a mixed fleet stays "auto": each node's is in its findings)."""
+    from bringup.checks.auto import CHECK
+    from bringup.findings import Status, exit_code
+    from bringup.profile import AUTO
 
+    if run.manifest.profile == AUTO:
+        said = [f for f in findings if f.check == CHECK]
+        named = {f.value for f in said}
+        if len(named) == 1 and all(f.status is Status.PASS for f in said):
+            run.manifest.profile = str(named.pop())
     code = exit_code(findings)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
     return code

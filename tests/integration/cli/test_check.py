@@ -19,7 +19,10 @@ HOST = socket.gethostname()
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory, cli):
     out = tmp_path_factory.mktemp("quick") / "run"
-    result = cli("check", "--local", "--suite", "quick", "--out", out, "--json")
+    # --profile given: with auto, a node without a GPU is one ERROR and nothing else.
+    result = cli(
+        "check", "--local", "--suite", "quick", "--profile", "b300", "--out", out, "--json"
+    )
     return result, out
 
 
@@ -72,10 +75,14 @@ def test_json_output_is_one_document(quick_run) -> None:
 def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run, cli) -> None:
     snap = tmp_path / "snap"
     recorded = cli("snapshot", "--suite", "quick", "--out", snap, "--json")
-    assert recorded.code == 0, recorded.stderr
+    # Exit 1: the gpu probe could not run on this GPU-less machine.
+    assert recorded.code == 1, recorded.stderr
     assert recorded.json()["probes"]["host"] is True
+    assert recorded.json()["probes"]["gpu"] is False
     assert not (snap / "findings.jsonl").exists()  # a snapshot records, it does not judge
-    replayed = cli("check", "--replay", snap, "--out", tmp_path / "replay", "--json")
+    replayed = cli(
+        "check", "--replay", snap, "--profile", "b300", "--out", tmp_path / "replay", "--json"
+    )
     assert replayed.code == 1
     live = quick_run[0].json()["findings"]
     again = replayed.json()["findings"]
@@ -199,3 +206,26 @@ def test_replay_of_a_directory_without_facts_is_bad_input(tmp_path: Path, cli) -
     assert result.code == 2
     assert "no facts/<node>.json found" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_auto_profile_on_a_gpu_less_node_is_one_error_naming_the_profiles(
+    tmp_path: Path, cli
+) -> None:
+    result = cli("check", "--local", "--suite", "quick", "--out", tmp_path / "run", "--json")
+    assert result.code == 1, result.stderr
+    findings = result.json()["findings"]
+    (said,) = [f for f in findings if f["check"] == "profile.auto"]
+    assert said["status"] == "ERROR"
+    assert said["message"].startswith("no GPU model in the facts (gpu probe: no NVIDIA driver")
+    assert "available: a100, b200, b300, h100, h200" in said["message"]
+    # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is.
+    assert {f["check"].split(".")[0] for f in findings} <= {"profile", "xid", "dcgm"}
+
+
+def test_snapshot_says_why_a_probe_failed_and_exits_1(tmp_path: Path, cli) -> None:
+    result = cli("snapshot", "--suite", "quick", "--out", tmp_path / "snap")
+    assert result.code == 1
+    lines = result.stdout.splitlines()
+    gpu = next(line for line in lines if line.startswith("gpu "))
+    assert gpu.split(None, 1)[1].startswith("error: no NVIDIA driver found")
+    assert next(line for line in lines if line.startswith("host ")).endswith("recorded")
