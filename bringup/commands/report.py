@@ -83,6 +83,7 @@ def restrict(run: RunData, limit: str) -> None:
     """Keep the nodes an Ansible --limit pattern selects (and the findings of the whole
     run), and say so in the report."""
     from bringup.commands.common import select_nodes
+    from bringup.findings import exit_code
 
     every = run.nodes
     kept = set(select_nodes(every, limit, f"the nodes of {run.path}"))
@@ -92,7 +93,10 @@ def restrict(run: RunData, limit: str) -> None:
         run.findings = [f for f in run.findings if not f.node or set(f.node.split(",")) & kept]
     if run.manifest is not None:
         nodes = [n for n in run.manifest.nodes if n in kept]
-        run.manifest = run.manifest.model_copy(update={"nodes": nodes})
+        update: dict[str, object] = {"nodes": nodes}
+        if run.findings is not None and run.manifest.exit_code is not None:
+            update["exit_code"] = exit_code(run.findings)  # of these nodes: what they show
+        run.manifest = run.manifest.model_copy(update=update)
     run.notes.append(f"--limit {limit!r}: {len(kept)} of the run's {len(every)} nodes")
 
 
