@@ -40,14 +40,17 @@ def gpu_model(probe: str, facts: Any) -> str | None:
 
 
 def node_model(node: NodeFacts) -> tuple[str | None, str | None]:
-    """The node's GPU model, or None with why none is known (the gpu probe's error)."""
+    """The node's GPU model, or None with why none is known: the error of a probe that
+    names GPUs, else of any probe (a node whose only probe could not run)."""
     why = None
-    for probe in _MODEL_PROBES:
+    for probe in (*_MODEL_PROBES, *[p for p in node.probes if p not in _MODEL_PROBES]):
         record = node.probes.get(probe)
         if record is None:
             continue
         if not record.ok:
             why = why or f"{probe} probe: {record.error or 'failed'}"
+            continue
+        if probe not in _MODEL_PROBES:
             continue
         try:
             model = gpu_model(probe, decode(record))

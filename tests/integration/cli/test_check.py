@@ -106,6 +106,8 @@ def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
     result = cli(
         "check",
         "--local",
+        "--profile",  # no GPU here for --profile auto to go by
+        "b300",
         "--suite",
         small,
         "--data-dir",
@@ -134,7 +136,8 @@ def test_acceptance_without_a_gpu_errors_dcgm_gemm_and_p2p_with_the_reason(
     small = tmp_path / "gpu-steps.yaml"
     small.write_text(yaml.safe_dump(suite))
     env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no dcgmi, as on a node without DCGM
-    result = cli("check", "--local", "--suite", small, "--out", tmp_path / "run", "--json", env=env)
+    argv = ["check", "--local", "-p", "b300", "--suite", small, "--out", tmp_path / "run"]
+    result = cli(*argv, "--json", env=env)
     assert result.code == 1
     found = {(f["check"], f["status"], f["message"]) for f in result.json()["findings"]}
     assert found == {
@@ -157,7 +160,8 @@ def test_storage_layout_from_the_options(tmp_path: Path, cli) -> None:
     (tmp_path / "ckpt").mkdir()
 
     def run(checkpoint: Path, name: str) -> dict[str, tuple[str, str]]:
-        argv = ["check", "--local", "--suite", only, "--dataset-dir", tmp_path / "data"]
+        argv = ["check", "--local", "-p", "b300", "--suite", only]
+        argv += ["--dataset-dir", tmp_path / "data"]
         argv += ["--checkpoint-dir", checkpoint, "--out", tmp_path / name, "--json"]
         result = cli(*argv)
         assert result.code == 1, result.stderr
@@ -191,7 +195,8 @@ def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path:
     tiny = tmp_path / "tiny.yaml"
     tiny.write_text(yaml.safe_dump(suite))
     env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
-    result = cli("check", "--local", "--suite", tiny, "--out", tmp_path / "run", "--json", env=env)
+    argv = ["check", "--local", "-p", "b300", "--suite", tiny, "--out", tmp_path / "run"]
+    result = cli(*argv, "--json", env=env)
     findings = result.json()["findings"]
     hung = [f for f in findings if f["check"].startswith(("gpu.", "topology."))]
     assert hung and all("timed out after 2 s" in f["message"] for f in hung)
