@@ -205,6 +205,9 @@ def plan_node(
     judged_by = None
     if isinstance(profile, profiles.Profile):
         judged_by = node_profile(profile, overrides, node)
+    elif auto and overrides is not None:
+        # Said now, not after the run: a wrong key, type or range is wrong on any profile.
+        node_profile(profiles.load(profiles.available()[0]), overrides, node)
     return NodePlan(
         node=node,
         runner=runner,

@@ -29,7 +29,7 @@ from typing import Literal
 from rich.console import Console
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
-from bringup.checks.auto import judge_node_by, judge_node_model
+from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
@@ -91,8 +91,9 @@ def outcome_findings(
                 action=None if state == "interrupted" else "check the node (console, dmesg)",
             )
         )
-        for probe in missing if profile is not None else []:
-            for f in judge_probe(probe, None, f"not measured: {what}", profile):
+        for probe in missing:
+            # An unmeasured probe's ERRORs read nothing of a profile: said with or without one.
+            for f in judge_probe(probe, None, f"not measured: {what}", profile or NO_PROFILE):
                 extra.append(f.model_copy(update={"node": node}))
     return [*extra, *findings]
 
