@@ -199,7 +199,7 @@ def load_profile(name: str) -> profile.Profile:
     from bringup import profile
 
     if name == profile.AUTO:
-        fail("--profile auto is not a profile to show: name one (bringup profiles list)")
+        fail("auto is not a profile, it picks one per GPU: name one (bringup profiles list)")
     try:
         return profile.load(name)
     except profile.ProfileError as exc:
