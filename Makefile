@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup setup-test demo test test-fast lint clean
+.PHONY: setup setup-test demo test test-fast lint docs-cli clean
 
 # The controller and the dev tools: enough for the demo, check, inspect and report.
 $(BIN)/bringup: pyproject.toml
@@ -26,7 +26,7 @@ setup-test: $(VENV)/.test-deps
 
 demo: setup ## judge the embedded demo fleet of B300 nodes, print the table and run directory
 	@# The demo fleet has faulty nodes on purpose, so bringup exits 1: only 2+ is an error.
-	$(BIN)/bringup check --demo --profile b300 --out runs/demo-$$(date +%Y%m%dT%H%M%S); test $$? -le 1
+	$(BIN)/bringup check --demo --out runs/demo-$$(date +%Y%m%dT%H%M%S); test $$? -le 1
 
 lint: setup
 	$(BIN)/ruff check .
@@ -41,6 +41,9 @@ test: setup-test lint ## lint, then every test (root-only and apt-backed tests s
 # in-process on the CPU, so it installs what `make test` installs (torch among them).
 test-fast: setup-test ## the unit tests only, in about a minute
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
+
+docs-cli: setup ## rewrite docs/cli.md, the option table, from the commands themselves
+	$(BIN)/python -m bringup.commands.options docs/cli.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

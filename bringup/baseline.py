@@ -315,8 +315,10 @@ def is_bundle(path: Path) -> bool:
         return False
     try:
         data = json.loads(read_text(file, "manifest"))
-    except (InputError, ValueError):
-        return False  # not JSON: a run's broken manifest, said by whoever reads the run
+    except (InputError, ValueError, RecursionError):
+        # Not JSON, or nested past Python's stack: a run's broken manifest, said by whoever
+        # reads the run.
+        return False
     # By the key itself, not the text: a node's name can be any string.
     return isinstance(data, dict) and data.get("kind") == BUNDLE_KIND
 

@@ -33,7 +33,7 @@ app = typer.Typer(
     cls=Cli,
     help="GPU cluster bring-up and acceptance: probe nodes, judge them against a profile.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -46,7 +46,10 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True)] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
 ) -> None:
     """GPU cluster bring-up and acceptance."""
 

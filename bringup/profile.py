@@ -6,6 +6,7 @@ naming the key, not a threshold silently ignored.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -153,15 +154,26 @@ def parse(data: object, origin: str) -> Profile:
     return validate(Profile, data, origin, ProfileError)
 
 
+# --profile auto: each node is judged by the profile of its own GPU (checks/auto.py).
+AUTO = "auto"
+
+
 def for_gpu(model: str | None) -> Profile | None:
-    """The shipped profile whose GPU model is exactly `model` (as NVML names it), if any."""
+    """The shipped profile of a GPU model as NVML or nvidia-smi names it: the one naming
+    exactly that model, else the one of its family ("NVIDIA H100 PCIe" -> h100), a family
+    being the profile's name as a word of the model. This is the one detector: every
+    command's --profile auto goes through it."""
     if not model:
         return None
+    loaded = []
     for name in available():
         try:
-            candidate = load(name)
+            loaded.append(load(name))
         except ProfileError:
             continue
-        if candidate.gpu.model == model:
-            return candidate
-    return None
+    exact = [p for p in loaded if p.gpu.model == model]
+    if exact:
+        return exact[0]
+    words = set(re.split(r"[^a-z0-9]+", model.lower()))
+    family = [p for p in loaded if p.name.lower() in words]
+    return family[0] if len(family) == 1 else None

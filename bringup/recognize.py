@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup.checks.auto import NO_PROFILE, WITHOUT_PROFILE, gpu_model, judge_gpu_model
 from bringup.checks.catalog import judge_probe
 from bringup.files import InputError
 from bringup.files import read_text as read_file
@@ -91,6 +92,7 @@ class Inspection:
     kind: str
     facts: Any  # the parsed dataclass, or None when parsing failed
     findings: list[Finding]
+    profile: str | None = None  # the name of the profile that judged it (None: none fit)
 
     def facts_json(self) -> Any:
         return dataclasses.asdict(self.facts) if self.facts is not None else None
@@ -115,8 +117,9 @@ def detect(text: str) -> Kind:
     raise InspectError(f"not a known tool output; known kinds: {', '.join(KIND_NAMES)} (--kind)")
 
 
-def inspect_text(text: str, profile: Profile, kind_name: str | None = None) -> Inspection:
-    """Parse text as `kind_name` (or the detected kind) and judge it against the profile."""
+def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None) -> Inspection:
+    """Parse text as `kind_name` (or the detected kind) and judge it against the profile,
+    or with profile.AUTO against the profile of the GPU model it names (checks/auto.py)."""
     kind = next((k for k in KINDS if k.name == kind_name), None) if kind_name else detect(text)
     if kind is None:
         raise InspectError(f"unknown kind {kind_name!r}; known: {', '.join(KIND_NAMES)}")
@@ -128,10 +131,23 @@ def inspect_text(text: str, profile: Profile, kind_name: str | None = None) -> I
         # A parser meets text no tool wrote (a file someone sent): its crash is "cannot parse".
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())
         facts, error = None, f"could not parse as {kind.description}: {reason}"
+    said: list[Finding] = []
+    if not isinstance(profile, Profile):
+        if kind.probe in WITHOUT_PROFILE:
+            profile = NO_PROFILE  # its checks need none: nothing to choose, nothing to say
+        else:
+            model = gpu_model(kind.probe, facts) if facts is not None else None
+            chosen, finding = judge_gpu_model(
+                model, error or f"{kind.description} names no GPU model"
+            )
+            if chosen is None:
+                return Inspection(kind.name, facts, [finding])
+            profile, said = chosen, [finding]
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
-    return Inspection(kind.name, facts, findings)
+    name = profile.name if isinstance(profile, Profile) else None
+    return Inspection(kind.name, facts, [*said, *findings], name)
 
 
 def is_facts_json(text: str) -> bool:

@@ -34,6 +34,8 @@ from bringup.commands.common import (
     NodesOpt,
     OutOpt,
     PartitionOpt,
+    ProfileOpt,
+    QuietOpt,
     SlurmOpt,
     TimeOpt,
     create_run,
@@ -102,10 +104,7 @@ def burnin(
     checkpoint_interval: Annotated[
         int | None, typer.Option("--checkpoint-interval", min=1, help="Steps between checkpoints.")
     ] = None,
-    profile_name: Annotated[
-        str | None,
-        typer.Option("--profile", "-p", help="Profile for the peak (default: by GPU name)."),
-    ] = None,
+    profile_name: ProfileOpt = "auto",
     peak_tflops: Annotated[
         float | None,
         typer.Option(
@@ -165,6 +164,7 @@ def burnin(
     nodes_count: NodesCountOpt = None,
     account: AccountOpt = None,
     time_limit: TimeOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run a reference LoRA fine-tune (DeepSpeed ZeRO-3) and record the node's MFU baseline."""
     from bringup import recipe as recipes
@@ -205,7 +205,8 @@ def burnin(
         recipes.deepspeed_config(recipe)  # a broken DeepSpeed file is bad input, said now
     except recipes.RecipeError as exc:
         fail(str(exc))
-    prof = load_profile(profile_name) if profile_name else None
+    auto = profile_name == "auto"  # the peak from the GPU's own profile (profile_for)
+    prof = None if auto else load_profile(profile_name)
     job = Job(recipe, nproc, keep_checkpoints, with_gemm, node_work_dir, port, master_addr)
     job.rendezvous_timeout_s = rendezvous_timeout
     job.resume = str(resume.resolve()) if resume is not None else None
@@ -213,14 +214,16 @@ def burnin(
     with open_nodes(chosen) as nodes:
         plans = _plans(nodes, run_path, job, joint)  # a bad host variable is said before the run
         probes = [step.name for step in burnin_suite(job).probes]
-        run = create_run(run_path, "burnin", profile_name, "burnin", probes=probes)
+        run = create_run(
+            run_path, "burnin", None if auto else profile_name, "burnin", probes=probes
+        )
         record_slurm(run, nodes)
         outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
     else:
         findings, node_bases = _judge_each(run, nodes.names, outcomes, recipe, prof, peak_tflops)
-    _finish(run, findings, node_bases, recipe.name, previous, as_json)
+    _finish(run, findings, node_bases, recipe.name, previous, as_json, quiet)
 
 
 # --- what each node runs ------------------------------------------------------------------
@@ -472,6 +475,7 @@ def _finish(
     recipe: str,
     previous: baselines.Baseline | None,
     as_json: bool,
+    quiet: bool = False,
 ) -> None:
     """Write the baseline (when any node reported), the findings, the manifest; show; exit."""
     from bringup import baseline as baselines
@@ -485,13 +489,13 @@ def _finish(
             findings += judge_baseline(base, previous)
     run.add_findings(findings)
     code = finish_run(run, findings)
-    _show(run, findings, as_json)
+    _show(run, findings, as_json, quiet)
     raise typer.Exit(code)
 
 
-def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
+def _show(run: RunDir, findings: list[Finding], as_json: bool, quiet: bool = False) -> None:
     from bringup import baseline as baselines
-    from bringup.commands.show import node_table, plain, summary_line
+    from bringup.commands.show import node_table, plain, summary_line, verdict_line
 
     base_path = run.path / "baseline.json"
     base = baselines.load(base_path) if base_path.exists() else None
@@ -499,13 +503,15 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool) -> None:
         data = {"baseline": base.model_dump(mode="json") if base else None}
         print_envelope(findings, run=run, data=data)
         return
-    out.print(node_table(findings, f"burn-in — {', '.join(run.manifest.nodes)}"))
-    for n in base.nodes if base else []:
-        out.print(plain(_figures(n)))
-    out.print(summary_line(findings))
-    if base is not None:
-        out.print(plain(f"baseline: {base_path}"))
-    out.print(plain(f"run directory: {run.path}"))
+    if not quiet:
+        out.print(node_table(findings, f"burn-in — {', '.join(run.manifest.nodes)}"))
+        for n in base.nodes if base else []:
+            out.print(plain(_figures(n)))
+        out.print(summary_line(findings))
+        if base is not None:
+            out.print(plain(f"baseline: {base_path}"))
+        out.print(plain(f"run directory: {run.path}"))
+    out.print(verdict_line(findings), highlight=False, soft_wrap=True)
 
 
 def _figures(n: baselines.NodeBaseline) -> str:

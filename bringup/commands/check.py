@@ -31,6 +31,7 @@ from bringup.commands.common import (
     OutOpt,
     PartitionOpt,
     ProfileOpt,
+    QuietOpt,
     SlurmOpt,
     SuiteOpt,
     TimeOpt,
@@ -46,11 +47,13 @@ from bringup.commands.common import (
     out,
     print_envelope,
     probe_states,
+    profile_or_auto,
     provenance,
     record_slurm,
     recorded_entries,
     remember_run,
     resumed,
+    select_nodes,
     show_run,
     slurm_choice,
     target,
@@ -108,7 +111,7 @@ def check(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     suite_name: SuiteOpt = "acceptance",
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
@@ -124,6 +127,7 @@ def check(
     nodes_count: NodesCountOpt = None,
     account: AccountOpt = None,
     time_limit: TimeOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the suite on nodes (--nodes, --local, --slurm) or re-judge recorded facts
     (--replay, --demo)."""
@@ -134,8 +138,8 @@ def check(
             "say where the facts come from: --nodes FILE, --slurm, --local, --replay DIR or --demo"
         )
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
-    if limit and nodes_file is None and resume is None:
-        fail("--limit selects hosts of an inventory: give --nodes FILE")
+    if limit and local:
+        fail("--limit selects nodes: give --nodes FILE, --replay DIR or --demo")
     if replay is not None or demo:
         mode = "--demo" if demo else "--replay"
         not_for(ctx, f"{mode} (it judges recorded facts; nothing runs on nodes)", *_RUN_OPTIONS)
@@ -148,7 +152,7 @@ def check(
     if replay is not None or demo:
         given = ctx.get_parameter_source("suite_name")
         override = suite_name if given and given.name in ("COMMANDLINE", "ENVIRONMENT") else None
-        findings, run = _judge_recorded(replay, demo, profile_name, out_dir, override)
+        findings, run = _judge_recorded(replay, demo, profile_name, out_dir, override, limit)
     else:
         if resume is not None:
             nodes_file, limit, profile_name, suite_name, data_dirs = _resumed(
@@ -171,9 +175,10 @@ def check(
         # A run says what became of each node; recorded facts, what each probe recorded.
         nodes = node_entries(outcomes) if outcomes else recorded_entries(load_facts(run.path))
         data = {"durations": durations} if durations else None
-        print_envelope(findings, run=run, nodes=nodes, data=data)
+        # Demo data is never ACCEPTED, whatever its findings (as the report says it).
+        print_envelope(findings, run=run, nodes=nodes, data=data, accepted=False if demo else None)
     else:
-        show_run(run, findings, f"profile {run.manifest.profile}", durations)
+        show_run(run, findings, f"profile {run.manifest.profile}", durations, quiet)
     raise typer.Exit(code)
 
 
@@ -238,17 +243,23 @@ def _judge_recorded(
     profile_name: str,
     out_dir: Path | None,
     suite_name: str | None = None,
+    limit: str | None = None,
 ) -> tuple[list[Finding], RunDir]:
-    """--replay / --demo: recorded facts judged again into a new run directory.
+    """--replay / --demo: recorded facts (of the nodes --limit selects) judged again into a
+    new run directory.
 
     The new run keeps what was measured as it was measured (each record's time on the
     node, the raw tool outputs) and says where it came from (the replayed directory and
     the SHA-256 of its manifest). It is judged complete against the original run's suite
     (or --suite): each planned probe a node has no record of is an ERROR, not measured.
     """
-    from bringup.checks.catalog import judge_node, judge_probe
+    from bringup.checks.auto import NO_PROFILE, judge_node_by
+    from bringup.checks.catalog import judge_probe
+    from bringup.profile import Profile
 
-    prof = load_profile(profile_name)
+    prof = profile_or_auto(profile_name)
+    # An unmeasured probe's ERRORs read nothing of a profile.
+    unmeasured = prof if isinstance(prof, Profile) else NO_PROFILE
     original = _Original()
     if demo:
         from bringup.sim.demo import demo_nodes
@@ -268,6 +279,10 @@ def _judge_recorded(
         original.suite = chosen.name
         original.suite_source = str(given.resolve()) if given.suffix else suite_name
         original.probes = [step.name for step in chosen.probes]
+    if limit:
+        chosen_nodes = set(select_nodes([n.node for n in nodes], limit))
+        nodes = [n for n in nodes if n.node in chosen_nodes]
+        original.nodes = [n for n in original.nodes if n in chosen_nodes]
     run = create_run(out_dir, "check", profile_name, original.suite, made, original.probes)
     run.manifest.suite_source = original.suite_source
     source = replay if replay is not None and replay.is_dir() else None
@@ -277,14 +292,14 @@ def _judge_recorded(
     run.add_nodes(unrecorded)  # planned, never reported: each probe below is not measured
     findings = []
     for node in [*nodes, *(run.facts_of(n) for n in unrecorded)]:
-        node_findings = judge_node(node, prof)
+        node_findings = judge_node_by(node, prof)
         for probe in original.probes or []:
             if probe not in node.probes:
                 why = f"not measured: {node.node} has no record of probe {probe!r} in {replay}"
                 action = f"run the {probe} probe on {node.node} (bringup check), then judge again"
                 node_findings += [
                     f.model_copy(update={"node": node.node, "action": action})
-                    for f in judge_probe(probe, None, why, prof)
+                    for f in judge_probe(probe, None, why, unmeasured)
                 ]
         run.add_findings(node_findings)
         findings.extend(node_findings)
@@ -345,7 +360,7 @@ def _resumed(
     return (
         nodes_file or Path(manifest.inventory or ""),
         limit or manifest.limit,
-        manifest.profile or "b300",
+        manifest.profile or "auto",
         manifest.suite_source or manifest.suite or "acceptance",
         data_dirs or [Path(d) for d in manifest.data_dirs] or None,
     )
@@ -367,7 +382,7 @@ def probe_fleet(
     from bringup.rundir import RunDir, RunDirError
 
     suite_chosen = load_suite(suite_name)
-    prof = load_profile(profile_name) if profile_name else None
+    prof = profile_or_auto(profile_name) if profile_name else None
     dirs = _data_dirs(chosen, data_dirs)
     done = {f.node: f for f in load_facts(resume)} if resume is not None else {}
     with open_nodes(chosen) as nodes:
@@ -485,7 +500,13 @@ def snapshot(
     _, run, outcomes = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
     recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}
-    bad = any(o.state != "complete" for o in outcomes)
+    # A probe that could not run is said with its reason, and makes the exit code 1: the
+    # snapshot lacks what it was asked to record.
+    errors = {
+        node: {name: r.error or "failed" for name, r in facts.probes.items() if not r.ok}
+        for node, facts in recorded.items()
+    }
+    bad = any(o.state != "complete" for o in outcomes) or any(errors.values())
     if as_json:
         # One shape for --local and --nodes: each node's state and what each probe recorded.
         nodes = node_entries(outcomes)
@@ -497,14 +518,18 @@ def snapshot(
     if here:
         node_facts = next(iter(recorded.values()), None)
         probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
-        for name, ok in probes.items():
-            out.print(plain(f"{name:10} {'recorded' if ok else 'recorded (error)'}"))
+        mine = errors.get(node_facts.node, {}) if node_facts else {}
+        for name in probes:
+            said = f"error: {mine[name]}" if name in mine else "recorded"
+            out.print(plain(f"{name:10} {said}"), soft_wrap=True)
         out.print(plain(f"snapshot: {run.path}"))
-        return
+        raise typer.Exit(1 if bad else 0)
     for o in outcomes:
-        mine = recorded[o.node].probes if o.node in recorded else {}
-        probes_text = " ".join(f"{n}{'' if r.ok else '(error)'}" for n, r in mine.items())
+        mine_probes = recorded[o.node].probes if o.node in recorded else {}
+        probes_text = " ".join(f"{n}{'' if r.ok else '(error)'}" for n, r in mine_probes.items())
         out.print(plain(f"{o.node:16} {o.state:12} {o.reason or probes_text}"))
+        for name, reason in errors.get(o.node, {}).items():
+            out.print(plain(f"{'':16} {name} error: {reason}"), soft_wrap=True)
     out.print(plain(f"snapshot: {run.path}"))
     raise typer.Exit(1 if bad else 0)
 
@@ -514,46 +539,66 @@ def snapshot(
 
 def inspect(
     file: Annotated[Path, typer.Argument(help="Tool output, facts JSON, or snapshot directory.")],
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     kind: Annotated[
         str | None, typer.Option("--kind", help="Skip detection: smi-q, topo, fio, ...")
     ] = None,
+    show_facts: Annotated[
+        bool, typer.Option("--facts", help="Print the parsed facts before the findings.")
+    ] = False,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Recognise a tool output someone sent, print its facts and the findings."""
-    from bringup.commands.show import node_table, plain, summary_line
+    """Recognise a tool output someone sent and judge it: its findings and the verdict."""
+    from bringup.commands.show import node_table, plain, summary_line, verdict_line
     from bringup.findings import exit_code
     from bringup.recognize import InspectError, inspect_text, is_facts_json, read_text
 
-    prof = load_profile(profile_name)
+    prof = profile_or_auto(profile_name)
     try:
         if file.is_dir() or (file.suffix == ".json" and is_facts_json(read_text(file))):
             if kind is not None:
                 fail(f"--kind does not apply to {file}: it holds facts, not a tool output")
-            _inspect_facts(file, prof, profile_name, as_json)
+            _inspect_facts(file, prof, profile_name, as_json, show_facts, quiet)
             return
         result = inspect_text(read_text(file), prof, kind)
     except InspectError as exc:
         fail(str(exc))
     if as_json:
         parsed = [{"node": "", "probe": result.kind, "facts": result.facts_json()}]
-        data = {"source": str(file), "kind": result.kind, "profile": profile_name, "facts": parsed}
+        data = {
+            "source": str(file),
+            "kind": result.kind,
+            "profile": result.profile,
+            "facts": parsed,
+        }
         print_envelope(result.findings, data=data)
-    else:
+    elif not quiet:
         out.print(plain(file, style="bold") + plain(f": {result.kind}"))
-        out.print_json(data=result.facts_json())
-        out.print(node_table(result.findings, f"findings — profile {profile_name}"))
+        if show_facts:
+            out.print_json(data=result.facts_json())
+        title = f"findings — profile {result.profile}" if result.profile else "findings"
+        out.print(node_table(result.findings, title))
         out.print(summary_line(result.findings))
+    if not as_json:
+        out.print(verdict_line(result.findings), highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(result.findings))
 
 
-def _inspect_facts(path: Path, prof: profile.Profile, name: str, as_json: bool) -> None:
-    from bringup.checks.catalog import judge_node
-    from bringup.commands.show import node_table, summary_line
+def _inspect_facts(
+    path: Path,
+    prof: profile.Profile | str,
+    name: str,
+    as_json: bool,
+    show_facts: bool = False,
+    quiet: bool = False,
+) -> None:
+    from bringup.checks.auto import judge_node_by
+    from bringup.commands.show import node_table, summary_line, verdict_line
     from bringup.findings import exit_code
 
     nodes = load_facts(path)
-    findings = [f for node in nodes for f in judge_node(node, prof)]
+    findings = [f for node in nodes for f in judge_node_by(node, prof)]
     if as_json:
         # The shape of a tool output's: one entry per node and probe.
         parsed = [
@@ -564,10 +609,14 @@ def _inspect_facts(path: Path, prof: profile.Profile, name: str, as_json: bool) 
         data = {"source": str(path), "kind": "facts", "profile": name, "facts": parsed}
         print_envelope(findings, nodes=recorded_entries(nodes), data=data)
     else:
-        for node in nodes:
+        for node in nodes if not quiet else []:
+            if show_facts:
+                out.print_json(node.model_dump_json())
             mine = [f for f in findings if f.node == node.node]
             out.print(node_table(mine, f"{node.node} — profile {name}"))
-        out.print(summary_line(findings))
+        if not quiet:
+            out.print(summary_line(findings))
+        out.print(verdict_line(findings), highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(findings))
 
 

@@ -105,11 +105,14 @@ _parser_errors = sys.modules[typer.BadParameter.__module__]
 
 class Cli(TyperGroup):
     """The command group: an option the parser refuses (`--forks 0`, a missing argument, an
-    unknown option) ends like any other bad input, through `fail`."""
+    unknown option) ends like any other bad input, through `fail`. Its help shows a flag as
+    a flag (typer's rich help writes `--demo <bool>`, as if it took a value)."""
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> Any:
+        if parent is None:  # the whole app is built by now, --install-completion included
+            _flags_as_flags(self)
         try:
             ctx = super().make_context(info_name, args, parent, **extra)
         except _parser_errors.UsageError as exc:  # `bringup --nosuch`: before any command
@@ -152,6 +155,17 @@ class Cli(TyperGroup):
         return " ".join(names)
 
 
+def _flags_as_flags(command: Any) -> None:
+    """No value column for the flags of a command and all its subcommands (--help too: the
+    command makes that option once and keeps it, so it is made here)."""
+    help_option = command.get_help_option(typer.Context(command))
+    for param in [*command.params, *([help_option] if help_option else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_as_flags(sub)
+
+
 # --- options: each long option means one thing in every command ----------------------------
 
 
@@ -164,7 +178,12 @@ def finite(value: float | None) -> float | None:
 
 
 ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="Profile name (b300, h100, ...) or YAML path.")
+    str,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Profile name (b300, h100, ...), YAML path, or auto: each node's own GPU's.",
+    ),
 ]
 SuiteOpt = Annotated[str, typer.Option("--suite", "-s", help="Suite name or YAML path.")]
 DataDirOpt = Annotated[
@@ -175,13 +194,15 @@ OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-<cmd>).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")]
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run on this machine.")]
 NodesOpt = Annotated[
     Path | None,
     typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini, YAML): run over SSH."),
 ]
 LimitOpt = Annotated[
-    str | None, typer.Option("--limit", "-l", help="Select hosts as ansible --limit does.")
+    str | None,
+    typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
 ]
 ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
 AcceptOpt = Annotated[
@@ -224,10 +245,19 @@ ConnectTimeoutOpt = Annotated[
 def load_profile(name: str) -> profile.Profile:
     from bringup import profile
 
+    if name == profile.AUTO:
+        fail("auto is not a profile, it picks one per GPU: name one (bringup profiles list)")
     try:
         return profile.load(name)
     except profile.ProfileError as exc:
         fail(str(exc))
+
+
+def profile_or_auto(name: str) -> profile.Profile | str:
+    """--profile: the profile named, or profile.AUTO (each node judged by its GPU's)."""
+    from bringup import profile
+
+    return profile.AUTO if name == profile.AUTO else load_profile(name)
 
 
 def load_suite(name: str) -> suite.Suite:
@@ -347,6 +377,16 @@ def record_slurm(run: RunDir, nodes: Nodes) -> None:
         run.save_manifest()
 
 
+def select_nodes(names: list[str], limit: str, where: str = "the recorded nodes") -> list[str]:
+    """The recorded nodes an Ansible --limit pattern selects, as it selects an inventory's."""
+    from bringup.fleet.inventory import InventoryError, select
+
+    try:
+        return select(names, limit, where)
+    except InventoryError as exc:
+        fail(str(exc))
+
+
 def open_nodes(chosen: Target) -> Nodes:
     from bringup.fleet.target import TargetError, open_nodes
 
@@ -357,9 +397,18 @@ def open_nodes(chosen: Target) -> Nodes:
 
 
 def finish_run(run: RunDir, findings: list[Finding]) -> int:
-    """Close the run directory with the exit code its findings give; that code."""
-    from bringup.findings import exit_code
+    """Close the run directory with the exit code its findings give; that code. A run
+    judged with --profile auto records the profile its nodes were judged by, when they
+    all were by one (a mixed fleet stays "auto": each node's is in its findings)."""
+    from bringup.checks.auto import CHECK
+    from bringup.findings import Status, exit_code
+    from bringup.profile import AUTO
 
+    if run.manifest.profile == AUTO:
+        said = [f for f in findings if f.check == CHECK]
+        named = {f.value for f in said}
+        if len(named) == 1 and all(f.status is Status.PASS for f in said):
+            run.manifest.profile = str(named.pop())
     code = exit_code(findings)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
     return code
@@ -425,16 +474,21 @@ def show_run(
     findings: list[Finding],
     title: str,
     durations: dict[str, dict[str, float]] | None = None,
+    quiet: bool = False,
 ) -> None:
-    """A run's verdict for people: its findings, what each probe cost (when given), then
-    where the run directory is."""
-    from bringup.commands.show import duration_lines, plain, show_findings
+    """A run's verdict for people: its findings, what each probe cost (when given), where
+    the run directory is, and last the verdict line (with --quiet that line alone), which
+    says when the facts were not measured by this run (demo data, a replay)."""
+    from bringup.commands.show import duration_lines, show_findings, verdict_line
     from bringup.provenance import verdict_note
 
-    show_findings(out, findings, run.manifest.nodes, title)
-    for line in duration_lines(durations or {}):
-        out.print(line, highlight=False, soft_wrap=True)
-    note = verdict_note(run.manifest.provenance)
-    if note is not None:  # facts this run did not measure: said where the verdict is
-        out.print(plain(f"facts: {note}"), soft_wrap=True)
-    out.print(f"run directory: {run.path}", highlight=False)
+    if not quiet:
+        show_findings(out, findings, run.manifest.nodes, title)
+        for line in duration_lines(durations or {}):
+            out.print(line, highlight=False, soft_wrap=True)
+        out.print(f"run directory: {run.path}", highlight=False)
+    made = run.manifest.provenance
+    # Facts this run did not measure (demo data, a replay): said where the verdict is.
+    demo = made is not None and made.mode == "demo"
+    line = verdict_line(findings, note=verdict_note(made), demo=demo)
+    out.print(line, highlight=False, soft_wrap=True)

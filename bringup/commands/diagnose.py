@@ -30,16 +30,17 @@ from bringup.commands.common import (
     OutOpt,
     PartitionOpt,
     ProfileOpt,
+    QuietOpt,
     SlurmOpt,
     TimeOpt,
     create_run,
     fail,
     finish_run,
     finite,
-    load_profile,
     node_entries,
     open_nodes,
     print_envelope,
+    profile_or_auto,
     record_slurm,
     show_run,
     slurm_choice,
@@ -99,7 +100,7 @@ def diagnose(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
     slurm: SlurmOpt = False,
@@ -108,6 +109,7 @@ def diagnose(
     nodes_count: NodesCountOpt = None,
     account: AccountOpt = None,
     time_limit: TimeOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Load all GPUs with matmuls while sampling NVML at 5-10 Hz; say which GPU is slow, why."""
     from bringup.checks.throttle import judge_gemm_stragglers
@@ -122,7 +124,7 @@ def diagnose(
         fail(f"--seconds must be in (0, 86400], not {seconds:g}")
     if not 0.01 <= interval_s <= 10:
         fail(f"--interval must be between 0.01 and 10 s, not {interval_s:g}")
-    prof = load_profile(profile_name)
+    prof = profile_or_auto(profile_name)
     suite = diagnose_suite(seconds, interval_s, watch)
     with open_nodes(chosen) as nodes:
         try:
@@ -145,7 +147,7 @@ def diagnose(
     if as_json:
         print_envelope(findings, run=run, nodes=node_entries(outcomes))
     else:
-        show_run(run, findings, f"diagnose, profile {run.manifest.profile}")
+        show_run(run, findings, f"diagnose, profile {run.manifest.profile}", quiet=quiet)
     raise typer.Exit(code)
 
 

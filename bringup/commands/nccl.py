@@ -33,6 +33,7 @@ from bringup.commands.common import (
     OutOpt,
     PartitionOpt,
     ProfileOpt,
+    QuietOpt,
     SlurmOpt,
     TimeOpt,
     create_run,
@@ -113,7 +114,7 @@ def nccl(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     engine: Annotated[str, typer.Option(help="auto, nccl-tests or torch.")] = "auto",
     backend: Annotated[str, typer.Option(help="torch engine: auto, nccl or gloo (CPU).")] = "auto",
     ranks: Annotated[
@@ -124,8 +125,8 @@ def nccl(
         list[str] | None,
         typer.Option("--collective", "-c", help="all_reduce (default), all_gather, ... repeat."),
     ] = None,
-    min_bytes: Annotated[str, typer.Option("--min-bytes", "-b", help="Smallest size.")] = "8M",
-    max_bytes: Annotated[str, typer.Option("--max-bytes", "-e", help="Largest size.")] = "8G",
+    min_bytes: Annotated[str, typer.Option("--min-bytes", help="Smallest size (8M).")] = "8M",
+    max_bytes: Annotated[str, typer.Option("--max-bytes", help="Largest size (8G).")] = "8G",
     step_factor: Annotated[
         int, typer.Option("--step-factor", min=2, help="Each size is this many times the last.")
     ] = 2,
@@ -171,6 +172,7 @@ def nccl(
     nodes_count: NodesCountOpt = None,
     account: AccountOpt = None,
     time_limit: TimeOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """All-reduce bus bandwidth (and other collectives): one node, many, or pair by pair."""
     from bringup.node.probes.nccl import Params, validate
@@ -224,14 +226,14 @@ def nccl(
         else:
             findings = _run_job(nodes, params, prof, run, port, master_addr)
     code = finish_run(run, findings)
-    _show(findings, run, as_json, pairwise)
+    _show(findings, run, as_json, pairwise, quiet)
     raise typer.Exit(code)
 
 
-def _load_profile(name: str) -> profiles.Profile:
-    from bringup.commands.common import load_profile
+def _load_profile(name: str) -> profiles.Profile | str:
+    from bringup.commands.common import profile_or_auto
 
-    return load_profile(name)
+    return profile_or_auto(name)
 
 
 def _check_env(nodes: Nodes) -> None:
@@ -249,7 +251,7 @@ def _check_env(nodes: Nodes) -> None:
 def _run_job(
     nodes: Nodes,
     params: dict[str, Any],
-    prof: profiles.Profile,
+    prof: profiles.Profile | str,
     run: RunDir,
     port: int,
     master_addr: str | None = None,
@@ -274,7 +276,7 @@ def _job_plans(
     nodes: Nodes,
     hosts: list[Host],
     params: dict[str, Any],
-    prof: profiles.Profile,
+    prof: profiles.Profile | str,
     port: int,
     master_addr: str | None = None,
 ) -> list[NodePlan]:
@@ -328,7 +330,7 @@ def node_results(nodes: list[str], run: RunDir) -> dict[str, NcclFacts | str]:
 def _run_pairwise(
     nodes: Nodes,
     params: dict[str, Any],
-    prof: profiles.Profile,
+    prof: profiles.Profile | str,
     run: RunDir,
     port: int,
     slow_fraction: float,
@@ -354,7 +356,7 @@ def _measure_pairs(
     pairs: list[tuple[str, str]],
     nodes: Nodes,
     params: dict[str, Any],
-    prof: profiles.Profile,
+    prof: profiles.Profile | str,
     run: RunDir,
     port: int,
     stage: str = "pairs",
@@ -418,7 +420,9 @@ def curve_table(node: str, facts: NcclFacts) -> Table:
     return table
 
 
-def _show(findings: list[Finding], run: RunDir, as_json: bool, pairwise: bool) -> None:
+def _show(
+    findings: list[Finding], run: RunDir, as_json: bool, pairwise: bool, quiet: bool = False
+) -> None:
     from bringup.facts import decode
     from bringup.rundir import RunDirError, load_facts
 
@@ -438,10 +442,10 @@ def _show(findings: list[Finding], run: RunDir, as_json: bool, pairwise: bool) -
             extra["pairs"] = json.loads((run.path / "pairs.json").read_text())
         print_envelope(findings, run=run, data=extra)
         return
-    for node in facts[:1]:  # a job's nodes all show one curve
+    for node in facts[:1] if not quiet else []:  # a job's nodes all show one curve
         record = node.probes.get("nccl")
         if record is not None and record.ok:
             main = decode(record)
             for measured in [main, *main.others]:
                 out.print(curve_table(node.node, measured))
-    show_run(run, findings, f"profile {run.manifest.profile}")
+    show_run(run, findings, f"profile {run.manifest.profile}", quiet=quiet)

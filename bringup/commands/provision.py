@@ -6,20 +6,30 @@ progress; each node's outcome is recorded in a run directory like every other co
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, create_run, fail, print_envelope
+from bringup.commands.common import (
+    ConnectTimeoutOpt,
+    ForksOpt,
+    JsonOpt,
+    create_run,
+    fail,
+    print_envelope,
+)
 
 
 def provision(
     nodes: Annotated[
-        Path, typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini), as for check.")
+        Path,
+        typer.Option("--nodes", "-n", help="Ansible inventory (hosts.ini, YAML): run over SSH."),
     ],
     limit: Annotated[
-        str | None, typer.Option("--limit", "-l", help="Ansible host pattern: which nodes.")
+        str | None,
+        typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
     ] = None,
     tags: Annotated[
         str | None,
@@ -33,7 +43,7 @@ def provision(
     check_mode: Annotated[
         bool, typer.Option("--check", help="Change nothing: show what would change.")
     ] = False,
-    forks: Annotated[int, typer.Option("--forks", min=1, help="Nodes worked on at once.")] = 16,
+    forks: ForksOpt = 16,
     extra_vars: Annotated[
         list[str] | None,
         typer.Option(
@@ -46,9 +56,7 @@ def provision(
         Path | None,
         typer.Option("--playbook", help="Another playbook than the shipped site.yml."),
     ] = None,
-    connect_timeout: Annotated[
-        int, typer.Option("--connect-timeout", min=1, help="SSH connect timeout, seconds.")
-    ] = 30,
+    connect_timeout: ConnectTimeoutOpt = 30.0,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Run directory (default runs/<time>-provision)."),
@@ -72,7 +80,7 @@ def provision(
             forks,
             extra_vars or [],
             playbook,
-            connect_timeout,
+            math.ceil(connect_timeout),  # Ansible takes whole seconds
         )
     except ProvisionError as exc:
         fail(str(exc))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bringup.commands.common import fail, print_envelope
+from bringup.commands.common import JsonOpt, LimitOpt, ProfileOpt, QuietOpt, fail, print_envelope
 
 if TYPE_CHECKING:
     from bringup import profile as profile_mod
@@ -47,23 +47,57 @@ def parse_formats(values: list[str] | None) -> list[str]:
 
 
 def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | None:
-    """--profile when given (bad: exit 2), else the run's own profile when it still loads."""
+    """--profile when given (bad: exit 2), else (auto) the run's own profile when it still
+    loads; a run judged with --profile auto: the profile of its nodes' GPU, when they share
+    one."""
     from bringup import profile as profile_mod
 
-    if name is not None:
+    if name is not None and name != profile_mod.AUTO:
         try:
             return profile_mod.load(name)
         except profile_mod.ProfileError as exc:
             fail(str(exc))
     recorded = run.manifest.profile if run.manifest else None
-    if recorded is None:
-        run.notes.append("no profile recorded in manifest.json: default tolerances used")
-        return None
+    if recorded is None or recorded == profile_mod.AUTO:
+        return _detected_profile(run)
     try:
         return profile_mod.load(recorded)
     except profile_mod.ProfileError as exc:
         run.notes.append(f"the run's profile cannot be loaded ({exc}): default tolerances used")
         return None
+
+
+def _detected_profile(run: RunData) -> profile_mod.Profile | None:
+    """The profile of the run's GPUs when every node with a known GPU has the same one."""
+    from bringup.checks.auto import judge_node_model
+
+    chosen = {p.name: p for node in run.facts.values() if (p := judge_node_model(node)[0])}
+    if len(chosen) == 1:
+        return next(iter(chosen.values()))
+    why = "nodes of several GPU profiles" if chosen else "no profile fits the run's GPUs"
+    run.notes.append(f"{why}: default tolerances used (give --profile NAME)")
+    return None
+
+
+def restrict(run: RunData, limit: str) -> None:
+    """Keep the nodes an Ansible --limit pattern selects (and the findings of the whole
+    run), and say so in the report."""
+    from bringup.commands.common import select_nodes
+    from bringup.findings import exit_code
+
+    every = run.nodes
+    kept = set(select_nodes(every, limit, f"the nodes of {run.path}"))
+    run.facts = {n: f for n, f in run.facts.items() if n in kept}
+    run.facts_problems = {n: p for n, p in run.facts_problems.items() if n in kept}
+    if run.findings is not None:
+        run.findings = [f for f in run.findings if not f.node or set(f.node.split(",")) & kept]
+    if run.manifest is not None:
+        nodes = [n for n in run.manifest.nodes if n in kept]
+        update: dict[str, object] = {"nodes": nodes}
+        if run.findings is not None and run.manifest.exit_code is not None:
+            update["exit_code"] = exit_code(run.findings)  # of these nodes: what they show
+        run.manifest = run.manifest.model_copy(update=update)
+    run.notes.append(f"--limit {limit!r}: {len(kept)} of the run's {len(every)} nodes")
 
 
 def build_report(
@@ -92,7 +126,7 @@ def build_report(
 
 
 def make_report(
-    run_dir: Path, baseline_dir: Path | None, profile_name: str | None
+    run_dir: Path, baseline_dir: Path | None, profile_name: str | None, limit: str | None = None
 ) -> tuple[Report, profile_mod.Profile | None]:
     """Read the run (and baseline) directories and build the report; bad input exits 2."""
     from bringup.report.rundata import RunDataError, load
@@ -102,6 +136,10 @@ def make_report(
         baseline = load(baseline_dir) if baseline_dir is not None else None
     except RunDataError as exc:
         fail(str(exc))
+    if limit:
+        restrict(run, limit)
+        if baseline is not None:
+            restrict(baseline, limit)
     prof = resolve_profile(profile_name, run)
     return build_report(run, prof, baseline), prof
 
@@ -146,7 +184,6 @@ def report(
         list[str] | None,
         typer.Option(
             "--format",
-            "-f",
             help="html, md, junit, json or all (repeatable or comma-separated; "
             "default html and md).",
         ),
@@ -154,27 +191,30 @@ def report(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Where to write (default RUN_DIR).")
     ] = None,
-    profile_name: Annotated[
-        str | None,
-        typer.Option("--profile", "-p", help="Profile for tolerances (default: the run's)."),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document, nothing else.")
-    ] = False,
+    profile_name: ProfileOpt = "auto",
+    limit: LimitOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Write report.html / report.md / JUnit / JSON from a run directory (never probes)."""
+    """Write report.html / report.md / JUnit / JSON from a run directory (never probes).
+
+    --profile (tolerances): auto takes the run's own, else its GPUs'. --limit reports on
+    some of the run's nodes: it needs --out, so the run's whole report is not replaced."""
     from bringup.findings import exit_code
 
     chosen = parse_formats(formats)
-    built, prof = make_report(run_dir, baseline, profile_name)
+    if limit and out is None:
+        fail("--limit reports on part of the run: give --out DIR for it")
+    built, prof = make_report(run_dir, baseline, profile_name, limit)
     written = write(built, prof, chosen, out or run_dir)
     if as_json:
         data = {"summary": summary(built), "written": [str(p) for p in written]}
         print_envelope(built.findings, accepted=built.verdict.accepted, data=data)
     else:
-        for line in verdict_lines(built):
+        lines = verdict_lines(built)
+        for line in lines[:1] if quiet else lines:
             print(line)
-        for path in written:
+        for path in written if not quiet else []:
             print(f"wrote {path}")
     raise typer.Exit(exit_code(built.findings))
 

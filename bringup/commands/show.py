@@ -221,6 +221,39 @@ def summary_line(findings: list[Finding]) -> Text:
     return text
 
 
+def accepted(findings: list[Finding]) -> bool:
+    """The report's rule: nothing failed, errored or unreachable, and something was judged
+    (a run with no finding at all is never accepted)."""
+    return bool(findings) and not any(f.status.bad for f in findings)
+
+
+def verdict_line(
+    findings: list[Finding], shown: int = 3, note: str | None = None, demo: bool = False
+) -> Text:
+    """ACCEPTED or NOT ACCEPTED with a one-line reason: the counts, on how many nodes,
+    and the first checks that failed (one per probe that could not run). `note` says where
+    facts this run did not measure came from ("demo data", "replay of ..."), after the
+    verdict word as the report says it; demo data is never ACCEPTED."""
+    said = f" ({note})" if note else ""
+    counts = ", ".join(
+        f"{n} {s.value}" for s in Status if (n := sum(1 for f in findings if f.status == s))
+    )
+    nodes = {f.node for f in findings}
+    if not findings:
+        return Text.assemble(("NOT ACCEPTED", "bold red"), printable(f"{said}: nothing was judged"))
+    if accepted(findings):
+        where = f" on {len(nodes)} node{'s' if len(nodes) != 1 else ''}" if any(nodes) else ""
+        word, style = ("NOT ACCEPTED", "bold red") if demo else ("ACCEPTED", "bold green")
+        return Text.assemble((word, style), printable(f"{said}: {counts}{where}"))
+    bad = [f for f in one_per_probe(findings) if f.status.bad]
+    checks = list(dict.fromkeys(f.check for f in bad))
+    more = f" (+{len(checks) - shown} more)" if len(checks) > shown else ""
+    bad_nodes = {f.node for f in bad}
+    where = f" on {len(bad_nodes)} of {len(nodes)} nodes" if len(nodes) > 1 else ""
+    reason = f"{said}: {counts}{where}; {', '.join(checks[:shown])}{more}"
+    return Text.assemble(("NOT ACCEPTED", "bold red"), printable(reason))
+
+
 # --- how long each probe took -------------------------------------------------------------
 
 

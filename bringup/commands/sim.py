@@ -51,8 +51,9 @@ def build(
 
 @nvml_app.command("state")
 def state(
+    # A path, as --from is in every command; a path that is no file may name a profile.
     source: Annotated[
-        str,
+        Path,
         typer.Option(
             "--from", help="A recorded `nvidia-smi -q` / `-q -x` file, or a profile (b300)."
         ),
@@ -83,11 +84,11 @@ def state(
     )
 
     try:
-        if source in PROFILES:
-            built = state_from_profile(source, driver)
-        elif Path(source).is_file():
-            read_text(Path(source), "capture", lenient=True)  # a FIFO, a device, 64 MiB+: refused
-            built = state_from_capture(Path(source), driver)
+        if str(source) in PROFILES:
+            built = state_from_profile(str(source), driver)
+        elif source.is_file():
+            read_text(source, "capture", lenient=True)  # a FIFO, a device, 64 MiB+: refused
+            built = state_from_capture(source, driver)
         else:
             known = ", ".join(PROFILES)
             fail(f"--from {source}: not a file, and not a profile the simulator knows ({known})")

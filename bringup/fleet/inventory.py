@@ -98,7 +98,7 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
     return hosts
 
 
-def _check_limit(inventory: Any, limit: str, path: Path) -> None:
+def _check_limit(inventory: Any, limit: str, path: Path | str) -> None:
     """Refuse a --limit Ansible would quietly widen: a pattern that matches nothing is
     dropped with a warning (`a,typo` runs on `a`, `!typo` excludes nothing), and one with
     no pattern left (`,`) or a mangled one (`~[` becomes `~`, a regex matching every
@@ -331,3 +331,24 @@ def _origin_path(exc: Exception) -> str | None:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def select(names: list[str], limit: str, where: str = "the recorded nodes") -> list[str]:
+    """The names an Ansible --limit pattern selects among `names` (the nodes of a recorded
+    run, the demo fleet): the same matcher and the same refusals as for an inventory,
+    over an inventory of those names alone (no groups: a group name matches nothing)."""
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+
+    with _collect_failures():
+        inventory = InventoryManager(loader=DataLoader(), sources=[])
+        for name in names:
+            inventory.add_host(name, group="all")
+        try:
+            _check_limit(inventory, limit, where)
+            inventory.subset(limit)
+            selected = {h.name for h in inventory.get_hosts("all")}
+        except AnsibleError as exc:
+            raise InventoryError(f"--limit {limit!r}: {_one_line(exc.message)}") from None
+    return [n for n in names if n in selected]

@@ -147,6 +147,10 @@ class NodePlan:
     request: dict[str, Any]  # the probes to run on the node itself
     replayed: list[dict[str, Any]] = field(default_factory=list)  # answered from a recording
     profile: profiles.Profile | None = None
+    # --profile auto: the profile of the node's own GPU, chosen when its facts are in, with
+    # the host's bringup_profile_overrides laid on it then.
+    auto: bool = False
+    overrides: object = None
     remote: bool = True  # an SSH node: its reachability is a finding
     deadline_s: float = 0.0
     skip: bool = False  # resume: every probe already answered, judge what is recorded
@@ -161,7 +165,7 @@ def plan_node(
     host: Host,
     runner: Runner,
     suite: Suite,
-    profile: profiles.Profile | None,
+    profile: profiles.Profile | str | None,
     *,
     data_dirs: list[str] | None = None,
     params: dict[str, dict[str, Any]] | None = None,
@@ -176,7 +180,8 @@ def plan_node(
     (resume) drops the probes that already answered. `options` ({probe: {param: value}}) is
     what the command's options set (OPTION_VARS), under the host's own variables. A plan
     without a profile records its probes and is not judged by the suite's checks
-    (snapshot; the burn-in judges itself).
+    (snapshot; the burn-in judges itself); profile.AUTO judges the node by the profile
+    of its GPU (checks/auto.py).
     """
     node, host_vars = host.name, host.vars
     dirs = _data_dirs(host_vars.get("bringup_data_dirs"), node) or data_dirs
@@ -196,13 +201,21 @@ def plan_node(
                 replayed.append(copy)
                 steps.remove(step)
     overrides = host_vars.get("bringup_profile_overrides")
-    judged_by = node_profile(profile, overrides, node) if profile is not None else None
+    auto = profile == profiles.AUTO
+    judged_by = None
+    if isinstance(profile, profiles.Profile):
+        judged_by = node_profile(profile, overrides, node)
+    elif auto and overrides is not None:
+        # Said now, not after the run: a wrong key, type or range is wrong on any profile.
+        node_profile(profiles.load(profiles.available()[0]), overrides, node)
     return NodePlan(
         node=node,
         runner=runner,
         request={"probes": steps},
         replayed=replayed,
         profile=judged_by,
+        auto=auto,
+        overrides=overrides,
         remote=remote,
         deadline_s=sum(float(s["timeout_s"]) for s in steps) + NODE_SLACK_S,
         skip=done is not None and not steps and not replayed,

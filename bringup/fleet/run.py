@@ -28,12 +28,15 @@ from typing import Literal
 
 from rich.console import Console
 
+from bringup.checks.auto import CHECK as AUTO_CHECK
+from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
-from bringup.fleet.plan import NodePlan
+from bringup.fleet.plan import FleetError, NodePlan, node_profile
 from bringup.fleet.progress import FleetProgress
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
+from bringup.profile import AUTO, Profile
 from bringup.rundir import RunDir
 
 DEFAULT_FORKS = 64
@@ -56,10 +59,8 @@ def outcome_findings(
     plan: NodePlan, facts: NodeFacts, state: State, reason: str | None
 ) -> list[Finding]:
     """The node's findings: its checks' verdicts plus what happened to the node itself."""
-    profile = plan.profile
-    assert profile is not None
-    findings = judge_node(facts, profile)
     node = plan.node
+    profile, findings = _judged(plan, facts)
     if state == "unreachable":
         message = reason or "unreachable"
         return [
@@ -91,7 +92,8 @@ def outcome_findings(
             )
         )
         for probe in missing:
-            for f in judge_probe(probe, None, f"not measured: {what}", profile):
+            # An unmeasured probe's ERRORs read nothing of a profile: said with or without one.
+            for f in judge_probe(probe, None, f"not measured: {what}", profile or NO_PROFILE):
                 extra.append(f.model_copy(update={"node": node}))
     return [*extra, *findings]
 
@@ -102,6 +104,26 @@ def _resume_action(state: str) -> str:
     if state == "interrupted":
         return f"rerun: {resume}"
     return f"read the node's console and `dmesg`, then {resume}"
+
+
+def _judged(plan: NodePlan, facts: NodeFacts) -> tuple[Profile | None, list[Finding]]:
+    """The profile that judges the node and its findings. --profile auto: its GPU's profile,
+    or, when none fits, the one ERROR that says so (nothing is judged by a guess)."""
+    if not plan.auto:
+        assert plan.profile is not None
+        return plan.profile, judge_node(facts, plan.profile)
+    if not facts.probes:
+        return None, []  # nothing answered (unreachable, interrupted): nothing to judge
+    chosen, said = judge_node_model(facts)
+    if chosen is None:
+        return None, judge_node_by(facts, AUTO)
+    try:
+        profile = node_profile(chosen, plan.overrides, plan.node)
+    except FleetError as exc:
+        return None, [
+            Finding(node=plan.node, check=AUTO_CHECK, status=Status.ERROR, message=str(exc))
+        ]
+    return profile, [said, *judge_node(facts, profile)]
 
 
 def _unreachable_action(reason: str) -> str:
@@ -218,7 +240,7 @@ def _finish(
     progress: FleetProgress | None = None,
 ) -> NodeOutcome:
     findings: list[Finding] = []
-    if plan.profile is not None:
+    if plan.profile is not None or plan.auto:
         findings = outcome_findings(plan, rundir.facts_of(plan.node), state, reason)
         rundir.add_findings(findings)
     outcome = NodeOutcome(plan.node, state, reason, findings, round(seconds, 3))

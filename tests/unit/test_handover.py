@@ -96,3 +96,12 @@ def test_from_refuses_options_of_a_run(tmp_path: Path) -> None:
     result = invoke("handover", "--from", check, "--profile", "h100", "--out", tmp_path / "b")
     assert result.exit_code == 2
     assert "--profile does not apply to --from" in result.stderr
+
+
+def test_a_manifest_nested_too_deeply_is_no_bundle_and_no_traceback(tmp_path: Path) -> None:
+    # Found by the hostile-input property test: json.loads raised RecursionError.
+    (tmp_path / "manifest.json").write_text("[" * 5000 + "]" * 5000)
+    assert baselines.is_bundle(tmp_path) is False
+    result = invoke("report", tmp_path)
+    assert result.exit_code in (1, 2)
+    assert isinstance(result.exception, SystemExit)  # an exit, not a RecursionError

@@ -20,7 +20,10 @@ HOST = socket.gethostname()
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory, cli):
     out = tmp_path_factory.mktemp("quick") / "run"
-    result = cli("check", "--local", "--suite", "quick", "--out", out, "--json")
+    # --profile given: with auto, a node without a GPU is one ERROR and nothing else.
+    result = cli(
+        "check", "--local", "--suite", "quick", "--profile", "b300", "--out", out, "--json"
+    )
     return result, out
 
 
@@ -83,14 +86,18 @@ def test_json_output_is_one_document(quick_run) -> None:
 def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run, cli) -> None:
     snap = tmp_path / "snap"
     recorded = cli("snapshot", "--suite", "quick", "--out", snap, "--json")
-    assert recorded.code == 0, recorded.stderr
+    # Exit 1: the gpu probe could not run on this GPU-less machine.
+    assert recorded.code == 1, recorded.stderr
     (node,) = recorded.json()["nodes"]
     assert node["probes"]["host"] == {"ok": True, "error": None}
+    assert node["probes"]["gpu"]["ok"] is False
     assert not (snap / "findings.jsonl").exists()  # a snapshot records, it does not judge
     snapped = json.loads((snap / "manifest.json").read_text())
     assert snapped["suite"] == "quick"  # what the replay is judged complete against
     assert snapped["probes"] == ["gpu", "topology", "host", "xid", "dcgm"]
-    replayed = cli("check", "--replay", snap, "--out", tmp_path / "replay", "--json")
+    replayed = cli(
+        "check", "--replay", snap, "--profile", "b300", "--out", tmp_path / "replay", "--json"
+    )
     assert replayed.code == 1
     manifest = json.loads((tmp_path / "replay" / "manifest.json").read_text())
     assert manifest["suite"] == "quick" and manifest["probes"] == snapped["probes"]
@@ -128,6 +135,8 @@ def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
     result = cli(
         "check",
         "--local",
+        "--profile",  # no GPU here for --profile auto to go by
+        "b300",
         "--suite",
         small,
         "--data-dir",
@@ -156,7 +165,8 @@ def test_acceptance_without_a_gpu_errors_dcgm_gemm_and_p2p_with_the_reason(
     small = tmp_path / "gpu-steps.yaml"
     small.write_text(yaml.safe_dump(suite))
     env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no dcgmi, as on a node without DCGM
-    result = cli("check", "--local", "--suite", small, "--out", tmp_path / "run", "--json", env=env)
+    argv = ["check", "--local", "-p", "b300", "--suite", small, "--out", tmp_path / "run"]
+    result = cli(*argv, "--json", env=env)
     assert result.code == 1
     found = {(f["check"], f["status"], f["message"]) for f in result.json()["findings"]}
     assert found == {
@@ -179,7 +189,8 @@ def test_storage_layout_from_the_options(tmp_path: Path, cli) -> None:
     (tmp_path / "ckpt").mkdir()
 
     def run(checkpoint: Path, name: str) -> dict[str, tuple[str, str]]:
-        argv = ["check", "--local", "--suite", only, "--dataset-dir", tmp_path / "data"]
+        argv = ["check", "--local", "-p", "b300", "--suite", only]
+        argv += ["--dataset-dir", tmp_path / "data"]
         argv += ["--checkpoint-dir", checkpoint, "--out", tmp_path / name, "--json"]
         result = cli(*argv)
         assert result.code == 1, result.stderr
@@ -213,7 +224,8 @@ def test_a_hung_probe_is_killed_at_its_deadline_and_the_rest_still_run(tmp_path:
     tiny = tmp_path / "tiny.yaml"
     tiny.write_text(yaml.safe_dump(suite))
     env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
-    result = cli("check", "--local", "--suite", tiny, "--out", tmp_path / "run", "--json", env=env)
+    argv = ["check", "--local", "-p", "b300", "--suite", tiny, "--out", tmp_path / "run"]
+    result = cli(*argv, "--json", env=env)
     findings = result.json()["findings"]
     hung = [f for f in findings if f["check"].startswith(("gpu.", "topology."))]
     assert hung and all("timed out after 2 s" in f["message"] for f in hung)
@@ -228,3 +240,26 @@ def test_replay_of_a_directory_without_facts_is_bad_input(tmp_path: Path, cli) -
     assert result.code == 2
     assert "no facts/<node>.json found" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_auto_profile_on_a_gpu_less_node_is_one_error_naming_the_profiles(
+    tmp_path: Path, cli
+) -> None:
+    result = cli("check", "--local", "--suite", "quick", "--out", tmp_path / "run", "--json")
+    assert result.code == 1, result.stderr
+    findings = result.json()["findings"]
+    (said,) = [f for f in findings if f["check"] == "profile.auto"]
+    assert said["status"] == "ERROR"
+    assert said["message"].startswith("no GPU model in the facts (gpu probe: no NVIDIA driver")
+    assert "available: a100, b200, b300, h100, h200" in said["message"]
+    # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is.
+    assert {f["check"].split(".")[0] for f in findings} <= {"profile", "xid", "dcgm"}
+
+
+def test_snapshot_says_why_a_probe_failed_and_exits_1(tmp_path: Path, cli) -> None:
+    result = cli("snapshot", "--suite", "quick", "--out", tmp_path / "snap")
+    assert result.code == 1
+    lines = result.stdout.splitlines()
+    gpu = next(line for line in lines if line.startswith("gpu "))
+    assert gpu.split(None, 1)[1].startswith("error: no NVIDIA driver found")
+    assert next(line for line in lines if line.startswith("host ")).endswith("recorded")

@@ -28,9 +28,9 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
             "gloo",
             "--ranks",
             "2",
-            "-b",
+            "--min-bytes",
             "64K",
-            "-e",
+            "--max-bytes",
             "256K",
             "--iters",
             "2",
@@ -62,8 +62,21 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
 def test_local_human_output_shows_the_curve(tmp_path: Path) -> None:
     result = bringup_nccl(
         "--local",
-        *("--backend", "gloo", "--ranks", "2", "-b", "64K", "-e", "64K", "--iters", "1", "-w", "0"),
-        *("--out", tmp_path / "run"),
+        *(
+            "--backend",
+            "gloo",
+            "--ranks",
+            "2",
+            "--min-bytes",
+            "64K",
+            "--max-bytes",
+            "64K",
+            "--iters",
+            "1",
+            "-w",
+            "0",
+        ),
+        *("-p", "b300", "--out", tmp_path / "run"),  # a CPU has no GPU for --profile auto
     )
     assert result.returncode == 0, result.stderr
     assert "busbw out-of-place GB/s" in result.stdout and "64 KiB" in result.stdout
@@ -89,7 +102,7 @@ def test_local_run_that_cannot_measure_exits_1(tmp_path: Path) -> None:
         ([], "say where to run: --local (this machine) or --nodes hosts.ini"),
         (["--local", "--nodes", "x.ini"], "say where to run"),
         (["--local", "--pairwise"], "--pairwise needs --nodes hosts.ini"),
-        (["--local", "-b", "8Q"], "not a size: '8Q'"),
+        (["--local", "--min-bytes", "8Q"], "not a size: '8Q'"),
         (["--local", "-c", "allreduce"], "unknown collective ['allreduce']"),
         (["--local", "--env", "NCCL_ALGO"], "expected NAME=VALUE"),
         (["--local", "-p", "nosuch"], "nosuch"),

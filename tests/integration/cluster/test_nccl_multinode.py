@@ -59,7 +59,9 @@ def bringup_nccl(cluster: SimCluster, hosts: Path, *args: str, timeout_s: float 
 @pytest.mark.parametrize("nodes", [2, 4])
 def test_all_reduce_across_nodes(make_cluster: Callable[..., SimCluster], nodes: int) -> None:
     cluster = make_cluster(nodes)
-    run = bringup_nccl(cluster, inventory(cluster), *SMALL, "-b", "64K", "-e", "128K")
+    run = bringup_nccl(
+        cluster, inventory(cluster), *SMALL, "--min-bytes", "64K", "--max-bytes", "128K"
+    )
     job = run.findings("nccl.job")["node01"]
     assert job["status"] == "PASS", job
     assert job["message"].startswith(f"all_reduce over {nodes} nodes, {nodes} ranks: busbw ")
@@ -122,7 +124,16 @@ def test_pairwise_names_the_slow_node(make_cluster: Callable[..., SimCluster], h
     # The slowed node is tens of times slower; 0.1 x the best pair leaves room for the
     # noise of gloo on two shared cores (a real fabric uses the default, 0.8).
     run = bringup_nccl(
-        cluster, hosts, "--pairwise", *SMALL, "-b", "1M", "-e", "1M", "--slow-fraction", "0.1"
+        cluster,
+        hosts,
+        "--pairwise",
+        *SMALL,
+        "--min-bytes",
+        "1M",
+        "--max-bytes",
+        "1M",
+        "--slow-fraction",
+        "0.1",
     )
     verdicts = run.findings("nccl.pairwise")
     assert {n: f["status"] for n, f in verdicts.items()} == {

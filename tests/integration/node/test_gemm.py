@@ -78,7 +78,8 @@ def test_diagnose_local_on_cpu_measures_and_says_no_driver(tmp_path: Path) -> No
 
 def test_diagnose_watch_on_cpu_is_an_error_finding(tmp_path: Path) -> None:
     result = invoke(
-        "diagnose", "--local", "--watch", "--seconds", "0.2", "--out", str(tmp_path / "w"), "--json"
+        *("diagnose", "--local", "--watch", "--seconds", "0.2", "-p", "b300"),
+        *("--out", str(tmp_path / "w"), "--json"),
     )
     assert result.exit_code == 1
     (f,) = json.loads(result.stdout)["findings"]

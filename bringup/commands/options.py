@@ -1,0 +1,146 @@
+"""The option table: every option of every command, and where two uses disagree.
+
+Each long option means one thing in every command, and each short option stands for one
+long option everywhere (or does not exist): `-f` is --forks wherever it is accepted. The
+table is read from the commands themselves (their click parameters), so it cannot drift
+from them; docs/cli.md is `markdown(table(app))`, and a test fails on any clash.
+
+    rows = table(typer.main.get_command(app))
+    assert clashes(rows) == []
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin
+
+
+@dataclass(frozen=True)
+class Use:
+    """One option of one command."""
+
+    command: str  # "check", "profiles list"
+    long: str  # "--forks"
+    short: str | None  # "-f"
+    takes: str  # "flag", "int", "path", "str", ...
+    help: str
+
+
+def table(root: Any) -> list[Use]:
+    """Every option of every command and subcommand under `root` (a click group)."""
+    uses: list[Use] = []
+    _walk(root, "", uses)
+    return uses
+
+
+def _walk(command: Any, path: str, uses: list[Use]) -> None:
+    for param in command.params:
+        if not hasattr(param, "is_flag"):
+            continue  # an argument: positional, no option name
+        longs = [o for o in param.opts if o.startswith("--")]
+        shorts = [o for o in param.opts if not o.startswith("--")]
+        for long in longs:
+            short = shorts[0] if shorts else None
+            uses.append(Use(path or "bringup", long, short, _takes(param), param.help or ""))
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        _walk(sub, f"{path} {name}".strip(), uses)
+
+
+def _takes(param: Any) -> str:
+    """What the option takes: `flag`, or the type of one value (a repeatable option's too)."""
+    if param.is_flag:
+        return "flag"
+    annotation = param.type_descriptor.annotation
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation)
+    name = getattr(annotation, "__name__", str(annotation))
+    return {"Path": "path", "bool": "bool"}.get(name, name)
+
+
+def clashes(uses: list[Use]) -> list[str]:
+    """What breaks "one option, one meaning": each a sentence naming the commands."""
+    found: list[str] = []
+    by_short: dict[str, set[str]] = {}
+    for use in uses:
+        if use.short:
+            by_short.setdefault(use.short, set()).add(use.long)
+    for short, longs in sorted(by_short.items()):
+        if len(longs) > 1:
+            found.append(f"{short} stands for {', '.join(sorted(longs))}")
+    for long, group in _by_long(uses).items():
+        for what, values in (("short", {u.short for u in group}), ("value", _kinds(group))):
+            if len(values) > 1:
+                where = "; ".join(
+                    f"{u.command}: {u.short if what == 'short' else u.takes}" for u in group
+                )
+                found.append(f"{long} has more than one {what} ({where})")
+        for use in group:
+            if use.takes == "bool":
+                found.append(f"{long} in {use.command} takes true/false: make it a flag")
+    return found
+
+
+def _kinds(group: list[Use]) -> set[str]:
+    return {u.takes for u in group}
+
+
+def _by_long(uses: list[Use]) -> dict[str, list[Use]]:
+    grouped: dict[str, list[Use]] = {}
+    for use in uses:
+        grouped.setdefault(use.long, []).append(use)
+    return dict(sorted(grouped.items()))
+
+
+HEADER = """# The command line: one table of options
+
+Generated from the commands themselves (`make docs-cli`); a test fails when this page and
+the commands disagree, or when two commands give one option two meanings. Each long option
+means one thing in every command that has it, and each short option stands for one long
+option everywhere. Flags take no value (`--demo`, not `--demo true`).
+
+Conventions every command keeps:
+
+- `--nodes FILE` / `--local` choose where to run; `--limit PATTERN` (an Ansible host
+  pattern: `gpu*`, `a,b`, `all:!bad`, `~regex`) keeps some of those nodes, and works as
+  well on recorded nodes: `check --replay`, `check --demo`, `report`.
+- `--profile NAME|PATH|auto` (default `auto`): each node is judged by the profile of its
+  own GPU model; a node whose GPU no profile knows is one ERROR naming the model and the
+  profiles there are (docs/profiles.md).
+- `--json` prints one JSON document and nothing else; `--quiet` prints only the verdict
+  line (`ACCEPTED: ...` or `NOT ACCEPTED: ...`).
+- Shell completion: `bringup --install-completion` (bash, zsh, fish, PowerShell), or
+  `bringup --show-completion bash` to see the script.
+
+| option | short | takes | commands | meaning |
+|---|---|---|---|---|
+"""
+
+
+def markdown(uses: list[Use]) -> str:
+    """docs/cli.md: the conventions, then one row per long option."""
+    rows = []
+    for long, group in _by_long(uses).items():
+        short = next((u.short for u in group if u.short), "")
+        takes = "/".join(sorted(_kinds(group)))
+        commands = ", ".join(dict.fromkeys(u.command for u in group))
+        meaning = " / ".join(dict.fromkeys(_cell(u.help) for u in group if u.help))
+        rows.append(
+            f"| `{long}` | {f'`{short}`' if short else ''} | {takes} | {commands} | {meaning} |"
+        )
+    return HEADER + "\n".join(rows) + "\n"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+if __name__ == "__main__":  # `make docs-cli`: python -m bringup.commands.options docs/cli.md
+    import sys
+    from importlib import import_module
+    from pathlib import Path
+
+    import typer
+
+    # The app is assembled in bringup.cli, above this layer: loaded by name, not imported.
+    app = import_module("bringup.cli").app
+    Path(sys.argv[1]).write_text(markdown(table(typer.main.get_command(app))))

@@ -1,0 +1,98 @@
+"""One option table for every command: no clash, docs/cli.md current, flags shown as flags,
+shell completion on."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bringup.cli import app
+from bringup.commands.options import clashes, markdown, table
+from tests.support import REPO
+from tests.support.cli import invoke
+
+USES = table(typer.main.get_command(app))
+
+
+def test_no_option_means_two_things() -> None:
+    assert clashes(USES) == []
+
+
+def test_the_table_covers_every_command_and_subcommand() -> None:
+    commands = {u.command for u in USES}
+    assert {"check", "nccl", "report", "profiles list", "sim nvml state", "bringup"} <= commands
+    forks = {u.command for u in USES if u.long == "--forks"}
+    assert forks == {"burnin", "check", "diagnose", "handover", "nccl", "provision", "snapshot"}
+    assert {u.short for u in USES if u.long == "--forks"} == {"-f"}
+
+
+def test_a_clash_is_found() -> None:
+    """The checker itself: -f for two long options, --out a path here and a number there,
+    a bool that takes true/false."""
+    clashing = typer.Typer()
+
+    @clashing.command()
+    def one(
+        forks: Annotated[int, typer.Option("--forks", "-f")] = 1,
+        out: Annotated[str, typer.Option("--out")] = "",
+    ) -> None: ...
+
+    @clashing.command()
+    def two(
+        fmt: Annotated[str, typer.Option("--format", "-f")] = "",
+        out: Annotated[int, typer.Option("--out")] = 0,
+        forks: Annotated[int, typer.Option("--forks")] = 1,
+    ) -> None: ...
+
+    found = clashes(table(typer.main.get_command(clashing)))
+    assert found == [
+        "-f stands for --forks, --format",
+        "--forks has more than one short (one: -f; two: None)",
+        "--out has more than one value (one: str; two: int)",
+    ]
+
+
+def test_docs_cli_is_the_table_of_the_commands() -> None:
+    """docs/cli.md is generated: `make docs-cli` rewrites it after an option changes."""
+    assert (REPO / "docs" / "cli.md").read_text() == markdown(USES)
+
+
+COMMANDS = sorted({u.command for u in USES} - {"bringup"})
+
+
+@pytest.mark.parametrize("command", [[], *[c.split() for c in COMMANDS]], ids=str)
+def test_help_shows_a_flag_as_a_flag(command: list[str]) -> None:
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0, result.output
+    assert "--help" in result.stdout
+    assert "<bool>" not in result.stdout
+
+
+def test_a_flag_takes_no_value() -> None:
+    result = invoke("check", "--demo", "true")
+    assert result.exit_code == 2
+    assert "unexpected extra argument" in result.stderr
+
+
+def test_show_completion_prints_the_bash_script() -> None:
+    result = CliRunner().invoke(app, ["--show-completion", "bash"], prog_name="bringup")
+    assert result.exit_code == 0, result.output
+    assert "_BRINGUP_COMPLETE=complete_bash" in result.stdout
+    assert "complete -o default -F _bringup_completion bringup" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [("bringup ch", "check"), ("bringup check --pro", "--profile"), ("bringup profiles l", "list")],
+)
+def test_completion_answers_the_shell(words: str, expected: str) -> None:
+    env = {
+        "_BRINGUP_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - 1),
+    }
+    result = CliRunner().invoke(app, [], prog_name="bringup", env=env)
+    assert result.stdout.split() == [expected]
