@@ -119,7 +119,10 @@ def build(
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
         )
     medians = check_medians(findings)
-    node_reports = [_node_report(n, measured[n], findings, medians) for n in nodes]
+    by_node: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_node.setdefault(f.node, []).append(f)
+    node_reports = [_node_report(n, measured[n], by_node.get(n, []), medians) for n in nodes]
     subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
     manifest = run.manifest
     return Report(
@@ -150,11 +153,11 @@ def build(
 def _node_report(
     node: str,
     measurements: NodeMeasurements,
-    findings: list[Finding],
+    mine: list[Finding],
     medians: dict[str, float],
 ) -> NodeReport:
+    """One node's section from its own findings (in report order)."""
     rows = []
-    mine = [f for f in findings if f.node == node]
     for f in mine:
         median = medians.get(f.check)
         delta = None
