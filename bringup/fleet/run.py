@@ -16,6 +16,9 @@ findings appended. What can happen to a node, and the finding that says so:
   every probe that answered, and ERROR for the checks of the probes that did not;
 - Ctrl-C: `node.run` ERROR "run interrupted" for the nodes not finished; all kept.
 
+A long probe's progress lines (`{"probe", "progress"}`, bringup/node/progress.py) go to
+the progress display only; they are never records.
+
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import NodePlan
 from bringup.fleet.progress import FleetProgress
-from bringup.fleet.transport import Interrupted, TransportError, Unreachable
+from bringup.fleet.transport import Interrupted, TransportError, Unreachable, is_progress
 from bringup.rundir import RunDir
 
 DEFAULT_FORKS = 64
@@ -191,6 +194,11 @@ def _run_node(
     progress.doing(plan.node, "starting")
     try:
         for record in plan.runner(plan.request, plan.deadline_s, stop, on_stage):
+            if is_progress(record):  # what a long probe is doing: shown, not recorded
+                fields = record["progress"]
+                if isinstance(fields, dict):
+                    progress.reported(plan.node, str(record["probe"]), fields)
+                continue
             rundir.add_record(plan.node, record)
             answered += 1
             if answered < len(names):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.node import progress
 from bringup.node.collective.measure import (
     SUPPORTED,
     Layout,
@@ -107,6 +108,8 @@ def collect(params: Params, gpus: int) -> ProbeOutput:
         master_port=params.master_port or free_port(params.master_addr),
     )
     env = worker_environment(params, plan, job)
+    what = ", ".join(plan.collectives)
+    progress.report(phase=f"{what}: {len(plan.sizes)} sizes on {ranks} ranks ({backend})")
     outcome = launch(plan, job, env, params.timeout_s)
     runs = facts_from_outcome(plan, job, outcome, params.timeout_s)
     raw = raw_outputs(runs, outcome)
