@@ -73,6 +73,25 @@ def write_inventory(folder: Path, nodes: int) -> Path:
     return folder / "hosts.ini"
 
 
+def write_suite(path: Path, probes: list[str]) -> Path:
+    """The acceptance suite's steps for the probes the demo fleet recorded, as a suite file
+    (the report judges each node's completeness against it)."""
+    import yaml
+
+    from bringup import suite
+
+    steps = [s.model_dump() for s in suite.load("acceptance").probes if s.name in probes]
+    document = {
+        "name": "demo-probes",
+        "description": "the acceptance suite's probes the demo fleet recorded (benchmark)",
+        "budget_s": 3600,
+        "probes": steps,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
 def recorded_runner(
     records: list[dict[str, Any]], latency_s: float = 0.0
 ) -> Callable[..., Iterator[dict[str, Any]]]:
@@ -182,9 +201,8 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     from bringup.rundir import RunDir
 
     recorded = demo_records()
-    probes = [r["probe"] for r in recorded[0]]
-    chosen = suite.load("acceptance")
-    chosen = chosen.model_copy(update={"probes": [p for p in chosen.probes if p.name in probes]})
+    suite_file = write_suite(out / "demo-probes.yaml", [r["probe"] for r in recorded[0]])
+    chosen = suite.load(str(suite_file))
     b300 = profile.load("b300")
     with cpu(figures, "plan_s"):
         plans = [
@@ -192,6 +210,8 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
             for i, host in enumerate(hosts)
         ]
     rundir = RunDir.create(out / "run", "check", "b300", chosen.name)
+    rundir.manifest.suite_source = str(suite_file)  # as `check` records it: the report reads it
+    rundir.save_manifest()
     with cpu(figures, "run_s"):
         outcomes = run(plans, rundir, forks=forks, console=Console(file=io.StringIO()))
     findings = [f for o in outcomes for f in o.findings]
