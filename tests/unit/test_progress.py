@@ -170,3 +170,23 @@ def test_the_step_watch_reports_each_step_once_then_a_heartbeat(tmp_path: Path) 
     assert watch.heartbeat(400.0) == (1.0, 299.0)
     assert watch.stall(400.0) == "; no step for 299 s after step 1"
     assert StepWatch(tmp_path / "none", recipe, 1, 0.0).stall(60.0) == ("; no step ended in 60 s")
+
+
+def test_a_node_without_rank_0_reports_its_own_ranks_steps_without_a_loss(
+    tmp_path: Path,
+) -> None:
+    """In a job across nodes the second node holds ranks 8-15: rank8.jsonl times its
+    steps; the loss (averaged over every rank) is written on rank 0's node only."""
+    read, write = os.pipe()
+    progress.attach(write)
+    try:
+        recipe = {"train": {"minutes": 1, "seq_len": 10, "micro_batch": 1, "grad_accum": 1}}
+        watch = StepWatch(tmp_path, recipe, world=16, started=0.0, first_rank=8)
+        (tmp_path / "rank8.jsonl").write_text('{"step": 1, "time_s": 2.0}\n')
+        watch.poll(5.0)
+    finally:
+        progress.attach(None)
+        os.close(write)
+    with os.fdopen(read) as pipe:
+        sent = [json.loads(line) for line in pipe.read().splitlines()]
+    assert sent == [{"step": 1, "of": None, "step_s": 2.0, "tokens_per_s": 80.0, "eta_s": 58}]

@@ -179,7 +179,8 @@ def collect(params: Params) -> ProbeOutput:
     argv = [python, "-m", "torch.distributed.run", *_launch_args(params, nproc)]
     argv += ["-m", "bringup.node.burnin.trainer", "--plan", str(work / "plan.json")]
     started = time.monotonic()
-    watch = StepWatch(work, params.recipe, nproc * params.nnodes, started)
+    first_rank = params.node_rank * nproc  # this node's first rank: it times every step
+    watch = StepWatch(work, params.recipe, nproc * params.nnodes, started, first_rank)
     with Sampler(interval_s=params.telemetry_interval_s) as sampler:
         error = _launch(argv, work, params.deadline_s, trainer_environment(params), watch)
         timeline = sampler.stop()
@@ -227,18 +228,27 @@ def trainer_environment(params: Params) -> dict[str, str]:
 
 
 class StepWatch:
-    """The steps rank 0 has recorded so far (steps.jsonl: loss, rank0.jsonl: time), each
-    reported once as it appears, and a heartbeat while none does."""
+    """The steps this node's first rank has timed so far (rank<R>.jsonl), with their loss
+    where this node holds rank 0 (steps.jsonl), each reported once as it appears, and a
+    heartbeat while none does."""
 
-    def __init__(self, work: Path, recipe: dict[str, Any], world: int, started: float) -> None:
+    def __init__(
+        self,
+        work: Path,
+        recipe: dict[str, Any],
+        world: int,
+        started: float,
+        first_rank: int = 0,
+    ) -> None:
         train = recipe.get("train", {})
-        self.losses, self.times = work / "steps.jsonl", work / "rank0.jsonl"
+        self.losses, self.times = work / "steps.jsonl", work / f"rank{first_rank}.jsonl"
         self.steps: int | None = train.get("steps")
         self.minutes: float | None = train.get("minutes")
         per_gpu = int(train.get("seq_len", 0)) * int(train.get("micro_batch", 0))
         self.tokens_per_step = per_gpu * int(train.get("grad_accum", 1)) * world
         self.started = started
-        self.seen: dict[int, dict[str, Any]] = {}  # step -> its rank 0 timing line
+        self.with_loss = first_rank == 0  # rank 0 writes each step's loss after its time
+        self.seen: dict[int, dict[str, Any]] = {}  # step -> its timing line
         self.first: int | None = None  # the first step of this run (after a resume: N+1)
         self.last_at: float | None = None  # when the last new step was seen
         self.beat_at = started
@@ -246,13 +256,15 @@ class StepWatch:
     def poll(self, now: float) -> None:
         """Report each step recorded since the last poll; a heartbeat when none was."""
         times = {int(r["step"]): r for r in _jsonl(self.times) if "step" in r}
-        new = [r for r in _jsonl(self.losses) if "step" in r and int(r["step"]) not in self.seen]
-        for line in sorted(new, key=lambda r: int(r["step"])):
-            step = int(line["step"])
-            self.seen[step] = times.get(step, {})
+        new = sorted(step for step in times if step not in self.seen)
+        losses = {int(r["step"]): r.get("loss") for r in _jsonl(self.losses) if "step" in r}
+        if self.with_loss:  # a step is whole once its loss is written too
+            new = [step for step in new if step in losses]
+        for step in new:
+            self.seen[step] = times[step]
             self.first = step if self.first is None else min(self.first, step)
             self.last_at = self.beat_at = now
-            progress.report(**self._step_fields(step, line.get("loss"), now))
+            progress.report(**self._step_fields(step, losses.get(step), now))
         if now - self.beat_at >= HEARTBEAT_S:
             self.beat_at = now
             if self.last_at is None:
@@ -265,7 +277,9 @@ class StepWatch:
         return self.first - 1 + self.steps if self.steps and self.first else None
 
     def _step_fields(self, step: int, loss: object, now: float) -> dict[str, Any]:
-        fields: dict[str, Any] = {"step": step, "of": self._of(), "loss": loss}
+        fields: dict[str, Any] = {"step": step, "of": self._of()}
+        if loss is not None:  # rank 0's node only: it averages the loss over every rank
+            fields["loss"] = loss
         step_s = self.seen[step].get("time_s")
         if isinstance(step_s, int | float) and step_s > 0:
             fields["step_s"] = round(step_s, 4)
