@@ -190,3 +190,30 @@ def test_a_node_without_rank_0_reports_its_own_ranks_steps_without_a_loss(
     with os.fdopen(read) as pipe:
         sent = [json.loads(line) for line in pipe.read().splitlines()]
     assert sent == [{"step": 1, "of": None, "step_s": 2.0, "tokens_per_s": 80.0, "eta_s": 58}]
+
+
+def test_the_sweep_reports_the_size_rank_0_printed_last(tmp_path: Path) -> None:
+    from bringup.node.collective.launcher import SweepProgress
+    from bringup.node.collective.measure import Plan
+
+    sizes = [1 << 10, 1 << 20, 1 << 30]
+    plan = Plan(["all_reduce", "broadcast"], sizes, 3, 1, False, "gloo", 60.0)
+    out = tmp_path / "0.out"
+    out.write_text(
+        '{"event": "start", "nranks": 2}\nNCCL INFO a line of its own\n'
+        '{"event": "row", "collective": "all_reduce", "size_bytes": 1024}\n'
+        '{"event": "row", "collective": "all_reduce", "size_bytes": 1048576}\n'
+    )
+    read, write = os.pipe()
+    progress.attach(write)
+    try:
+        sweep = SweepProgress(plan, out)
+        sweep.tick(10.0)
+        sweep.tick(10.5)  # within a second of the last look: not read again
+        sweep.tick(11.0)  # read, nothing new: nothing said
+    finally:
+        progress.attach(None)
+        os.close(write)
+    with os.fdopen(read) as pipe:
+        sent = [json.loads(line) for line in pipe.read().splitlines()]
+    assert sent == [{"phase": "all_reduce 1 MiB", "index": 2, "of": 6}]
