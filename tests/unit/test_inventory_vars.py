@@ -64,6 +64,11 @@ def inventory_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (play / "group_vars" / "rack1.yml").write_text("from_play: rack1\nlevel: play-rack1\n")
     (play / "host_vars" / "node13.yml").write_text("from_play: node13\n")
     monkeypatch.chdir(play)
+    # Ansible keeps the real path of "." for the life of the process (the vars plugin's
+    # CANONICAL_PATHS): forgotten here, so this test's working directory is the one read.
+    from ansible.plugins.vars import host_group_vars
+
+    monkeypatch.setattr(host_group_vars, "CANONICAL_PATHS", {})
     return inv
 
 
