@@ -75,10 +75,13 @@ def write_atomic(path: Path, text: str) -> None:
     The temporary file gets a fresh random name and is created with O_EXCL|O_NOFOLLOW, so a
     symlink planted under the name it will take is never followed.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, flags, 0o666)
+    try:
+        fd = os.open(tmp, flags, 0o666)
+    except FileNotFoundError:  # the folder is made on first use (a run writes it often)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)

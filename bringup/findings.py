@@ -33,7 +33,11 @@ class Status(str, Enum):
 
     @property
     def rank(self) -> int:
-        return list(Status).index(self)
+        return _RANKS[self]
+
+
+# Each status's place from best to worst, worked out once: worst() asks for it per finding.
+_RANKS = {status: index for index, status in enumerate(Status)}
 
 
 # How the measured value is compared with `value`: the ordering comparisons; "==" (the

@@ -474,18 +474,27 @@ def _timelines(probe: str, facts: dict[str, Any]) -> Iterator[Timeline]:
         )
 
 
-def _dicts(obj: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
-    """obj and every dict nested in it (a few levels: facts are shallow)."""
-    if depth > 4:
-        return
-    if isinstance(obj, dict):
-        yield obj
-        for key in sorted(obj):
-            yield from _dicts(obj[key], depth + 1)
-    elif isinstance(obj, list):
-        for item in obj:
-            if isinstance(item, dict | list):
-                yield from _dicts(item, depth + 1)
+def _dicts(obj: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """obj and every dict nested in it (a few levels: facts are shallow), depth first in
+    key order. A list, not a generator: the report walks every record's facts this way."""
+    found: list[dict[str, Any]] = []
+
+    def walk(item: Any, level: int) -> None:
+        if level > 4:
+            return
+        if isinstance(item, dict):
+            found.append(item)
+            for key in sorted(item):
+                value = item[key]
+                if isinstance(value, dict | list):
+                    walk(value, level + 1)
+        elif isinstance(item, list):
+            for value in item:
+                if isinstance(value, dict | list):
+                    walk(value, level + 1)
+
+    walk(obj, depth)
+    return found
 
 
 def _lists_of_dicts(facts: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:

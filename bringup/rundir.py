@@ -96,6 +96,7 @@ class RunDir:
         self.manifest = manifest
         self._facts: dict[str, NodeFacts] = {}
         self._lock = threading.RLock()
+        self._node_locks: dict[str, threading.Lock] = {}  # one per node: its facts file
 
     @classmethod
     def create(
@@ -189,10 +190,18 @@ class RunDir:
             shutil.copytree(folder, target, symlinks=True, ignore=_links, dirs_exist_ok=True)
 
     def facts_of(self, node: str) -> NodeFacts:
-        """A copy of what is recorded for a node so far."""
+        """A copy of what is recorded for a node so far. Its own map of probe records:
+        add_record replaces a record and never changes one, so records need no copy."""
         with self._lock:
             facts = self._facts.get(node) or self.add_node(node)
-            return facts.model_copy(deep=True)
+            return facts.model_copy(update={"probes": dict(facts.probes)})
+
+    def recorded(self) -> list[NodeFacts]:
+        """Every node's facts as load_facts() would read them back (in file-name order),
+        without reading a thousand files the run has just written."""
+        with self._lock:
+            ordered = sorted(self._facts.values(), key=lambda f: file_name(f.node))
+            return [f.model_copy(update={"probes": dict(f.probes)}) for f in ordered]
 
     def reset_findings(self) -> None:
         """Start findings.jsonl afresh (a resumed run judges every node again)."""
@@ -209,7 +218,16 @@ class RunDir:
         with self._lock:
             facts = self._facts.get(node) or self.add_node(node)
             facts.probes[parsed.probe] = parsed
-            self._save_facts(facts)
+            text = facts.model_dump_json(indent=2) + "\n"
+            # The file is written outside the run's lock, so nodes write theirs side by
+            # side; the node's own lock, taken before the run's is let go, keeps two
+            # writes of one node in the order their texts were made.
+            node_lock = self._node_locks.setdefault(node, threading.Lock())
+            node_lock.acquire()
+        try:
+            write_atomic(self._facts_path(node), text)
+        finally:
+            node_lock.release()
         return parsed
 
     def add_findings(self, findings: list[Finding]) -> None:
@@ -228,8 +246,11 @@ class RunDir:
             self.save_manifest()
 
     def _save_facts(self, facts: NodeFacts) -> None:
-        target = self.path / "facts" / f"{file_name(facts.node)}.json"
-        write_atomic(target, facts.model_dump_json(indent=2) + "\n")
+        with self._node_locks.setdefault(facts.node, threading.Lock()):
+            write_atomic(self._facts_path(facts.node), facts.model_dump_json(indent=2) + "\n")
+
+    def _facts_path(self, node: str) -> Path:
+        return self.path / "facts" / f"{file_name(node)}.json"
 
 
 def _links(folder: str, names: list[str]) -> list[str]:

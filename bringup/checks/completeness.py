@@ -72,8 +72,11 @@ def judge_completeness(run: RunContents) -> list[Finding]:
         *_plan(run),
         *_profile(run),
     ]
+    by_node: dict[str, list[Finding]] = {}
+    for f in run.findings or []:
+        by_node.setdefault(f.node, []).append(f)
     for node in run.nodes:
-        for line in _node_gaps(run, node):
+        for line in _node_gaps(run, node, by_node.get(node, [])):
             f = finding(
                 "report.missing",
                 Status.ERROR,
@@ -183,9 +186,9 @@ def _profile(run: RunContents) -> list[Finding]:
     ]
 
 
-def _node_gaps(run: RunContents, node: str) -> list[str]:
-    """What one node lacks: its facts, a planned probe, its findings, a probe's ERRORs."""
-    mine = [f for f in run.findings or [] if f.node == node]
+def _node_gaps(run: RunContents, node: str, mine: list[Finding]) -> list[str]:
+    """What one node lacks (`mine`: its findings): its facts, a planned probe, its
+    findings, a probe's ERRORs."""
     if any(f.status == Status.UNREACHABLE for f in mine):
         return []  # never reached: its UNREACHABLE finding is the explicit verdict
     if node in run.facts_problems:

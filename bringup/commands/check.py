@@ -188,7 +188,7 @@ def _durations(run: RunDir) -> dict[str, dict[str, float]]:
 
     if not (run.path / "facts").exists():
         return {}
-    return probe_durations(load_facts(run.path))
+    return probe_durations(run.recorded())
 
 
 def _load_golden(path: Path) -> dict[str, Any]:
@@ -214,7 +214,7 @@ def judge_fleet(
 
     if not (run.path / "facts").exists():
         return []
-    fleet = fleet_fields(load_facts(run.path))
+    fleet = fleet_fields(run.recorded())
     flagged: dict[str, set[str]] = {}
     for f in findings:
         if f.status.bad or f.status.name == "WARN":

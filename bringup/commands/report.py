@@ -122,7 +122,7 @@ def build_report(
         then = measure_fleet(baseline.facts, prof)
         judged += judge_regressions(now, then, limits, baseline.path.name)
     order = [check.name for check in CHECKS]
-    return build(run, prof, judged, order, baseline, generated_at)
+    return build(run, prof, judged, order, baseline, generated_at, measurements=now)
 
 
 def make_report(

@@ -16,13 +16,17 @@ findings appended. What can happen to a node, and the finding that says so:
   every probe that answered, and ERROR for the checks of the probes that did not;
 - Ctrl-C: `node.run` ERROR "run interrupted" for the nodes not finished; all kept.
 
+A long probe's progress lines (`{"probe", "progress"}`, bringup/node/progress.py) go to
+the progress display only; they are never records.
+
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,7 +39,7 @@ from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile
 from bringup.fleet.progress import FleetProgress
-from bringup.fleet.transport import Interrupted, TransportError, Unreachable
+from bringup.fleet.transport import Interrupted, TransportError, Unreachable, is_progress
 from bringup.profile import AUTO, Profile
 from bringup.rundir import RunDir
 
@@ -155,18 +159,26 @@ def run(
     stop = threading.Event()
     progress = FleetProgress(len(plans), console or Console(stderr=True))
     outcomes: dict[str, NodeOutcome] = {}
+    # Each node's future says it is done on a queue: taking them off one at a time costs
+    # the same at a thousand nodes as at ten (wait() on every pending future each time a
+    # node ends would grow with the square of the nodes).
+    done: queue.SimpleQueue[Future[NodeOutcome]] = queue.SimpleQueue()
     with progress, ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
-        futures: dict[Future[NodeOutcome], NodePlan] = {
-            pool.submit(_run_node, plan, rundir, stop, progress): plan for plan in plans
-        }
-        pending = set(futures)
+        pending: set[Future[NodeOutcome]] = set()
+        for plan in plans:
+            future = pool.submit(_run_node, plan, rundir, stop, progress)
+            pending.add(future)
+            future.add_done_callback(done.put)
         try:
             while pending:
                 # A timeout keeps the main thread able to take Ctrl-C while nodes run.
-                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    outcome = future.result()
-                    outcomes[outcome.node] = outcome
+                try:
+                    future = done.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                pending.discard(future)
+                outcome = future.result()
+                outcomes[outcome.node] = outcome
         except KeyboardInterrupt:
             stop.set()
             for future in pending:
@@ -214,6 +226,11 @@ def _run_node(
     progress.doing(plan.node, "starting")
     try:
         for record in plan.runner(plan.request, plan.deadline_s, stop, on_stage):
+            if is_progress(record):  # what a long probe is doing: shown, not recorded
+                fields = record["progress"]
+                if isinstance(fields, dict):
+                    progress.reported(plan.node, str(record["probe"]), fields)
+                continue
             rundir.add_record(plan.node, record)
             answered += 1
             if answered < len(names):

@@ -54,6 +54,7 @@ from bringup.fleet.transport import (
     TransportError,
     Unreachable,
     decode_line,
+    is_progress,
 )
 
 PROBE_GRACE_S = 20.0  # as over SSH: the node side kills a stuck probe, this covers the rest
@@ -313,8 +314,9 @@ class _Step:
                         else:
                             for line in lines.feed(chunk):
                                 record = decode_line(line)
-                                self.records_seen += 1
-                                probe_started = time.monotonic()
+                                if not is_progress(record):  # a result: the next probe starts
+                                    self.records_seen += 1
+                                    probe_started = time.monotonic()
                                 yield record
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=STOP_WAIT_S)  # output closed: its exit status follows

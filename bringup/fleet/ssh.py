@@ -47,6 +47,7 @@ from bringup.fleet.transport import (
     TransportError,
     Unreachable,
     decode_line,
+    is_progress,
 )
 
 # Seconds a probe may overrun its own timeout before the controller gives up on the node:
@@ -447,8 +448,9 @@ class _Session:
                     received += lines.feed(channel.recv(1 << 16))
                 for line in received:
                     record = decode_line(line)
-                    self.records_seen += 1
-                    probe_started = time.monotonic()
+                    if not is_progress(record):  # the probe's result: the next one starts
+                        self.records_seen += 1
+                        probe_started = time.monotonic()
                     yield record
                 if channel.eof_received and not channel.recv_ready():
                     break

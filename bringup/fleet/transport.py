@@ -3,7 +3,8 @@ back, and the three ways that can go wrong.
 
 A transport bound to one node is a `Runner`: given the request, a deadline, a stop event
 (Ctrl-C) and a callback that says what the node is doing, it yields each probe record as
-the node side prints it. `fleet.local` runs the node side as a child process (`--local`),
+the node side prints it, and each progress line of a long probe between them
+(`is_progress`). `fleet.local` runs the node side as a child process (`--local`),
 `fleet.ssh` over SSH; both take the same path through `fleet.run`.
 """
 
@@ -44,6 +45,12 @@ def decode_line(line: bytes) -> dict[str, Any]:
     if not isinstance(record, dict) or "probe" not in record:
         raise TransportError(f"node sent an unexpected record: {line[:120]!r}")
     return record
+
+
+def is_progress(record: dict[str, Any]) -> bool:
+    """A progress line of a running probe (`{"probe", "progress"}`, node/progress.py), not
+    its result: a transport counts only results as answers, and fleet.run only shows it."""
+    return "progress" in record
 
 
 # The most bytes kept of one line a node has not finished: a record is a few MiB at most

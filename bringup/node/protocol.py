@@ -4,6 +4,8 @@ Protocol (the same for the local and SSH transports): the request is one JSON do
 on stdin, `{"probes": [{"name": "gpu", "params": {...}, "timeout_s": 60}, ...]}`; each
 probe's result is printed as one JSON line as soon as it finishes:
 `{"probe", "ok", "error", "facts", "raw", "params", "started_at", "duration_s"}`.
+While a long probe runs, what it is doing comes as lines of another kind,
+`{"probe": name, "progress": {...}}` (bringup/node/progress.py): shown, never recorded.
 
 Each probe runs in a child process with a wall-clock deadline: a probe stuck in a driver
 call (NVML can hang on a GPU that fell off the bus) is killed and reported, and the
@@ -22,15 +24,19 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bringup.node import progress
 from bringup.node.catalog import PROBES
 from bringup.node.result import ProbeError
 
 DEFAULT_TIMEOUT_S = 120.0
+
+# Receives each progress line of the running probe: {"probe": name, "progress": {...}}.
+OnProgress = Callable[[dict[str, Any]], None]
 
 
 def build_params(name: str, values: dict[str, Any]) -> Any:
@@ -67,8 +73,11 @@ def run_one(name: str, values: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def run_all(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Run each requested probe in a child process under its deadline, in order."""
+def run_all(
+    request: dict[str, Any], on_progress: OnProgress | None = None
+) -> Iterator[dict[str, Any]]:
+    """Run each requested probe in a child process under its deadline, in order; what a
+    probe reports while it runs goes to `on_progress`."""
     for item in request.get("probes", []):
         name = item["name"]
         values = item.get("params") or {}
@@ -76,10 +85,12 @@ def run_all(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if name not in PROBES:
             yield _failed(name, values, f"unknown probe {name!r}", 0.0)
             continue
-        yield _run_child(name, values, timeout_s)
+        yield _run_child(name, values, timeout_s, on_progress)
 
 
-def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+def _run_child(
+    name: str, values: dict[str, Any], timeout_s: float, on_progress: OnProgress | None = None
+) -> dict[str, Any]:
     """Run one probe in a forked child, in a session of its own, and wait at most timeout_s.
 
     A fork rather than a new interpreter: the probe modules are already imported here, so
@@ -88,13 +99,22 @@ def _run_child(name: str, values: dict[str, Any], timeout_s: float) -> dict[str,
     """
     started = time.monotonic()
     result_read, result_write = os.pipe()
+    progress_read, progress_write = os.pipe()
     with tempfile.TemporaryFile() as stderr:
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(result_read)
+            os.close(progress_read)
+            progress.attach(progress_write)
             _child(name, values, result_write, stderr.fileno())
         os.close(result_write)
-        data, timed_out = _read_until(result_read, started + timeout_s)
+        os.close(progress_write)
+
+        def forward(fields: dict[str, Any]) -> None:
+            if on_progress is not None:
+                on_progress({"probe": name, "progress": fields})
+
+        data, timed_out = _read_until(result_read, started + timeout_s, progress_read, forward)
         if timed_out:
             kill_tree(pid)
         _, status = os.waitpid(pid, 0)
@@ -129,21 +149,51 @@ def _child(name: str, values: dict[str, Any], result_fd: int, stderr_fd: int) ->
         os._exit(code)
 
 
-def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
-    """All bytes from fd until EOF, or (what came, True) when the deadline passes first."""
+def _read_until(
+    fd: int,
+    deadline: float,
+    progress_fd: int | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[bytes, bool]:
+    """All bytes from fd until EOF, or (what came, True) when the deadline passes first.
+    Meanwhile each whole JSON line on progress_fd (closed here) goes to on_progress."""
     chunks: list[bytes] = []
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
+    partial = b""
+    watched = [fd] + ([progress_fd] if progress_fd is not None else [])
+    try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return b"".join(chunks), True
-            ready, _, _ = select.select([pipe], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(pipe.fileno(), 1 << 16)
-            if not chunk:
-                return b"".join(chunks), False
-            chunks.append(chunk)
+            ready, _, _ = select.select(watched, [], [], left)
+            if progress_fd in ready:
+                chunk = os.read(progress_fd, 1 << 16)
+                if not chunk:  # the probe is done reporting (or its child went away)
+                    watched.remove(progress_fd)
+                *lines, partial = (partial + chunk).split(b"\n")
+                for line in lines:
+                    fields = _progress_fields(line)
+                    if fields is not None and on_progress is not None:
+                        on_progress(fields)
+                partial = partial[-progress.MAX_LINE_BYTES :]
+            if fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return b"".join(chunks), False
+                chunks.append(chunk)
+    finally:
+        os.close(fd)
+        if progress_fd is not None:
+            os.close(progress_fd)
+
+
+def _progress_fields(line: bytes) -> dict[str, Any] | None:
+    """One progress line's fields, or None for what is not a JSON object."""
+    try:
+        fields = json.loads(line)
+    except ValueError:
+        return None
+    return fields if isinstance(fields, dict) else None
 
 
 def _exit_reason(status: int) -> str:
@@ -204,6 +254,10 @@ def _now() -> str:
 
 def main(argv: list[str]) -> int:
     request = json.loads(sys.stdin.read() or "{}")
-    for record in run_all(request):
-        print(json.dumps(record), flush=True)
+
+    def show(line: dict[str, Any]) -> None:
+        print(json.dumps(line), flush=True)
+
+    for record in run_all(request, on_progress=show):
+        show(record)
     return 0

@@ -19,7 +19,7 @@ from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
-from bringup.report import escape, plots
+from bringup.report import escape
 from bringup.report.model import Report
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -45,6 +45,10 @@ class Plots:
 
 def make_plots(report: Report, profile: Profile | None) -> Plots:
     """Fleet heatmaps and each node's NCCL curve and telemetry timelines."""
+    # matplotlib loads here, for the HTML report only: a third of a second that a
+    # Markdown, JUnit or JSON report does not need.
+    from bringup.report import plots
+
     result = Plots()
     measured = [n.measurements for n in report.nodes]
     temperature = _per_gpu(measured, lambda m: m.gpu_temperature_c)
@@ -130,6 +134,8 @@ def _busbw_grid(
                 break
     if not per_node:
         return None
+    from bringup.report import plots  # matplotlib: see make_plots
+
     sizes = sorted({s for v in per_node.values() for s in v if s >= 1 << 20})[-8:]
     rows = sorted(per_node)
     grid = [[per_node[n].get(s) for s in sizes] for n in rows]

@@ -19,10 +19,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.node import progress
 from bringup.node.collective.measure import (
     SUPPORTED,
     Layout,
@@ -107,6 +109,8 @@ def collect(params: Params, gpus: int) -> ProbeOutput:
         master_port=params.master_port or free_port(params.master_addr),
     )
     env = worker_environment(params, plan, job)
+    what = ", ".join(plan.collectives)
+    progress.report(phase=f"{what}: {len(plan.sizes)} sizes on {ranks} ranks ({backend})")
     outcome = launch(plan, job, env, params.timeout_s)
     runs = facts_from_outcome(plan, job, outcome, params.timeout_s)
     raw = raw_outputs(runs, outcome)
@@ -175,7 +179,7 @@ def launch(plan: Plan, job: Job, env: dict[str, str], timeout_s: float) -> Outco
                     start_new_session=True,  # so a kill takes whatever the rank started
                 )
             procs.append((rank, proc, out_path, err_path))
-        ended = _wait(procs, timeout_s, outcome)
+        ended = _wait(procs, timeout_s, outcome, SweepProgress(plan, procs[0][2]).tick)
         for rank, proc, out_path, err_path in procs:
             outcome.ranks.append(
                 RankOutcome(
@@ -192,10 +196,49 @@ def launch(plan: Plan, job: Job, env: dict[str, str], timeout_s: float) -> Outco
     return outcome
 
 
+class SweepProgress:
+    """Which size of which collective the sweep is at, from the rows local rank 0 has
+    printed so far (its output file), reported when it moves (bringup/node/progress.py)."""
+
+    def __init__(self, plan: Plan, first_out: Path) -> None:
+        self.first_out = first_out
+        self.total = len(plan.collectives) * len(plan.sizes)  # at most: tiny sizes are skipped
+        self.rows = 0
+        self.read_at = 0.0
+
+    def tick(self, now: float) -> None:
+        if now - self.read_at < 1.0:
+            return
+        self.read_at = now
+        try:
+            text = self.first_out.read_text(errors="replace")
+        except OSError:
+            return
+        rows = [e for e in events(text) if e.get("event") == "row"]
+        if len(rows) > self.rows:
+            self.rows = len(rows)
+            last = rows[-1]
+            phase = f"{last.get('collective')} {_bytes(last.get('size_bytes'))}"
+            progress.report(phase=phase, index=len(rows), of=self.total)
+
+
+def _bytes(size: object) -> str:
+    if not isinstance(size, int):
+        return "?"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):g} {unit}"
+    return f"{size} B"
+
+
 def _wait(
-    procs: list[tuple[int, subprocess.Popen[bytes], Path, Path]], timeout_s: float, outcome: Outcome
+    procs: list[tuple[int, subprocess.Popen[bytes], Path, Path]],
+    timeout_s: float,
+    outcome: Outcome,
+    tick: Callable[[float], None] | None = None,
 ) -> dict[int, tuple[int | None, float]]:
-    """Exit codes as seen (rank -> (code, when)); stops the rest after a failure or deadline."""
+    """Exit codes as seen (rank -> (code, when)); stops the rest after a failure or deadline.
+    `tick` is called with the time on each look (the sweep's progress)."""
     deadline = time.monotonic() + timeout_s
     ended: dict[int, tuple[int | None, float]] = {}
     failed_at: float | None = None
@@ -215,6 +258,8 @@ def _wait(
                 break
             if failed_at is not None and now - failed_at > GRACE_S:
                 break
+            if tick is not None:
+                tick(now)
             time.sleep(0.05)
     finally:
         for rank, proc, _, _ in procs:

@@ -9,6 +9,11 @@ bringup/checks/burnin.py; the baseline is bringup/baseline.py.
 Node side: standard library here; torch, deepspeed, transformers and peft are needed by
 the trainer only, in the interpreter `Params.python` names. When the trainer dies or runs
 past the deadline, the steps it had already recorded are kept and `error` says why.
+
+While the trainer runs, each step rank 0 records is reported as it ends (step, loss,
+tokens/s, step time, ETA: bringup/node/progress.py), and a heartbeat every HEARTBEAT_S
+while no step comes, so a hung step shows on the console; the record keeps when the last
+step ended and how long the trainer then went without one (`last_step_s`, `quiet_s`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.node import progress
 from bringup.node.probes.telemetry import Sampler, Timeline
 from bringup.node.rendezvous import free_port, interface_towards
 from bringup.node.result import ProbeError, ProbeOutput
@@ -32,6 +38,8 @@ from bringup.node.tool import package_root, run, which
 from bringup.node.workdir import new_dir, work_dir
 
 LOG_TAIL_BYTES = 200_000  # of the trainer's log kept in raw/: its end says why it died
+HEARTBEAT_S = 15.0  # while no step ends, say so this often
+POLL_S = 0.5  # how often the steps rank 0 wrote are read while the trainer runs
 
 
 @dataclass
@@ -161,6 +169,10 @@ class BurninFacts:
     duration_s: float = 0.0
     versions: dict[str, str] = field(default_factory=dict)
     telemetry: Timeline | None = None
+    # The heartbeat: seconds after the launch when the last step ended, and how long the
+    # trainer then ran without another (a hung step: up to the deadline).
+    last_step_s: float | None = None
+    quiet_s: float | None = None
 
 
 FACTS = BurninFacts
@@ -190,12 +202,18 @@ def collect(params: Params) -> ProbeOutput:
     argv = [python, "-m", "torch.distributed.run", *_launch_args(params, nproc)]
     argv += ["-m", "bringup.node.burnin.trainer", "--plan", str(work / "plan.json")]
     started = time.monotonic()
+    first_rank = params.node_rank * nproc  # this node's first rank: it times every step
+    watch = StepWatch(work, params.recipe, nproc * params.nnodes, started, first_rank)
     with Sampler(interval_s=params.telemetry_interval_s) as sampler:
-        error = _launch(argv, work, params.deadline_s, trainer_environment(params))
+        error = _launch(argv, work, params.deadline_s, trainer_environment(params), watch)
         timeline = sampler.stop()
+    ended = time.monotonic()
     facts = read_outputs(work, params.recipe, nproc, params.nnodes)
-    facts.duration_s = round(time.monotonic() - started, 3)
+    facts.duration_s = round(ended - started, 3)
     facts.telemetry = timeline
+    facts.last_step_s, facts.quiet_s = watch.heartbeat(ended)
+    if error is not None and error.startswith("trainer stopped at the deadline"):
+        error += watch.stall(ended)
     facts.error = facts.error or error
     raw = {"trainer.log": _tail(work / "trainer.log"), "plan.json": json.dumps(plan, indent=2)}
     for name in ("result.json", "steps.jsonl"):
@@ -232,8 +250,95 @@ def trainer_environment(params: Params) -> dict[str, str]:
     return env
 
 
-def _launch(argv: list[str], work: Path, deadline_s: float, env: dict[str, str]) -> str | None:
-    """Run the trainer to its end or the deadline; None, or why it did not finish."""
+class StepWatch:
+    """The steps this node's first rank has timed so far (rank<R>.jsonl), with their loss
+    where this node holds rank 0 (steps.jsonl), each reported once as it appears, and a
+    heartbeat while none does."""
+
+    def __init__(
+        self,
+        work: Path,
+        recipe: dict[str, Any],
+        world: int,
+        started: float,
+        first_rank: int = 0,
+    ) -> None:
+        train = recipe.get("train", {})
+        self.losses, self.times = work / "steps.jsonl", work / f"rank{first_rank}.jsonl"
+        self.steps: int | None = train.get("steps")
+        self.minutes: float | None = train.get("minutes")
+        per_gpu = int(train.get("seq_len", 0)) * int(train.get("micro_batch", 0))
+        self.tokens_per_step = per_gpu * int(train.get("grad_accum", 1)) * world
+        self.started = started
+        self.with_loss = first_rank == 0  # rank 0 writes each step's loss after its time
+        self.seen: dict[int, dict[str, Any]] = {}  # step -> its timing line
+        self.first: int | None = None  # the first step of this run (after a resume: N+1)
+        self.last_at: float | None = None  # when the last new step was seen
+        self.beat_at = started
+
+    def poll(self, now: float) -> None:
+        """Report each step recorded since the last poll; a heartbeat when none was."""
+        times = {int(r["step"]): r for r in _jsonl(self.times) if "step" in r}
+        new = sorted(step for step in times if step not in self.seen)
+        losses = {int(r["step"]): r.get("loss") for r in _jsonl(self.losses) if "step" in r}
+        if self.with_loss:  # a step is whole once its loss is written too
+            new = [step for step in new if step in losses]
+        for step in new:
+            self.seen[step] = times[step]
+            self.first = step if self.first is None else min(self.first, step)
+            self.last_at = self.beat_at = now
+            progress.report(**self._step_fields(step, losses.get(step), now))
+        if now - self.beat_at >= HEARTBEAT_S:
+            self.beat_at = now
+            if self.last_at is None:
+                progress.report(phase=f"starting the trainer ({now - self.started:.0f} s)")
+            else:
+                last = max(self.seen)
+                progress.report(step=last, of=self._of(), since_step_s=round(now - self.last_at))
+
+    def _of(self) -> int | None:
+        return self.first - 1 + self.steps if self.steps and self.first else None
+
+    def _step_fields(self, step: int, loss: object, now: float) -> dict[str, Any]:
+        fields: dict[str, Any] = {"step": step, "of": self._of()}
+        if loss is not None:  # rank 0's node only: it averages the loss over every rank
+            fields["loss"] = loss
+        step_s = self.seen[step].get("time_s")
+        if isinstance(step_s, int | float) and step_s > 0:
+            fields["step_s"] = round(step_s, 4)
+            fields["tokens_per_s"] = round(self.tokens_per_step / step_s, 1)
+        timed = [t for r in self.seen.values() if isinstance(t := r.get("time_s"), int | float)]
+        of = self._of()
+        if of is not None and timed:
+            fields["eta_s"] = round((of - step) * sum(timed) / len(timed))
+        elif self.minutes is not None and timed:
+            # The trainer's clock starts before its first step: near enough, the first
+            # step's start as this watch saw it.
+            fields["eta_s"] = round(max(0.0, self.minutes * 60 - sum(timed)))
+        return fields
+
+    def heartbeat(self, ended: float) -> tuple[float | None, float | None]:
+        """(seconds after the launch of the last step seen, seconds without one after it)."""
+        if self.last_at is None:
+            return None, None
+        return round(self.last_at - self.started, 3), round(ended - self.last_at, 3)
+
+    def stall(self, ended: float) -> str:
+        """What the deadline cut: '; no step for 1800 s after step 12' (or before step 1)."""
+        if self.last_at is None:
+            return f"; no step ended in {ended - self.started:.0f} s"
+        return f"; no step for {ended - self.last_at:.0f} s after step {max(self.seen)}"
+
+
+def _launch(
+    argv: list[str],
+    work: Path,
+    deadline_s: float,
+    env: dict[str, str],
+    watch: StepWatch | None = None,
+) -> str | None:
+    """Run the trainer to its end or the deadline, reporting its steps as they end; None,
+    or why it did not finish."""
     env = dict(env)
     # The trainer imports bringup from wherever this probe was loaded (a checkout, a wheel,
     # or the zip the controller shipped).
@@ -245,8 +350,20 @@ def _launch(argv: list[str], work: Path, deadline_s: float, env: dict[str, str])
             )
         except OSError as exc:
             raise ProbeError(f"burnin: cannot start {argv[0]}: {exc.strerror}") from None
+        progress.report(phase="starting the trainer")
+        end = time.monotonic() + deadline_s
         try:
-            code = proc.wait(timeout=deadline_s)
+            while True:
+                try:
+                    code = proc.wait(timeout=max(0.0, min(POLL_S, end - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= end:
+                        raise
+                    if watch is not None:
+                        watch.poll(time.monotonic())
+            if watch is not None:
+                watch.poll(time.monotonic())  # the last steps, written just before the end
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGTERM)
             try:

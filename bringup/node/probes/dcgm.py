@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from bringup.node import progress
 from bringup.node.parsers.dcgm_diag import DiagReport, parse_diag
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.tool import CommandResult, run, which
@@ -59,6 +60,7 @@ def collect(params: Params) -> ProbeOutput:
         raise ProbeError(NOT_INSTALLED)
     json_output = offers_json(dcgmi)
     argv = diag_argv(dcgmi, params, json_output)
+    progress.report(phase=f"dcgmi diag -r {params.level}")
     result = run(argv, params.timeout_s)
     command = shlex.join(["dcgmi", *argv[1:]])
     name = "dcgmi-diag.json" if json_output else "dcgmi-diag.txt"

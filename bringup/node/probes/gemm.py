@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.node import progress
 from bringup.node.probes.telemetry import Sampler, Timeline
 from bringup.node.result import ProbeError, ProbeOutput
 
@@ -107,7 +108,13 @@ def collect(params: Params) -> ProbeOutput:
     # All GPUs start the sustained phase together; the last to arrive starts the sampler,
     # so the timeline covers the sustained load (or, without one, the whole probe).
     start_sampler = sampler.start if sampler is not None and params.sustain_s > 0 else None
-    barrier = threading.Barrier(len(targets), action=start_sampler)
+
+    def sustained() -> None:
+        progress.report(phase=f"sustained load, {params.sustain_s:g} s")
+        if start_sampler is not None:
+            start_sampler()
+
+    barrier = threading.Barrier(len(targets), action=sustained)
     if sampler is not None and start_sampler is None:
         sampler.start()
 
@@ -118,6 +125,7 @@ def collect(params: Params) -> ProbeOutput:
             barrier.abort()
             results[slot] = GemmGpu(index, _name(torch, device, index), error=_one_line(exc))
 
+    progress.report(phase=f"shape sweep on {len(targets)} {device} device(s)")
     threads = [
         threading.Thread(target=worker, args=(slot, index), name=f"gemm-{index}")
         for slot, index in enumerate(targets)

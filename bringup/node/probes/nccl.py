@@ -21,6 +21,7 @@ import sys
 from decimal import Decimal, DecimalException
 from pathlib import Path
 
+from bringup.node import progress
 from bringup.node.collective import launcher
 from bringup.node.nccl_facts import (
     GB,
@@ -325,7 +326,9 @@ def _collect_nccl_tests(params: Params, gpus: int) -> ProbeOutput:
     ranks = params.ranks or gpus
     raw: dict[str, str] = {}
     runs: list[NcclFacts] = []
-    for collective in params.collectives:
+    for index, collective in enumerate(params.collectives, start=1):
+        phase = f"{collective}_perf on {ranks} GPUs"
+        progress.report(phase=phase, index=index, of=len(params.collectives))
         binary = nccl_tests_binary(collective, params.nccl_tests_dir)
         assert binary is not None  # choose_engine made sure
         result = run(

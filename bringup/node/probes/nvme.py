@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bringup.node import progress
 from bringup.node import tool as command
 from bringup.node.parsers.fio import FioResult, parse_fio_json
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
@@ -372,7 +373,9 @@ def _run_tests(
         ("concurrent_read", lambda: concurrent_read_argv(target, params, readers)),
         ("checkpoint", lambda: checkpoint_argv(target, params)),
     ]
-    for name, build_argv in tests:
+    for index, (name, build_argv) in enumerate(tests, start=1):
+        phase = f"{result.path} {name.replace('_', ' ')}"
+        progress.report(phase=phase, index=index, of=len(tests))
         report = _run_fio(fio, name, build_argv, target, params, result, raw)
         if report is not None:
             record_test(name, report, readers, params, result)

@@ -8,6 +8,7 @@ times, the checkpoint restored bit for bit, the baseline file validates.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -44,7 +45,23 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = valid_envelope(json.loads(proc.stdout))  # the schema of every --json (docs/json.md)
     assert (doc["command"], doc["exit_code"], doc["verdict"]) == ("burnin", 0, "ACCEPTED")
-    return {"doc": doc, "out": out, "ranks": request.param}
+    return {"doc": doc, "out": out, "ranks": request.param, "stderr": proc.stderr}
+
+
+def test_each_step_prints_its_progress_line_as_it_ends(run: dict) -> None:
+    """One console line per step (step, loss, tokens/s, step time, ETA), on stderr, before
+    the run's summary; the record keeps the heartbeat (when the last step ended)."""
+    lines = run["stderr"].splitlines()
+    pattern = re.compile(
+        r"^\S+  burnin: step (\d+)/12 loss [0-9.e+-]+ [0-9,]+ tok/s [0-9.]+ s/step ETA \d+ s$"
+    )
+    steps = [int(m.group(1)) for line in lines if (m := pattern.match(line))]
+    assert steps == list(range(1, 13)), run["stderr"][-3000:]
+    summary = next(i for i, line in enumerate(lines) if line.startswith("1 nodes in "))
+    assert all(pattern.match(line) is None for line in lines[summary:])
+    facts = burnin_facts(run["out"])
+    assert facts.last_step_s is not None and 0 < facts.last_step_s <= facts.duration_s
+    assert facts.quiet_s is not None and facts.quiet_s >= 0
 
 
 def test_every_check_passes_or_says_why_not(run: dict) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -251,8 +252,14 @@ def test_what_cannot_run_is_a_probe_error(params: Params, gpus: int, message: st
 def test_probe_end_to_end_through_the_node_side() -> None:
     params = dataclasses.asdict(small(collectives=["all_reduce", "broadcast"]))
     request = {"probes": [{"name": "nccl", "params": params, "timeout_s": 180}]}
-    (record,) = list(run_all(request))
+    shown: list[dict[str, Any]] = []
+    (record,) = list(run_all(request, on_progress=shown.append))
     assert record["ok"], record["error"]
+    # What the sweep is at, as it goes: the start, then sizes as rank 0 prints their rows.
+    phases = [line["progress"]["phase"] for line in shown]
+    sizes = len(sweep(4 * KIB, 1 * MIB, 4))
+    assert phases[0] == f"all_reduce, broadcast: {sizes} sizes on 2 ranks (gloo)"
+    assert all(p.startswith(("all_reduce ", "broadcast ")) for p in phases[1:])
     assert {"rank0-events.jsonl", "torch-all_reduce.txt", "torch-broadcast.txt"} <= set(
         record["raw"]
     )

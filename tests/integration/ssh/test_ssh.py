@@ -107,6 +107,32 @@ def test_records_stream_as_each_probe_finishes(sshd: LocalSshd) -> None:
 
 
 @needs_sshd
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+def test_a_long_probes_progress_lines_come_between_the_records(
+    sshd: LocalSshd, tmp_path: Path
+) -> None:
+    """The nvme probe says which fio test runs (1/5 ... 5/5) before its record comes; a
+    progress line is not a record, so the next probe's answer is still awaited."""
+    small = {"size_bytes": 1 << 20, "checkpoint_bytes": 1 << 20, "runtime_s": 1, "ramp_s": 0}
+    request = {
+        "probes": [
+            {"name": "nvme", "params": {"paths": [str(tmp_path)], **small}, "timeout_s": 120},
+            {"name": "xid", "params": {"window_s": 60}, "timeout_s": 30},
+        ]
+    }
+    records = run(sshd.host(), request)
+    shown = [(r["probe"], r["progress"]) for r in records if transport.is_progress(r)]
+    tests = ["seq read", "seq write", "rand read", "concurrent read", "checkpoint"]
+    assert shown == [
+        ("nvme", {"phase": f"{tmp_path} {name}", "index": i, "of": 5})
+        for i, name in enumerate(tests, start=1)
+    ]
+    answers = [r for r in records if not transport.is_progress(r)]
+    assert [r["probe"] for r in answers] == ["nvme", "xid"]
+    assert records.index(answers[0]) == len(shown)  # every progress line before its record
+
+
+@needs_sshd
 def test_unknown_host_key_is_unreachable_with_the_advice(sshd: LocalSshd, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")

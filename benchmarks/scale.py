@@ -1,0 +1,308 @@
+"""The controller's cost of a 1,000-node run, end to end, with no node and no network.
+
+    .venv/bin/python benchmarks/scale.py [--nodes 1000] [--forks 64] [--keep DIR]
+
+A generated inventory (INI ranges in racks, `children`, group vars at three levels, a
+host_vars file every tenth node) is read as `check --nodes` reads it; every node gets its
+plan from the acceptance-suite probes the demo fleet recorded, and an in-process transport
+answers each request with the records of one of the six demo nodes (the healthy one and
+the five faults, in turn), as a node side would stream them. `fleet.run` records every
+probe into a run directory, judges each node as it finishes, the fleet checks run, and the
+report (Markdown, JUnit, JSON) is built from the directory. Nothing is stubbed past the
+transport: the figures are the controller's own.
+
+Printed: CPU seconds (user + system, all threads) of each phase, the check's CPU per node
+(inventory to judged findings, as `bringup check --nodes` spends it), the same with
+`bringup report` (run as its own process, as an operator runs it), the peak resident
+memory of each process, and each figure as a ratio of its target (inventory 0.5 s, 10 ms
+of CPU per node, 200 MB). Exits 0 whatever the figures are; `--check` exits 1 when the
+check's figures are over their targets. docs/scale.md reads these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TARGET_INVENTORY_S = 0.5
+TARGET_CPU_PER_NODE_S = 0.010
+TARGET_PEAK_MB = 200.0
+RACK = 40  # nodes per rack group
+
+
+def write_inventory(folder: Path, nodes: int) -> Path:
+    """An inventory of `nodes` hosts in racks of RACK, as sites write them: ranges,
+    children, [group:vars], group_vars/ for all, a pod and a rack, some host_vars/."""
+    racks = [range(start, min(start + RACK, nodes + 1)) for start in range(1, nodes + 1, RACK)]
+    width = max(4, len(str(nodes)))
+    lines = []
+    for r, members in enumerate(racks):
+        lines += [f"[rack{r:03d}]", f"node[{members[0]:0{width}d}:{members[-1]:0{width}d}]", ""]
+    half = len(racks) // 2 or 1
+    for pod, chosen in (("pod_a", racks[:half]), ("pod_b", racks[half:])):
+        lines += [f"[{pod}:children]", *(f"rack{racks.index(r):03d}" for r in chosen), ""]
+    lines += ["[gpu:children]", "pod_a", "pod_b", "", "[gpu:vars]", "ansible_port=22", ""]
+    (folder / "group_vars").mkdir(parents=True, exist_ok=True)
+    (folder / "host_vars").mkdir(exist_ok=True)
+    (folder / "hosts.ini").write_text("\n".join(lines))
+    (folder / "group_vars" / "all.yml").write_text(
+        "ansible_user: root\n"
+        "ansible_ssh_common_args: '-o StrictHostKeyChecking=accept-new'\n"
+        "bringup_data_dirs: [/data]\n"
+    )
+    (folder / "group_vars" / "pod_b.yml").write_text("bringup_uplink: 10.1.0.1:5201\n")
+    (folder / "group_vars" / "rack000.yml").write_text(
+        "bringup_profile_overrides: {gpu: {count: 8}}\n"
+    )
+    for n in range(1, nodes + 1, 10):
+        name = f"node{n:0{width}d}"
+        address = f"10.0.{n // 250}.{n % 250}"
+        (folder / "host_vars" / f"{name}.yml").write_text(f"ansible_host: {address}\n")
+    return folder / "hosts.ini"
+
+
+def write_suite(path: Path, probes: list[str]) -> Path:
+    """The acceptance suite's steps for the probes the demo fleet recorded, as a suite file
+    (the report judges each node's completeness against it)."""
+    import yaml
+
+    from bringup import suite
+
+    steps = [s.model_dump() for s in suite.load("acceptance").probes if s.name in probes]
+    document = {
+        "name": "demo-probes",
+        "description": "the acceptance suite's probes the demo fleet recorded (benchmark)",
+        "budget_s": 3600,
+        "probes": steps,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def recorded_runner(
+    records: list[dict[str, Any]], latency_s: float = 0.0
+) -> Callable[..., Iterator[dict[str, Any]]]:
+    """A transport (fleet.transport.Runner) that answers with recorded probe records: each
+    asked-for probe's record, a fresh copy, as the node side prints them one by one, each
+    `latency_s` after the one before (a real probe takes seconds: the controller's threads
+    wait on their nodes rather than all run at once)."""
+    by_probe = {r["probe"]: r for r in records}
+
+    def runner(
+        request: dict[str, Any], deadline_s: float, stop: threading.Event, on_stage: Any
+    ) -> Iterator[dict[str, Any]]:
+        on_stage("connecting")
+        on_stage("running")
+        for step in request["probes"]:
+            stop.wait(latency_s)
+            record = by_probe.get(step["name"])
+            if record is None:
+                yield {"probe": step["name"], "ok": False, "error": "not recorded"}
+            else:
+                yield {**record, "raw": dict(record.get("raw", {}))}
+
+    return runner
+
+
+def demo_records() -> list[list[dict[str, Any]]]:
+    """The demo fleet's records, one list per demo node, with the topology tool text a
+    live node sends alongside (so raw files are written as in a real run)."""
+    from bringup.sim.demo import demo_nodes, topo_text
+
+    nodes = []
+    for node in demo_nodes():
+        records = [r.model_dump(mode="json") for r in node.probes.values()]
+        for record in records:
+            if record["probe"] == "topology":
+                record["raw"] = {"nvidia-smi-topo-m.txt": topo_text()}
+        nodes.append(records)
+    return nodes
+
+
+@dataclass
+class Figures:
+    nodes: int
+    inventory_import_s: float = 0.0
+    inventory_read_s: float = 0.0
+    plan_s: float = 0.0
+    run_s: float = 0.0
+    fleet_checks_s: float = 0.0
+    report_s: float = 0.0
+    wall_s: float = 0.0
+    peak_mb: float = 0.0  # the check's process
+    report_peak_mb: float = 0.0  # the report's process
+    findings: int = 0
+    system_s: float = 0.0  # of all the phases: the kernel's share (file writes, mostly)
+
+    @property
+    def inventory_s(self) -> float:
+        return self.inventory_import_s + self.inventory_read_s
+
+    @property
+    def check_s(self) -> float:
+        """`bringup check --nodes`: inventory to judged findings."""
+        return self.inventory_s + self.plan_s + self.run_s + self.fleet_checks_s
+
+    @property
+    def per_node_s(self) -> float:
+        return self.check_s / self.nodes
+
+    @property
+    def with_report_per_node_s(self) -> float:
+        return (self.check_s + self.report_s) / self.nodes
+
+
+@contextmanager
+def cpu(figures: Figures, name: str) -> Iterator[None]:
+    """Add the CPU seconds (this process, every thread, user and system) the block takes
+    to figures.name, and its system part to figures.system_s."""
+    start = os.times()
+    try:
+        yield
+    finally:
+        end = os.times()
+        user, system = end.user - start.user, end.system - start.system
+        setattr(figures, name, getattr(figures, name) + user + system)
+        figures.system_s += system
+
+
+def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figures:
+    figures = Figures(nodes=nodes)
+    started = time.perf_counter()
+    with cpu(figures, "inventory_import_s"):
+        from ansible.inventory.manager import InventoryManager  # noqa: F401
+        from ansible.vars.manager import VariableManager  # noqa: F401
+
+        from bringup.fleet import inventory
+    path = write_inventory(out / "inventory", nodes)
+    with cpu(figures, "inventory_read_s"):
+        hosts = inventory.load(path)
+    assert len(hosts) == nodes, f"the inventory gave {len(hosts)} hosts, not {nodes}"
+
+    from rich.console import Console
+
+    from bringup import profile, suite
+    from bringup.commands.check import _durations, judge_fleet
+    from bringup.fleet.plan import plan_node
+    from bringup.fleet.run import run
+    from bringup.rundir import RunDir
+
+    recorded = demo_records()
+    suite_file = write_suite(out / "demo-probes.yaml", [r["probe"] for r in recorded[0]])
+    chosen = suite.load(str(suite_file))
+    b300 = profile.load("b300")
+    with cpu(figures, "plan_s"):
+        plans = [
+            plan_node(host, recorded_runner(recorded[i % len(recorded)], latency_s), chosen, b300)
+            for i, host in enumerate(hosts)
+        ]
+    rundir = RunDir.create(out / "run", "check", "b300", chosen.name)
+    rundir.manifest.suite_source = str(suite_file)  # as `check` records it: the report reads it
+    rundir.save_manifest()
+    with cpu(figures, "run_s"):
+        outcomes = run(plans, rundir, forks=forks, console=Console(file=io.StringIO()))
+    findings = [f for o in outcomes for f in o.findings]
+    with cpu(figures, "fleet_checks_s"):
+        findings += judge_fleet(rundir, findings, None, None)
+        _durations(rundir)  # what `check` prints at the end
+        rundir.finish("complete", 1)
+    figures.findings = len(findings)
+    # ru_maxrss is KiB on Linux: the process's peak, imports and all.
+    figures.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    del plans, outcomes, findings, rundir
+    report(out / "run", figures)
+    figures.wall_s = time.perf_counter() - started
+    return figures
+
+
+def report(run_dir: Path, figures: Figures) -> None:
+    """`bringup report RUN --format md,junit,json`, as an operator runs it: its own process
+    (its CPU and peak memory are the child's, start-up and imports included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    argv = [sys.executable, "-m", "bringup.cli", "report", str(run_dir), "--format"]
+    done = subprocess.run([*argv, "md,junit,json"], capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"bringup report exited {done.returncode}: {done.stderr.strip()}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures.report_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    figures.system_s += after.ru_stime - before.ru_stime
+    figures.report_peak_mb = after.ru_maxrss / 1024
+
+
+def lines(f: Figures) -> list[str]:
+    def ratio(value: float, target: float) -> str:
+        return f"{value / target:5.2f} x target" + ("  OVER" if value > target else "")
+
+    return [
+        f"{f.nodes} nodes, {f.findings} findings, {f.wall_s:.1f} s wall",
+        f"  inventory        {f.inventory_s:7.3f} s CPU  "
+        f"({ratio(f.inventory_s, TARGET_INVENTORY_S)} of {TARGET_INVENTORY_S} s;"
+        f" Ansible import {f.inventory_import_s:.3f} s,"
+        f" read {f.inventory_read_s:.3f} s)",
+        f"  plan             {f.plan_s:7.3f} s CPU",
+        f"  run + record     {f.run_s:7.3f} s CPU  (fleet.run: transport, run directory, judging)",
+        f"  fleet checks     {f.fleet_checks_s:7.3f} s CPU",
+        f"  report           {f.report_s:7.3f} s CPU  (`bringup report`: md, junit, json;"
+        " its own process)",
+        f"  of which system  {f.system_s:7.3f} s CPU  (the kernel: files of the run directory)",
+        f"  controller/node  {f.per_node_s * 1000:7.2f} ms CPU "
+        f"({ratio(f.per_node_s, TARGET_CPU_PER_NODE_S)} of {TARGET_CPU_PER_NODE_S * 1000:g} ms;"
+        " the check, inventory to findings)",
+        f"  with the report  {f.with_report_per_node_s * 1000:7.2f} ms CPU "
+        f"({ratio(f.with_report_per_node_s, TARGET_CPU_PER_NODE_S)})",
+        f"  peak memory      {f.peak_mb:7.1f} MB RSS  ({ratio(f.peak_mb, TARGET_PEAK_MB)}"
+        f" of {TARGET_PEAK_MB:g} MB; the check)",
+        f"                   {f.report_peak_mb:7.1f} MB RSS  "
+        f"({ratio(f.report_peak_mb, TARGET_PEAK_MB)}; the report)",
+    ]
+
+
+def over_target(f: Figures) -> bool:
+    """The check's figures over their targets (the report's are printed, not held to them)."""
+    return (
+        f.inventory_s > TARGET_INVENTORY_S
+        or f.per_node_s > TARGET_CPU_PER_NODE_S
+        or f.peak_mb > TARGET_PEAK_MB
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--forks", type=int, default=64)
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=20.0,
+        help="each record arrives this long after the one before (0: every node at once)",
+    )
+    parser.add_argument("--keep", type=Path, help="write the inventory and run here")
+    parser.add_argument("--check", action="store_true", help="exit 1 when over a target")
+    args = parser.parse_args(argv)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        figures = measure(args.nodes, args.forks, args.keep, args.latency_ms / 1000)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = measure(args.nodes, args.forks, Path(tmp), args.latency_ms / 1000)
+    print("\n".join(lines(figures)))
+    over = over_target(figures)
+    print("the check's targets: " + ("OVER (see above)" if over else "all met"))
+    return 1 if over and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
