@@ -114,7 +114,8 @@ def _run_child(
             if on_progress is not None:
                 on_progress({"probe": name, "progress": fields})
 
-        data, timed_out = _read_until(result_read, started + timeout_s, progress_read, forward)
+        with _ends_with_me(pid):
+            data, timed_out = _read_until(result_read, started + timeout_s, progress_read, forward)
         if timed_out:
             kill_tree(pid)
         _, status = os.waitpid(pid, 0)
@@ -130,11 +131,51 @@ def _run_child(
         return _failed(name, values, f"probe {name} died: {why}", elapsed)
 
 
+def _die_with(parent: int) -> None:
+    """The probe is killed when the node side dies, even by SIGKILL (Slurm ending a step,
+    the OOM killer): Linux's parent-death signal, set through libc's prctl. Elsewhere the
+    probe runs on to its own timeout, as before."""
+    import ctypes
+
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    try:
+        # The interpreter's own symbols hold libc's prctl: no library search, no subprocess.
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the node side died before prctl took effect
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def _ends_with_me(pid: int) -> Iterator[None]:
+    """While the probe runs, a SIGTERM or SIGHUP to the node side (srun forwarding Ctrl-C,
+    an SSH session closed) kills the probe's tree before the node side exits: the probe has
+    a session of its own, so neither Slurm's process group nor the terminal reaches it, and
+    it would run on to its timeout."""
+
+    def stop(signum: int, _frame: object) -> None:
+        kill_tree(pid)
+        os._exit(128 + signum)
+
+    previous = {}
+    with contextlib.suppress(ValueError):  # not the main thread (an in-process caller)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, stop)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _child(name: str, values: dict[str, Any], result_fd: int, stderr_fd: int) -> NoReturn:
     """In the forked child: run the probe, write its record, exit without cleanup handlers."""
     code = 0
     try:
+        parent = os.getppid()
         os.setsid()
+        _die_with(parent)
         # The node's stdout carries the JSON lines: a probe that prints must not break them.
         os.dup2(stderr_fd, 1)
         os.dup2(stderr_fd, 2)

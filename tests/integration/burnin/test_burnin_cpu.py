@@ -159,7 +159,7 @@ def test_resume_continues_the_loss_and_is_judged_against_a_baseline(
     )
     now = baselines.load(tmp_path / "run").nodes[0].tokens_per_s_per_gpu
     assert verdict["status"] == "FAIL" and verdict["value"] == round(now / claimed, 6)
-    assert verdict["message"].endswith(f"of its baseline ({claimed:.5g})")
+    assert verdict["message"].endswith(f"of its baseline ({claimed:.2f} tokens/s)")
     first, resumed = burnin_facts(run["out"]), burnin_facts(tmp_path / "run")
     assert resumed.resumed_from_step == 6
     assert [s.step for s in resumed.steps] == [7, 8, 9, 10, 11, 12]

@@ -64,7 +64,10 @@ def test_quick_check_writes_the_run_directory(quick_run) -> None:
     # How it was made, and a hash of every file it measured.
     made = manifest["provenance"]
     assert made["mode"] == "live" and made["controller"] == HOST
-    assert made["argv"] == ["check", "--local", "--suite", "quick", "--out", str(out), "--json"]
+    assert made["argv"] == [
+        *("check", "--local", "--suite", "quick", "--profile", "b300"),
+        *("--out", str(out), "--json"),
+    ]
     assert manifest["probes"] == ["gpu", "topology", "host", "xid", "dcgm"]
     hashed = manifest["files_sha256"]
     assert {"findings.jsonl", f"facts/{HOST}.json"} <= set(hashed)

@@ -124,7 +124,18 @@ def test_diagnose(cli: Callable[..., Any], tmp_path: Path) -> None:
 
 
 def test_nccl_local_gloo(cli: Callable[..., Any], tmp_path: Path) -> None:
-    args = ("--backend", "gloo", "--ranks", "2", "-b", "64K", "-e", "256K", "--iters", "2")
+    args = (
+        "--backend",
+        "gloo",
+        "--ranks",
+        "2",
+        "--min-bytes",
+        "64K",
+        "--max-bytes",
+        "256K",
+        "--iters",
+        "2",
+    )
     doc = valid(
         cli("nccl", "--local", *args, "-p", "h100", "--out", tmp_path / "n", "--json"),
         "nccl",

@@ -54,7 +54,9 @@ def test_a_replay_report_names_the_run_and_its_manifest_hash(clean: Path, tmp_pa
     judged = invoke("check", "--replay", clean, "--out", replay)
     assert judged.exit_code == 0, judged.output
     original = manifest_sha256(clean)
-    assert f"facts: replay of {clean}, manifest sha256 {original[:16]}…" in judged.stdout
+    # Said in the verdict line, as the report says it.
+    said = f"ACCEPTED (replay of {clean}, manifest sha256 {original[:16]}…): 56 PASS on 2 nodes"
+    assert judged.stdout.splitlines()[-1] == said
     manifest = json.loads((replay / "manifest.json").read_text())
     made = manifest["provenance"]
     assert made["mode"] == "replay"

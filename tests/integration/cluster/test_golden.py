@@ -42,7 +42,7 @@ def test_learn_then_a_changed_driver_is_flagged_on_that_node_alone(
     golden = tmp_path / "golden.yaml"
     learned = run_cli("learn", str(tmp_path / "first"), "--out", str(golden), "--json", cwd=REPO)
     assert learned.returncode == 0, learned.stderr
-    assert json.loads(learned.stdout)["not_learned"] == {}
+    assert json.loads(learned.stdout)["data"]["not_learned"] == {}
     manifest = yaml.safe_load(golden.read_text())
     driver = manifest["node"]["driver_version"]
     assert len(manifest["gpus"]) == 8 and manifest["node"]["kernel"]

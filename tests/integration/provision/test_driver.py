@@ -21,7 +21,7 @@ pytestmark = pytest.mark.provision
         (["-e", "containers_ngc_api_key=abc"], "secrets on the command line end up in logs"),
         (
             ["--forks", "0"],
-            "Invalid value for '--forks': Input should be greater than or equal to 1",
+            "Invalid value for '--forks' / '-f': Input should be greater than or equal to 1",
         ),
     ],
 )

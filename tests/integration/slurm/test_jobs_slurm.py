@@ -88,7 +88,17 @@ def test_all_reduce_across_two_nodes_under_srun(
     cluster = _slurm_cluster(make_slurm_cluster, 2)
     profile = str(cluster.profile_path)
     run = _bringup(
-        cluster, "nccl", "--profile", profile, "--port", PORT, *SMALL, "-b", "64K", "-e", "128K"
+        cluster,
+        "nccl",
+        "--profile",
+        profile,
+        "--port",
+        PORT,
+        *SMALL,
+        "--min-bytes",
+        "64K",
+        "--max-bytes",
+        "128K",
     )
     job = run.findings("nccl.job")["node01"]
     assert job["status"] == "PASS", (job, run.stderr[-2000:])
@@ -144,7 +154,7 @@ def test_pairwise_under_srun_names_the_slow_node(
     profile = str(cluster.profile_path)
     run = _bringup(
         cluster, "nccl", "--pairwise", "--profile", profile, "--port", PORT, *SMALL,
-        "-b", "1M", "-e", "1M", "--slow-fraction", "0.1",
+        "--min-bytes", "1M", "--max-bytes", "1M", "--slow-fraction", "0.1",
     )  # fmt: skip
     verdicts = run.findings("nccl.pairwise")
     assert {n: f["status"] for n, f in verdicts.items()} == {

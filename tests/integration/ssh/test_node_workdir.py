@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.fleet.node_code import build_node_code
+from bringup.fleet.transport import is_progress
 from tests.support.sshd import LocalSshd, needs_sshd, run
 
 NOBODY = 65534
@@ -23,8 +24,13 @@ def _burnin(**params: Any) -> dict[str, Any]:
     return {"probes": [{"name": "burnin", "params": values, "timeout_s": 60}]}
 
 
+def _answers(sshd: LocalSshd, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The probe records, without the progress lines the burn-in reports as it goes."""
+    return [r for r in run(sshd.host(), request, code=CODE) if not is_progress(r)]
+
+
 def _error(sshd: LocalSshd, **params: Any) -> str:
-    [record] = run(sshd.host(), _burnin(**params), code=CODE)
+    [record] = _answers(sshd, _burnin(**params))
     assert record["ok"] is False, record
     return str(record["error"])
 
@@ -32,7 +38,7 @@ def _error(sshd: LocalSshd, **params: Any) -> str:
 @needs_sshd
 def test_the_default_work_dir_is_new_and_private_in_the_users_cache(sshd: LocalSshd) -> None:
     for _ in range(2):
-        [record] = run(sshd.host(), _burnin(work_prefix="run1-n1-"), code=CODE)
+        [record] = _answers(sshd, _burnin(work_prefix="run1-n1-"))
         assert record["ok"] is True, record
     base = sshd.cache / "bringup" / "burnin"
     made = sorted(base.iterdir())
