@@ -135,8 +135,11 @@ def _model_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
                 f"{gpu_label(gpu)}: {gpu.name!r}, expected {spec.model!r}",
                 value=gpu.name,
                 expected=equal(spec.model),
-                action="wrong GPU model for this profile: check the order, or give the node's "
-                "profile with `--profile` (`bringup profiles list`)",
+                # Named, not "wrong model": --profile auto picks the family (a100), and a
+                # 40 GB card of it is a real difference from the 80 GB the profile describes.
+                action=f"the {profile.name} profile describes {spec.model!r}, this is "
+                f"{gpu.name!r}: if that is what was ordered, judge it with a profile for its "
+                "model (`--profile FILE`, docs/profiles.md); else claim the ordered model",
             )
         )
     if memory is not None and memory < spec.memory_min_bytes:

@@ -231,8 +231,9 @@ def _nvlink_one(gpu: Gpu, profile: Profile, cut_off: bool) -> list[Finding] | No
                 f"{name}: NVLink {gpu.nvlink_version}, expected NVLink {spec.version}",
                 value=gpu.nvlink_version,
                 expected=str(spec.version),
-                action="wrong GPU generation for this profile: give the node's profile with "
-                "`--profile` (`bringup profiles list`)",
+                action=f"the {profile.name} profile describes NVLink {spec.version} GPUs: "
+                "judge this node with the profile of its GPU (`--profile auto`, or a name from "
+                "`bringup profiles list`)",
             )
         )
     slow = [
