@@ -147,6 +147,11 @@ def compare(recorded: dict[str, str], now: dict[str, str]) -> list[Change]:
     return changes
 
 
+def is_demo(made: Provenance | None) -> bool:
+    """Demo data: never ACCEPTED, whatever its findings (the report, the console, --json)."""
+    return made is not None and made.mode == "demo"
+
+
 def verdict_note(made: Provenance | None) -> str | None:
     """What a verdict must say beside ACCEPTED / NOT ACCEPTED about where its facts came
     from: demo data, or a replay of which run; None for a run that measured its nodes."""

@@ -480,7 +480,7 @@ def show_run(
     the run directory is, and last the verdict line (with --quiet that line alone), which
     says when the facts were not measured by this run (demo data, a replay)."""
     from bringup.commands.show import duration_lines, show_findings, verdict_line
-    from bringup.provenance import verdict_note
+    from bringup.provenance import is_demo, verdict_note
 
     if not quiet:
         show_findings(out, findings, run.manifest.nodes, title)
@@ -489,6 +489,5 @@ def show_run(
         out.print(f"run directory: {run.path}", highlight=False)
     made = run.manifest.provenance
     # Facts this run did not measure (demo data, a replay): said where the verdict is.
-    demo = made is not None and made.mode == "demo"
-    line = verdict_line(findings, note=verdict_note(made), demo=demo)
+    line = verdict_line(findings, note=verdict_note(made), demo=is_demo(made))
     out.print(line, highlight=False, soft_wrap=True)

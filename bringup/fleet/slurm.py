@@ -49,15 +49,14 @@ from bringup.fleet.transport import (
     STOP_POLL_S,
     Interrupted,
     LineBuffer,
+    ProbeWatch,
     Runner,
     Stage,
     TransportError,
     Unreachable,
     decode_line,
-    is_progress,
 )
 
-PROBE_GRACE_S = 20.0  # as over SSH: the node side kills a stuck probe, this covers the rest
 STDERR_KEPT = 16 * 1024
 STOP_WAIT_S = 5.0  # srun forwards SIGTERM to the step's task; then it is killed
 UPLOAD_S = 120.0  # the most an upload may take (within the node's deadline)
@@ -257,8 +256,11 @@ def release(allocation: Allocation) -> None:
 class _Step:
     """One srun: stdin in, records (and stderr) out, the deadlines enforced."""
 
-    def __init__(self, job_id: str, node: str, command: str, stdin: bytes) -> None:
+    def __init__(
+        self, job_id: str, node: str, command: str, stdin: bytes, watch: ProbeWatch
+    ) -> None:
         self.node = node
+        self.watch = watch
         self.proc = subprocess.Popen(
             srun_argv(job_id, node, command),
             stdin=subprocess.PIPE,
@@ -267,7 +269,6 @@ class _Step:
             start_new_session=True,  # Ctrl-C reaches the controller, which ends the step
         )
         self.stderr = b""
-        self.records_seen = 0
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(stdin)
@@ -276,16 +277,11 @@ class _Step:
             pass  # srun ended already: its exit status says why
 
     def records(
-        self,
-        steps: list[tuple[str, float]],
-        end: float,
-        deadline_s: float,
-        stop: threading.Event | None,
+        self, end: float, deadline_s: float, stop: threading.Event | None
     ) -> Iterator[dict[str, Any]]:
         proc = self.proc
         assert proc.stdout is not None and proc.stderr is not None
         lines = LineBuffer(self.node)
-        probe_started = time.monotonic()
         open_streams = 2
         try:
             with selectors.DefaultSelector() as sel:
@@ -297,13 +293,7 @@ class _Step:
                         raise Interrupted("interrupted")
                     if now >= end:
                         raise TransportError(f"node did not finish within {deadline_s:g} s")
-                    if self.records_seen < len(steps):
-                        name, timeout_s = steps[self.records_seen]
-                        if now - probe_started > timeout_s + PROBE_GRACE_S:
-                            raise TransportError(
-                                f"probe {name} gave no answer within "
-                                f"{timeout_s + PROBE_GRACE_S:g} s (node hung or step stuck)"
-                            )
+                    self.watch.check(now, "node hung or step stuck")
                     for key, _ in sel.select(timeout=min(end - now, STOP_POLL_S)):
                         chunk = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
                         if not chunk:
@@ -314,9 +304,7 @@ class _Step:
                         else:
                             for line in lines.feed(chunk):
                                 record = decode_line(line)
-                                if not is_progress(record):  # a result: the next probe starts
-                                    self.records_seen += 1
-                                    probe_started = time.monotonic()
+                                self.watch.saw(record)
                                 yield record
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=STOP_WAIT_S)  # output closed: its exit status follows
@@ -358,32 +346,32 @@ def run_slurm(
     """Yield each probe record of `request` as the node prints it (see the module doc)."""
     stage = on_stage or (lambda _: None)
     end = time.monotonic() + deadline_s
-    steps = [(s["name"], float(s.get("timeout_s") or 120.0)) for s in request["probes"]]
     payload = json.dumps(request).encode()
     for attempt in (1, 2):
         stage("running")
-        step = _Step(allocation.job_id, host.name, remote_command(code, host.python), payload)
-        yield from step.records(steps, end, deadline_s, stop)
+        command = remote_command(code, host.python)
+        step = _Step(allocation.job_id, host.name, command, payload, ProbeWatch(request))
+        yield from step.records(end, deadline_s, stop)
         status = step.exit_status
-        if not step.records_seen:
+        if not step.watch.answered:
             failure = launch_failure(step.stderr_text())
             if failure is not None:
                 raise Unreachable(f"srun: {failure}")
-        missing = status == NEED_CODE_EXIT and not step.records_seen
+        missing = status == NEED_CODE_EXIT and not step.watch.answered
         # Exited on its own before any record (not "no zip", not "no python3", not killed):
         # Python could not load the cached code, as over SSH.
-        broken = not step.records_seen and status is not None and status > 0
+        broken = not step.watch.answered and status is not None and status > 0
         broken = broken and status not in (127, NEED_CODE_EXIT)
         if attempt == 2 and missing:
             raise TransportError("the node lost the probe code right after it was stored")
         if attempt == 2 or not (missing or broken):
-            _raise_for_status(step, steps)
+            _raise_for_status(step)
             return
         stage("uploading probe code")
         _upload(allocation, host, code, broken, stop, min(end, time.monotonic() + UPLOAD_S))
 
 
-def _raise_for_status(step: _Step, steps: list[tuple[str, float]]) -> None:
+def _raise_for_status(step: _Step) -> None:
     status, last = step.exit_status, step.last_line()
     if status is None or status < 0:
         killed = f"srun was killed (signal {-(status or 0)})"
@@ -392,8 +380,7 @@ def _raise_for_status(step: _Step, steps: list[tuple[str, float]]) -> None:
         raise TransportError(f"python3 not found on the node: {last}")
     if status != 0:
         raise TransportError(f"node side exited {status}: {last}")
-    if step.records_seen < len(steps):
-        missing = steps[step.records_seen][0]
+    if (missing := step.watch.unanswered()) is not None:
         raise TransportError(f"node side ended before probe {missing} answered")
 
 
@@ -407,10 +394,10 @@ def _upload(
 ) -> None:
     """Store the zip on the node (a step of its own), by `end` (the node's deadline)."""
     command = upload_command(code, host.python, replace)
-    step = _Step(allocation.job_id, host.name, command, code.data)
+    step = _Step(allocation.job_id, host.name, command, code.data, ProbeWatch({"probes": []}))
     seconds = max(0.0, end - time.monotonic())
     try:
-        for _ in step.records([], end, seconds, stop):
+        for _ in step.records(end, seconds, stop):
             pass  # the upload prints nothing on stdout
     except Interrupted:
         raise

@@ -40,19 +40,17 @@ from bringup.fleet.inventory import Host, ssh_options
 from bringup.fleet.known_hosts import KnownHosts, preferred_key_types
 from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
 from bringup.fleet.transport import (
+    PROBE_GRACE_S,
     Interrupted,
     LineBuffer,
+    ProbeWatch,
     Runner,
     Stage,
     TransportError,
     Unreachable,
     decode_line,
-    is_progress,
 )
 
-# Seconds a probe may overrun its own timeout before the controller gives up on the node:
-# the node side kills a stuck probe at timeout_s and reports it, this covers the rest.
-PROBE_GRACE_S = 20.0
 STDERR_KEPT = 16 * 1024  # bytes of the node side's stderr kept for error messages
 HANG_UP_S = 2.0  # how long a closing connection waits for the node to close its side
 
@@ -323,7 +321,7 @@ def run_ssh(
             stage("running")
             session = _Session(transport, remote_command(code, host.python), request, host.name)
             yield from session.records(end, deadline_s, stop)
-            missing = session.exit_status == NEED_CODE_EXIT and not session.records_seen
+            missing = session.exit_status == NEED_CODE_EXIT and not session.watch.answered
             broken = session.failed_to_start()
             if attempt == 2 and missing:
                 raise TransportError("the node lost the probe code right after it was stored")
@@ -404,8 +402,7 @@ class _Session:
         self.transport = transport
         self.node = node
         self.channel = _open(transport)
-        self.steps = [(s["name"], float(s.get("timeout_s") or 120.0)) for s in request["probes"]]
-        self.records_seen = 0
+        self.watch = ProbeWatch(request, PROBE_GRACE_S)
         self.exit_status: int | None = None
         self.stderr = b""
         try:
@@ -424,7 +421,6 @@ class _Session:
     ) -> Iterator[dict[str, Any]]:
         channel = self.channel
         lines = LineBuffer(self.node)
-        probe_started = time.monotonic()
         try:
             while True:
                 now = time.monotonic()
@@ -432,13 +428,7 @@ class _Session:
                     raise Interrupted("interrupted")
                 if now >= end:
                     raise TransportError(f"node did not finish within {deadline_s:g} s")
-                if self.records_seen < len(self.steps):
-                    name, timeout_s = self.steps[self.records_seen]
-                    if now - probe_started > timeout_s + PROBE_GRACE_S:
-                        raise TransportError(
-                            f"probe {name} gave no answer within {timeout_s + PROBE_GRACE_S:g} s"
-                            " (node hung or network down)"
-                        )
+                self.watch.check(now, "node hung or network down")
                 # paramiko's timeouts are per read; select with a short wait and recheck.
                 select.select([channel], [], [], 0.2)
                 while channel.recv_stderr_ready():
@@ -448,9 +438,7 @@ class _Session:
                     received += lines.feed(channel.recv(1 << 16))
                 for line in received:
                     record = decode_line(line)
-                    if not is_progress(record):  # the probe's result: the next one starts
-                        self.records_seen += 1
-                        probe_started = time.monotonic()
+                    self.watch.saw(record)
                     yield record
                 if channel.eof_received and not channel.recv_ready():
                     break
@@ -472,7 +460,7 @@ class _Session:
         """
         status = self.exit_status
         return (
-            not self.records_seen
+            not self.watch.answered
             and status is not None
             and status not in (0, -1, 127, NEED_CODE_EXIT)
         )
@@ -488,8 +476,7 @@ class _Session:
             raise TransportError(f"python3 not found on the node: {last}")
         if self.exit_status != 0:
             raise TransportError(f"node side exited {self.exit_status}: {last}")
-        if self.records_seen < len(self.steps):
-            missing = self.steps[self.records_seen][0]
+        if (missing := self.watch.unanswered()) is not None:
             raise TransportError(f"node side ended before probe {missing} answered")
 
     def _last_stderr_line(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,6 +52,41 @@ def is_progress(record: dict[str, Any]) -> bool:
     """A progress line of a running probe (`{"probe", "progress"}`, node/progress.py), not
     its result: a transport counts only results as answers, and fleet.run only shows it."""
     return "progress" in record
+
+
+# Seconds a probe may overrun its own timeout before the controller gives up on the node:
+# the node side kills a stuck probe at timeout_s and reports it, this covers the rest.
+PROBE_GRACE_S = 20.0
+
+
+class ProbeWatch:
+    """Which probe of a request the node side is on, and whether it has overrun its timeout
+    (plus grace): the deadline every remote transport enforces per probe. A progress line is
+    not an answer: it neither moves on to the next probe nor restarts the clock."""
+
+    def __init__(self, request: dict[str, Any], grace_s: float = PROBE_GRACE_S) -> None:
+        self.steps = [(s["name"], float(s.get("timeout_s") or 120.0)) for s in request["probes"]]
+        self.grace_s = grace_s
+        self.answered = 0
+        self._since = time.monotonic()
+
+    def saw(self, record: dict[str, Any]) -> None:
+        if not is_progress(record):  # the probe's result: the next one starts
+            self.answered += 1
+            self._since = time.monotonic()
+
+    def check(self, now: float, why: str) -> None:
+        """TransportError when the probe running is past its timeout and the grace."""
+        if self.answered < len(self.steps):
+            name, timeout_s = self.steps[self.answered]
+            if now - self._since > timeout_s + self.grace_s:
+                raise TransportError(
+                    f"probe {name} gave no answer within {timeout_s + self.grace_s:g} s ({why})"
+                )
+
+    def unanswered(self) -> str | None:
+        """The first probe without an answer, if any."""
+        return self.steps[self.answered][0] if self.answered < len(self.steps) else None
 
 
 # The most bytes kept of one line a node has not finished: a record is a few MiB at most

@@ -20,7 +20,7 @@ from bringup import __version__
 from bringup.findings import Finding, Status, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
-from bringup.provenance import verdict_note
+from bringup.provenance import is_demo, verdict_note
 from bringup.report import compare as baseline_mod
 from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rundata import RunData
@@ -268,7 +268,7 @@ def _verdict(findings: list[Finding], run: RunData) -> Verdict:
     note = verdict_note(made)
     # Fail closed: a run with nothing judged (no finding at all) is never accepted, even
     # if a caller forgot the completeness findings that say why; demo data never is.
-    accepted = bool(findings) and not bad and not (made is not None and made.mode == "demo")
+    accepted = bool(findings) and not bad and not is_demo(made)
     line = "ACCEPTED" if accepted else "NOT ACCEPTED"
     return Verdict(
         accepted=accepted,
