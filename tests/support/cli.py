@@ -18,6 +18,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from bringup.cli import app
+from tests.support.timing import scaled
 
 
 def run_cli(
@@ -26,14 +27,15 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 300,
 ) -> subprocess.CompletedProcess[str]:
-    """`bringup ARGS` in a child process; env None keeps this process's environment."""
+    """`bringup ARGS` in a child process; env None keeps this process's environment.
+    `timeout` bounds a hang: it is scaled by BRINGUP_TEST_TIME_SCALE (tests/support/timing.py)."""
     return subprocess.run(
         [sys.executable, "-m", "bringup.cli", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,
         env=env,
-        timeout=timeout,
+        timeout=scaled(timeout),
         check=False,
     )
 

@@ -29,6 +29,7 @@ from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
 from tests.support.cli import nodes_of
 from tests.support.cluster import CheckRun, needs_cluster, run_check
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster]
 
@@ -94,7 +95,7 @@ def _facts(run_dir: Path, node: str) -> dict[str, Any] | None:
 
 def _strike_mid_run(cluster: SimCluster, fault: Fault, run_dir: Path) -> None:
     """Once the node has recorded host and gpu and runs fio: note its facts, then strike."""
-    end = time.monotonic() + 60
+    end = time.monotonic() + scaled(60)
     while time.monotonic() < end:
         facts = _facts(run_dir, fault.node)
         answered = facts is not None and {"host", "gpu"} <= set(facts["probes"])

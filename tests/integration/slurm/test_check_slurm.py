@@ -21,6 +21,7 @@ from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cli import nodes_of, run_cli
 from tests.support.cluster import needs_slurm
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
 
@@ -52,7 +53,7 @@ def _check(cluster: SimCluster, out: Path, *args: str, env: dict[str, str] | Non
         *args,
         cwd=REPO,
         env={**os.environ, **cluster.slurm_env(), **(env or {})},
-        timeout=240,
+        timeout=scaled(240),
     )
     doc = json.loads(done.stdout) if done.stdout.strip() else {}
     return done, doc
@@ -205,9 +206,9 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         # The node side started from its cache (not the command that stores the code,
         # whose temp file is <name>.zip.<pid>).
         running = f"bringup/code/{build_node_code().file_name} "
-        assert cluster.wait_for_process("node02", running, 60) is not None
+        assert cluster.wait_for_process("node02", running, scaled(60)) is not None
         cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
-        stdout, stderr = cli.communicate(timeout=120)
+        stdout, stderr = cli.communicate(timeout=scaled(120))
     finally:
         cluster.thaw("node02")
         if cli.poll() is None:
@@ -257,9 +258,9 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     running = f"bringup/code/{build_node_code().file_name} "
     try:
         for name in cluster.names:
-            assert cluster.wait_for_process(name, running, 60) is not None, name
+            assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
         cli.send_signal(signal.SIGINT)
-        stdout, stderr = cli.communicate(timeout=60)
+        stdout, stderr = cli.communicate(timeout=scaled(60))
     finally:
         if cli.poll() is None:
             cli.kill()
@@ -274,6 +275,6 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     for name in cluster.names:
         # The node side and its probe (a session of its own, which neither Slurm's process
         # group nor srun's signal reaches: it dies with the node side).
-        assert _gone_within(cluster, name, running, 5.0) is not None, name
+        assert _gone_within(cluster, name, running, scaled(5.0)) is not None, name
     running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
     assert running_jobs.stdout.split() == []
