@@ -48,6 +48,7 @@ test-random: setup-test ## the unit tier and each integration folder in a random
 	@echo "test-random: seed $(SEED) (again: make test-random SEED=$(SEED))"
 	@status=0; \
 	for tier in tests/unit tests/integration/*/; do \
+		case $$tier in *__pycache__*) continue ;; esac; \
 		echo "== $$tier (seed $(SEED))"; \
 		$(BIN)/pytest -q -p no:cacheprovider -p randomly --randomly-seed=$(SEED) \
 			$$tier || { status=1; failed="$$failed $$tier"; }; \
