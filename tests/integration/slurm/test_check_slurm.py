@@ -19,7 +19,7 @@ import pytest
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
-from tests.support.cli import nodes_of, run_cli
+from tests.support.cli import nodes_of, run_cli, start_cli
 from tests.support.cluster import needs_slurm
 from tests.support.timing import scaled
 
@@ -247,14 +247,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "bringup.cli", *argv],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cli = start_cli(*argv, cwd=REPO, env=env)
     running = f"bringup/code/{build_node_code().file_name} "
     try:
         for name in cluster.names:

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from bringup.fleet.inventory import Host
 from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.demo import demo_nodes
-from tests.support.cli import nodes_of, run_cli
+from tests.support.cli import nodes_of, run_cli, start_cli
 from tests.support.sshd import LocalSshd, free_port, sshd_unavailable
 from tests.support.timing import scaled, wait_until
 
@@ -315,13 +314,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
         tmp_path / "hosts.ini", sshd, {"slow": f"ansible_python_interpreter={stalls}"}
     )
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bringup.cli", "check", "--nodes", hosts, "--suite",
-         files["suite"], "--json", "--out", out],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    proc = start_cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
     facts = out / "facts" / "slow.json"
     try:
         first = wait_until(lambda: facts.exists() and '"gpu"' in facts.read_text(), 60)
@@ -353,13 +346,7 @@ def test_ctrl_c_while_the_probe_code_is_stored_stops_at_once(
     )
     hosts = inventory(tmp_path / "hosts.ini", sshd, {"slow": f"ansible_python_interpreter={hangs}"})
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bringup.cli", "check", "--nodes", hosts, "--suite",
-         files["suite"], "--json", "--out", out],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    proc = start_cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
     try:
         assert wait_until(lambda: storing.exists() and storing.read_text().strip(), 60)
         proc.send_signal(signal.SIGINT)
