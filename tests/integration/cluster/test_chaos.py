@@ -40,7 +40,7 @@ TIMEOUTS = {"host": 30.0, "gpu": 30.0, "nvme": 30.0}
 # The controller's deadline for a node (fleet/plan.py: the probes' timeouts + 60 s); the
 # run may take a connect timeout and the CLI's start on top.
 DEADLINE_S = sum(TIMEOUTS.values()) + 60.0
-RUN_LIMIT_S = DEADLINE_S + 20.0
+RUN_LIMIT_S = DEADLINE_S + scaled(20.0)  # the product's deadline, plus a slack a load scales
 HANGING = "#!/bin/sh\nexec sleep 300\n"
 SETTLE_S = 60.0  # a node's leftovers must be gone by then (a probe ends at its deadline)
 
@@ -160,7 +160,7 @@ def _outcome(run: CheckRun, node: str) -> str:
 
 def _leftovers(cluster: SimCluster) -> dict[str, list[str]]:
     """Each node's processes other than its sshd, after waiting for them to end."""
-    end = time.monotonic() + SETTLE_S
+    end = time.monotonic() + scaled(SETTLE_S)
     while True:
         left = {}
         for name in cluster.names:
