@@ -36,6 +36,10 @@ NOMPI = "nccltests-294-h100-2node-nompi-busbw0-excerpt.txt"
 MPI_FIXED = "nccltests-294-h100x16-2node-ib-mpi-fixed-excerpt.txt"
 INIT_FAILURE = "nccltests-294-h100x16-2node-ncclwarn-init-failure.txt"
 GH200 = "nccltests-369-gh200x8-2node-cuda-busy-failure.txt"
+# GB200 NVL72, CoreWeave's README: device lists trimmed to the last rank.
+NVL72_1RACK = "coreweave-gb200-nvl72-72rank-1rack-trimmed.txt"
+NVL72_2RACK = "coreweave-gb200-nvl72-144rank-2rack-trimmed.txt"
+NVL72_20RACK = "coreweave-gb200-nvl72-1440rank-20rack-trimmed.txt"
 
 
 def make_profile(floor_gb_s: float) -> Profile:
@@ -79,6 +83,10 @@ def judge(facts: NcclFacts, profile: Profile = H100) -> list[Finding]:
         (MPI_FIXED, "all_reduce", 16, 5, 444.71e9, 444.25e9, 406.034e9, 0, True),
         (INIT_FAILURE, None, 16, 0, None, None, None, None, False),
         (GH200, "all_reduce", 8, 0, None, None, None, None, False),
+        # nranks from the highest rank number shown (+1), not from the one line shown.
+        (NVL72_1RACK, "all_reduce", 72, 5, 846.82e9, 846.82e9, 745.53e9, 0, True),
+        (NVL72_2RACK, "all_reduce", 144, 6, 820.36e9, 820.36e9, 688.487e9, 0, True),
+        (NVL72_20RACK, "all_reduce", 1440, 6, 405.74e9, 405.74e9, 297.808e9, 0, True),
     ],
 )
 def test_summary_per_fixture(
@@ -104,7 +112,7 @@ def test_summary_per_fixture(
 
 
 def test_every_fixture_is_in_the_table() -> None:
-    assert len(ALL_FIXTURES) == 13
+    assert len(ALL_FIXTURES) == 16
 
 
 def test_single_node_rows_and_devices() -> None:
@@ -321,7 +329,7 @@ def test_two_node_srun_judged_on_large_messages_not_the_peak() -> None:
 def test_a_multi_node_run_is_not_held_to_the_nvlink_floor() -> None:
     (found,) = judge(parse(SRUN))  # the profile has no multi-node floor
     assert found.status == Status.SKIP
-    assert found.message.startswith("2-node job: the profile has no multi-node floor")
+    assert found.message.startswith("2-node job over 16 ranks: the profile has no multi-node floor")
 
 
 def test_a100_allreduce_inferred_from_the_bus_factor() -> None:

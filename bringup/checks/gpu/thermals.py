@@ -118,10 +118,14 @@ def _slowdown_headroom(gpu: Gpu) -> tuple[float, str] | None:
 
 
 def _hbm_headroom(gpu: Gpu, profile: Profile) -> tuple[float, str] | None:
+    """Degrees left before the HBM's maximum: from an absolute limit (the driver's, else
+    the profile's), else on the T.Limit scale (margin minus the HBM's T.Limit threshold)."""
     limit = _absolute(gpu.memory_max_temperature_c) or profile.thermal.memory_max_c
-    if limit is None or gpu.memory_temperature_c is None:
-        return None
-    return limit - gpu.memory_temperature_c, f"{limit:.0f} C HBM maximum"
+    if limit is not None and gpu.memory_temperature_c is not None:
+        return limit - gpu.memory_temperature_c, f"{limit:.0f} C HBM maximum"
+    if gpu.memory_max_tlimit_c is not None and gpu.tlimit_margin_c is not None:
+        return gpu.tlimit_margin_c - gpu.memory_max_tlimit_c, "HBM maximum (T.Limit)"
+    return None
 
 
 def _thermal_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
