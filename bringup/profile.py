@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from bringup.data import data_dir
+from bringup.node import gpu_ids
 from bringup.schema import Strict, locate, read_yaml, shipped, validate
 
 
@@ -186,12 +187,14 @@ def parse(data: object, origin: str) -> Profile:
 AUTO = "auto"
 
 
-def for_gpu(model: str | None) -> Profile | None:
+def for_gpu(model: str | None, device_id: str | None = None) -> Profile | None:
     """The shipped profile of a GPU model as NVML or nvidia-smi names it: the one naming
     exactly that model, else the one of its family ("NVIDIA H100 PCIe" -> h100), a family
-    being the profile's name as a word of the model. This is the one detector: every
-    command's --profile auto goes through it."""
-    if not model:
+    being the profile's name as a word of the model; a GPU the driver could not name (its
+    "NVIDIA Graphics Device", or no name) is identified by its PCI device id
+    (bringup/node/gpu_ids.py, from pci.ids). This is the one detector: every command's
+    --profile auto goes through it."""
+    if not model and not device_id:
         return None
     loaded = []
     for name in available():
@@ -199,9 +202,15 @@ def for_gpu(model: str | None) -> Profile | None:
             loaded.append(load(name))
         except ProfileError:
             continue
-    exact = [p for p in loaded if p.gpu.model == model]
-    if exact:
-        return exact[0]
-    words = set(re.split(r"[^a-z0-9]+", model.lower()))
-    family = [p for p in loaded if p.name.lower() in words]
-    return family[0] if len(family) == 1 else None
+    if model:
+        exact = [p for p in loaded if p.gpu.model == model]
+        if exact:
+            return exact[0]
+        words = set(re.split(r"[^a-z0-9]+", model.lower()))
+        family = [p for p in loaded if p.name.lower() in words]
+        if len(family) == 1:
+            return family[0]
+    if model and not gpu_ids.is_generic(model):
+        return None  # the driver named a GPU of its own: not one of ours, whatever its id
+    by_id = gpu_ids.profile_name(device_id)
+    return next((p for p in loaded if p.name == by_id), None)

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bringup.checks.auto import NO_PROFILE, WITHOUT_PROFILE, gpu_model, judge_gpu_model
+from bringup.checks.auto import (
+    NO_PROFILE,
+    WITHOUT_PROFILE,
+    gpu_device_id,
+    gpu_model,
+    judge_gpu_model,
+)
 from bringup.checks.catalog import judge_probe
 from bringup.files import InputError
 from bringup.files import read_text as read_file
@@ -137,8 +143,9 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
             profile = NO_PROFILE  # its checks need none: nothing to choose, nothing to say
         else:
             model = gpu_model(kind.probe, facts) if facts is not None else None
+            device_id = gpu_device_id(kind.probe, facts) if facts is not None else None
             chosen, finding = judge_gpu_model(
-                model, error or f"{kind.description} names no GPU model"
+                model, error or f"{kind.description} names no GPU model", device_id=device_id
             )
             if chosen is None:
                 return Inspection(kind.name, facts, [finding])

@@ -19,7 +19,7 @@ from bringup.sim.demo import demo_nodes
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 
-AVAILABLE = "available: a100, b200, b300, h100, h200"
+AVAILABLE = "available: a100, b200, b300, gb200, gb300, h100, h200"
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,11 @@ def test_a_gpu_no_profile_knows_is_one_error_naming_it_and_the_profiles() -> Non
     result = inspect_text(read_text(FIXTURES / "smi" / "ugpuexp-l40s-q-idle.txt"), AUTO)
     (said,) = result.findings
     assert (said.check, said.status, said.value) == ("profile.auto", Status.ERROR, "NVIDIA L40S")
-    assert said.message == f"GPU model 'NVIDIA L40S' matches no profile ({AVAILABLE})"
+    # Named with its PCI device id ("Device Id : 0x26B910DE"), which no profile has either.
+    assert said.message == (
+        "GPU model 'NVIDIA L40S', PCI device id 0x26b9 (not in bringup's table of data-center "
+        f"GPUs) matches no profile ({AVAILABLE})"
+    )
     assert result.profile is None
 
 
