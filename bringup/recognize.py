@@ -148,7 +148,12 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
                 model, error or f"{kind.description} names no GPU model", device_id=device_id
             )
             if chosen is None:
-                return Inspection(kind.name, facts, [finding])
+                # What needs no profile is still judged: ECC, row remaps, fabric, link
+                # states, nccl-tests' #wrong (checks/auto.py).
+                free = judge_probe(kind.probe, facts, error, NO_PROFILE, profile_free_only=True)
+                if kind.checks is not None:
+                    free = [f for f in free if f.check in kind.checks]
+                return Inspection(kind.name, facts, [finding, *free])
             profile, said = chosen, [finding]
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:

@@ -128,9 +128,12 @@ def judge_gpu_model(
     )
 
 
-# Probes whose checks read nothing of a profile (a test holds them to it): judged even on a
-# node, or in a capture, whose GPU no profile fits.
+# Probes whose checks read nothing of a profile (a test holds them to it): judged with
+# nothing chosen and nothing said, even on a node or capture whose GPU no profile fits.
 WITHOUT_PROFILE = frozenset({"xid", "dcgm"})
+# The other probes' checks marked Check.profile_free (ECC, row remaps, fabric, NVLink link
+# states, nccl-tests' #wrong) are judged on a GPU no profile fits too, beside the one
+# profile.auto ERROR that stands for everything that needs a profile.
 
 
 class NoProfile:
@@ -157,7 +160,4 @@ def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
     chosen, said = judge_node_model(node)
     if chosen is not None:
         return [said, *judge_node(node, chosen)]
-    free = node.model_copy(
-        update={"probes": {k: r for k, r in node.probes.items() if k in WITHOUT_PROFILE}}
-    )
-    return [said, *judge_node(free, NO_PROFILE)]
+    return [said, *judge_node(node, NO_PROFILE, profile_free_only=True)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bringup.checks import Check, finding
+from bringup.checks import Check, finding, has_profile
 from bringup.findings import Finding, Status
 from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.profile import Profile
@@ -29,8 +29,20 @@ def judge_allreduce_busbw(facts: NcclFacts, profile: Profile) -> list[Finding]:
         return [_single_rank(facts) if facts.launched_ranks == 1 else _all_zero(), *others]
     findings = _validation(facts)
     findings.extend(others)
-    findings.append(_bandwidth(facts, profile))
+    findings.append(_bandwidth(facts, profile) if has_profile(profile) else _unjudged(facts))
     return findings
+
+
+def _unjudged(facts: NcclFacts) -> Finding:
+    """SKIP: no profile fits the GPUs, so no floor; the run's correctness was judged."""
+    ranks = facts.nranks or facts.launched_ranks
+    over = f" over {ranks} ranks" if ranks else ""
+    return finding(
+        CHECK,
+        Status.SKIP,
+        f"no profile fits these GPUs: busbw not judged (peak "
+        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s{over}); its values were checked",
+    )
 
 
 def _other_collective(facts: NcclFacts) -> list[Finding]:
@@ -431,6 +443,7 @@ CHECKS: list[Check] = [
         judge=judge_allreduce_busbw,
         description="all_reduce (nccl-tests or torch): ran, values correct, large-message "
         "busbw >= floor",
+        profile_free=True,  # #wrong > 0 is a FAIL on any hardware; busbw needs the profile
     ),
 ]
 

@@ -6,7 +6,7 @@ topology matrix, when the node has one: a GPU cut off from NVLink is the topolog
 
 from __future__ import annotations
 
-from bringup.checks import finding
+from bringup.checks import finding, has_profile
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
 from bringup.checks.topology import gpus_without_nvlink
 from bringup.findings import Finding, Status
@@ -204,6 +204,42 @@ def _all_inactive(gpu: Gpu, links: int, cut_off: bool) -> Finding:
     )
 
 
+def _nvlink_states(facts: GpuFacts) -> list[Finding]:
+    """Without a profile (a GPU none fits): the link states alone. A link down beside
+    links up, or every link inactive, is a fault on any GPU; how many links and how fast
+    are the profile's to say."""
+    check = "gpu.nvlink"
+    if not facts.gpus:
+        return [no_gpus(check)]
+
+    def one(gpu: Gpu) -> list[Finding] | None:
+        if gpu.nvlinks_all_inactive and not gpu.nvlinks:
+            what = "all NVLinks inactive"
+        elif not gpu.nvlinks:
+            return None
+        elif down := [link.link for link in gpu.nvlinks if not link.active]:
+            up = len(gpu.nvlinks) - len(down)
+            what = f"{_links(down)} down ({up}/{len(gpu.nvlinks)} active)"
+        else:
+            return []
+        return [
+            finding(
+                check,
+                Status.FAIL,
+                f"{gpu_label(gpu)}: {what}",
+                action="check fabric manager / reseat the GPU baseboard, RMA if persistent",
+            )
+        ]
+
+    return judge_each_gpu(
+        check,
+        facts,
+        one,
+        ok="every NVLink reported is active (no profile: link count and speed not judged)",
+        unreported="NVLink state not reported",
+    )
+
+
 def _nvlink_one(gpu: Gpu, profile: Profile, cut_off: bool) -> list[Finding] | None:
     """All the profile's links up, at the profile's version and speed.
 
@@ -292,6 +328,8 @@ def judge_nvlink(
     facts: GpuFacts, profile: Profile, topology: TopologyFacts | None = None
 ) -> list[Finding]:
     """Every GPU's links up at the profile's version and speed (NVML, or `nvlink -s`)."""
+    if not has_profile(profile):
+        return _nvlink_states(facts)
     check, spec = "gpu.nvlink", profile.nvlink
     if not facts.gpus:
         return [no_gpus(check)]
