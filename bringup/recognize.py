@@ -25,6 +25,8 @@ from bringup.checks.catalog import judge_probe
 from bringup.files import InputError
 from bringup.files import read_text as read_file
 from bringup.findings import Finding
+from bringup.node.gpu_facts import GpuFacts
+from bringup.node.nccl_facts import NcclFacts
 from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
@@ -102,6 +104,54 @@ class Inspection:
 
     def facts_json(self) -> Any:
         return dataclasses.asdict(self.facts) if self.facts is not None else None
+
+    def read(self) -> str:
+        """What was read, in one line: model, GPU count, ranks and nodes, NICs."""
+        return what_was_read(self.facts)
+
+
+def _counted(names: list[str]) -> str:
+    """ "4x NVIDIA GB200", or "7x NVIDIA B300 SXM6 AC, 1x NVIDIA Graphics Device"."""
+    seen: dict[str, int] = {}
+    for name in names:
+        seen[name or "unnamed GPU"] = seen.get(name or "unnamed GPU", 0) + 1
+    return ", ".join(f"{n}x {name}" for name, n in seen.items())
+
+
+def what_was_read(facts: Any) -> str:
+    """The summary of parsed facts an operator checks first: did it read what I sent? Empty
+    for a kind with nothing of the kind to say (or facts that could not be parsed)."""
+    if isinstance(facts, GpuFacts):
+        parts = [_counted([g.name for g in facts.gpus]) or "no GPU"]
+        ids = sorted({g.pci_device_id for g in facts.gpus if g.pci_device_id})
+        if ids:
+            parts[0] += f" (PCI device id {', '.join(ids)})"
+        if facts.attached_gpus is not None and facts.attached_gpus != len(facts.gpus):
+            parts.append(f"{facts.attached_gpus} attached")
+        if facts.driver_version:
+            parts.append(f"driver {facts.driver_version}")
+        return ", ".join(parts)
+    if isinstance(facts, NcclFacts):
+        ranks = facts.nranks or facts.launched_ranks
+        parts = [facts.collective or "collective not named"]
+        parts.append(f"{ranks} ranks" if ranks else "ranks not shown")
+        if facts.nodes:
+            parts[-1] += f" on {facts.nodes} {'node' if facts.nodes == 1 else 'nodes'}"
+        if facts.devices_trimmed:
+            parts.append(f"device list trimmed ({len(facts.devices)} of {ranks} ranks shown)")
+        models = sorted({m for d in facts.devices if (m := _device_model(d))})
+        if models:
+            parts.append(", ".join(models))
+        return ", ".join(parts)
+    if isinstance(facts, topology.TopologyFacts):
+        nics = f"{len(facts.nics)} NICs ({', '.join(facts.nics)})" if facts.nics else "no NIC"
+        return f"{facts.gpu_count} GPUs, {nics}"
+    return ""
+
+
+def _device_model(device: str) -> str | None:
+    """The GPU name of an nccl-tests device line as the facts keep it."""
+    return gpu_model("nccl", NcclFacts(collective=None, nranks=None, devices=[device]))
 
 
 def read_text(path: Path) -> str:
