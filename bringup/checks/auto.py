@@ -82,6 +82,7 @@ def _named(model: str | None, device_id: str | None) -> str:
     """ "'NVIDIA Graphics Device', PCI device id 0x2941 (pci.ids: GB100 [HGX GB200])"."""
     parts = [repr(model)] if model else []
     if device_id:
+        device_id = gpu_ids.normal(device_id) or device_id
         known = gpu_ids.pci_name(device_id)
         listed = f"pci.ids: {known}" if known else "not in bringup's table of data-center GPUs"
         parts.append(f"PCI device id {device_id} ({listed})")
