@@ -84,6 +84,7 @@ NVML_ERROR_GPU_IS_LOST = 15
 # Field ids (nvml.h, unchanged from CUDA 12.8 to 13.x; docs/reference.md#nvml).
 NVML_FI_DEV_NVLINK_GET_SPEED = 164  # per link (scope = link), Mbps
 NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT = 194  # slowdown threshold relative to T.Limit, C
+NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT = 195  # the HBM's limit on the same scale, C
 NVML_FI_DEV_MEMORY_TEMP = 82
 # nvmlValueType_t -> the member of the nvmlValue_t union that holds it.
 _VALUE_KINDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -242,6 +243,7 @@ def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
         gpu_max_operating_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
         tlimit_margin_c=_number(call("nvmlDeviceGetMarginTemperature", h)),
         slowdown_tlimit_c=call.field(h, NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT),
+        memory_max_tlimit_c=call.field(h, NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT),
         sm_clock_hz=hz(call("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
         sm_clock_max_hz=hz(call("nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM)),
         memory_clock_hz=hz(call("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),

@@ -35,6 +35,10 @@ CAPTURES = [
     "telegraf-a100-sxm4-x4-mig-535-q-x.xml",
     "netdata-a100-sxm4-40gb-mig-510-q-x.xml",
     "mleng-a100-sxm4-80gb-q-excerpt-remapped-rows-pending.txt",
+    # NVL72 trays (Gen6 GPU under a Gen5 Grace link; fabric clique) and an HGX B200 board.
+    "k8stestinfra-gb200x4-580-q-x.xml",
+    "k8stestinfra-gb300x4-580-q-x.xml",
+    "k8stestinfra-b200x8-580-q-x.xml",
 ]
 COLLECT = """
 import dataclasses
