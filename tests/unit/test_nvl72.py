@@ -14,13 +14,15 @@ from collections import Counter
 import pytest
 
 from bringup.checks import nccl as nccl_checks
-from bringup.checks.auto import NO_PROFILE, judge_gpu_model
+from bringup.checks.auto import NO_PROFILE, judge_gpu_model, judge_node_model
 from bringup.checks.catalog import CHECKS, judge_probe
+from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.node import gpu_ids
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.node.parsers.smi_xml import parse_q_xml
+from bringup.node.probes import dcgm as dcgm_probe
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.profile import AUTO, available, for_gpu, load
 from bringup.recognize import inspect_text, read_text, what_was_read
@@ -384,4 +386,30 @@ def test_inspect_says_what_it_read() -> None:
     assert what_was_read(parse_nccl_tests(read_text(NVL72_1RACK))) == (
         "all_reduce, 72 ranks on 18 nodes, device list trimmed (1 of 72 ranks shown), "
         "NVIDIA Graphics Device"
+    )
+
+
+def _dcgm_only_node(capture: str) -> NodeFacts:
+    facts = dcgm_probe.facts_from_output(read_text(FIXTURES / "dcgm" / capture))
+    record = ProbeRecord(probe="dcgm", ok=True, facts=dataclasses.asdict(facts))
+    return NodeFacts(node="n1", bringup_version="0", collected_at="", probes={"dcgm": record})
+
+
+def test_dcgm_s_device_id_list_identifies_the_gpu() -> None:
+    # "GPU Device IDs Detected | 20b2,20b2,...": eight A100 SXM4 80GB by pci.ids.
+    chosen, said = judge_node_model(
+        _dcgm_only_node("awsdt-efa-cheatsheet-p4de-a100x8-dcgm3.3.3-r2-pass.txt")
+    )
+    assert chosen is not None and chosen.name == "a100"
+    assert said.message == (
+        "judged by profile a100: the GPU is PCI device id 0x20b2 (pci.ids: GA100 [A100 SXM4 80GB])"
+    )
+    # "2237": an A10G, no data-center profile: the ERROR names the id.
+    chosen, said = judge_node_model(
+        _dcgm_only_node("dcgm-124-dcgm4.4.2-r2-single-gpu-pass-newfmt.txt")
+    )
+    assert chosen is None
+    assert said.message.startswith(
+        "GPU with PCI device id 0x2237 (not in bringup's table of data-center GPUs) matches no "
+        "profile"
     )
