@@ -57,6 +57,9 @@ KIND = {
     "ugpuexp-h100-nvlink-s.txt": "nvlink-s",
     "ugpuexp-h100-mig-nvlink-s.txt": "nvlink-s",
     "ugpuexp-l40s-nvlink-s-unsupported.txt": "nvlink-s",
+    "k8stestinfra-gb200x4-580-q-x.xml": "smi-xml",
+    "k8stestinfra-gb300x4-580-q-x.xml": "smi-xml",
+    "k8stestinfra-b200x8-580-q-x.xml": "smi-xml",
 }
 
 
@@ -110,6 +113,7 @@ def test_q_and_csv_agree_on_the_same_h100() -> None:
             power_draw_w=631.95,
             memory_temperature_c=54.0,
             slowdown_tlimit_c=None,
+            memory_max_tlimit_c=None,  # no CSV column either
         )
         == csv_gpu
     )
