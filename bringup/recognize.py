@@ -16,12 +16,15 @@ from typing import Any
 
 from bringup.checks.auto import NO_PROFILE, WITHOUT_PROFILE, gpu_model, judge_gpu_model
 from bringup.checks.catalog import judge_probe
+from bringup.checks.gpu.identity import judge_count
 from bringup.files import InputError
 from bringup.files import read_text as read_file
 from bringup.findings import Finding
+from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
+from bringup.node.timeline import Timeline
 from bringup.profile import Profile
 
 
@@ -33,11 +36,20 @@ class Kind:
     parse: Callable[[str], Any]
     probe: str  # whose checks judge the facts
     checks: tuple[str, ...] | None = None  # only these (the output shows only part of a probe)
+    # A per-GPU listing judged by another probe's checks (a dmon series): the GPUs it shows,
+    # so that gpu.count judges them as it judges every other kind.
+    listed: Callable[[Any], GpuFacts] | None = None
 
 
 def _looks_like_topo(text: str) -> bool:
     # A matrix row starts with GPU<n> followed by cells such as X, NV18, SYS, PIX.
     return bool(re.search(r"^\s*GPU\d+\s+(X|NV\d+|SYS|SOC|NODE|PHB|PXB|PIX)\b", text, re.M))
+
+
+def listed_gpus(timeline: Timeline, source: str) -> GpuFacts:
+    """The GPUs a sampled series shows (one per index), for gpu.count."""
+    indices = sorted({sample.gpu for sample in timeline.samples})
+    return GpuFacts(source=source, gpus=[Gpu(index=i, name="") for i in indices])
 
 
 def _looks_like_smi_q(text: str) -> bool:
@@ -56,6 +68,7 @@ KINDS: list[Kind] = [
         dmon.detect_q_series,
         dmon.parse_q_series,
         "telemetry",
+        listed=lambda timeline: listed_gpus(timeline, "nvidia-smi -q series"),
     ),
     Kind("smi-q", "nvidia-smi -q", _looks_like_smi_q, smi_text.parse_q_text, "gpu"),
     Kind("nccl", "nccl-tests output", nccl.detect, nccl.parse_nccl_tests, "nccl"),
@@ -66,7 +79,7 @@ KINDS: list[Kind] = [
         nvlink_status.detect,
         lambda text: nvlink_status.gpu_facts_from_nvlink(nvlink_status.parse_nvlink_status(text)),
         "gpu",
-        checks=("gpu.nvlink",),
+        checks=("gpu.count", "gpu.nvlink"),
     ),
     # Before smi-csv: a timestamped --query-gpu series also looks like one capture.
     Kind(
@@ -75,9 +88,17 @@ KINDS: list[Kind] = [
         dmon.detect_csv_series,
         dmon.parse_csv_series,
         "telemetry",
+        listed=lambda timeline: listed_gpus(timeline, "nvidia-smi --query-gpu series"),
     ),
     Kind("smi-csv", "nvidia-smi --query-gpu", smi_csv.detect, smi_csv.parse_query_csv, "gpu"),
-    Kind("dmon", "nvidia-smi dmon", dmon.detect, dmon.parse_dmon, "telemetry"),
+    Kind(
+        "dmon",
+        "nvidia-smi dmon",
+        dmon.detect,
+        dmon.parse_dmon,
+        "telemetry",
+        listed=lambda timeline: listed_gpus(timeline, "nvidia-smi dmon"),
+    ),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
 ]
 KIND_NAMES = [k.name for k in KINDS]
@@ -146,6 +167,8 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
+    if kind.listed is not None and facts is not None and profile is not NO_PROFILE:
+        findings = [*judge_count(kind.listed(facts), profile), *findings]
     name = profile.name if isinstance(profile, Profile) else None
     return Inspection(kind.name, facts, [*said, *findings], name)
 

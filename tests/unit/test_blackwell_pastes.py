@@ -1,0 +1,42 @@
+"""Issue 25, parser hardening: Blackwell outputs as people really paste them, read as a
+careful operator reads them (real captures in tests/fixtures/**, SOURCES.md there)."""
+
+from __future__ import annotations
+
+from bringup.findings import Finding, Status
+from bringup.profile import load
+from bringup.recognize import inspect_text, read_text
+from tests.support import FIXTURES
+
+NVLINK_7_OF_8 = FIXTURES / "smi" / "xe9780-b300x7-of-8-nvlink-status.txt"
+DMON_4 = FIXTURES / "dmon" / "deepspeech-178-4gpu-pucvmet-load.txt"
+
+
+def by_check(findings: list[Finding], check: str) -> list[Finding]:
+    return [f for f in findings if f.check == check]
+
+
+# --- per-GPU listings judge the GPU count --------------------------------------------------
+
+
+def test_a_7_gpu_nvlink_status_of_an_8_gpu_b300_board_fails_gpu_count() -> None:
+    # On main: ACCEPTED (profile.auto PASS, gpu.nvlink PASS): the count was never judged.
+    seen = inspect_text(read_text(NVLINK_7_OF_8), "auto")
+    assert (seen.kind, seen.profile) == ("nvlink", "b300")
+    assert [(f.check, f.status) for f in seen.findings] == [
+        ("profile.auto", Status.PASS),
+        ("gpu.count", Status.FAIL),
+        ("gpu.nvlink", Status.PASS),
+    ]
+    (count,) = by_check(seen.findings, "gpu.count")
+    assert (count.message, count.value) == ("7 GPUs, expected 8", 7)
+    (links,) = by_check(seen.findings, "gpu.nvlink")
+    assert links.message == "7/7 GPUs: 18/18 NVLink 5 links active"
+    assert [g.index for g in seen.facts.gpus] == list(range(7))
+    assert {g.name for g in seen.facts.gpus} == {"NVIDIA B300 SXM6 AC"}
+
+
+def test_a_dmon_series_judges_the_gpu_count_of_the_profile_given() -> None:
+    seen = inspect_text(read_text(DMON_4), load("a100"))
+    (count,) = by_check(seen.findings, "gpu.count")
+    assert (count.status, count.message) == (Status.FAIL, "4 GPUs, expected 8")
