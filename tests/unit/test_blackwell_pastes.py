@@ -40,3 +40,35 @@ def test_a_dmon_series_judges_the_gpu_count_of_the_profile_given() -> None:
     seen = inspect_text(read_text(DMON_4), load("a100"))
     (count,) = by_check(seen.findings, "gpu.count")
     assert (count.status, count.message) == (Status.FAIL, "4 GPUs, expected 8")
+
+
+# --- the driver floor is judged by the driver version --------------------------------------
+
+CSV_7_OF_8 = FIXTURES / "smi" / "xe9780-b300x7-of-8-driver-name-cc.csv.txt"
+
+
+def test_a_driver_name_cc_csv_is_judged_by_its_driver_version() -> None:
+    # On main: gpu.driver ERROR "CUDA version not reported".
+    seen = inspect_text(read_text(CSV_7_OF_8), "auto")
+    assert seen.profile == "b300"
+    (driver,) = by_check(seen.findings, "gpu.driver")
+    assert (driver.status, driver.value) == (Status.PASS, "610.57.04")
+    assert driver.message == (
+        "driver 610.57.04: >= 580.65.06 (the output names no CUDA version; a driver >= "
+        "580.65.06 supports CUDA >= 12.9)"
+    )
+    (count,) = by_check(seen.findings, "gpu.count")
+    assert (count.status, count.message) == (Status.FAIL, "7 GPUs, expected 8")
+    assert [(g.name, g.compute_capability) for g in seen.facts.gpus] == [
+        ("NVIDIA B300 SXM6 AC", "10.3")
+    ] * 7
+
+
+def test_an_old_driver_alone_still_fails_the_floor() -> None:
+    # The same real CSV with an older driver in every row (derived here, not a fixture).
+    text = read_text(CSV_7_OF_8).replace("610.57.04", "575.57.08")
+    (driver,) = by_check(inspect_text(text, "auto").findings, "gpu.driver")
+    assert (driver.status, driver.message) == (
+        Status.FAIL,
+        "driver 575.57.08, expected >= 580.65.06",
+    )
