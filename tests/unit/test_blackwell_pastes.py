@@ -4,6 +4,8 @@ careful operator reads them (real captures in tests/fixtures/**, SOURCES.md ther
 from __future__ import annotations
 
 from bringup.findings import Finding, Status
+from bringup.node.gpu_facts import RemappedRows
+from bringup.node.parsers import smi_text
 from bringup.profile import load
 from bringup.recognize import inspect_text, read_text
 from tests.support import FIXTURES
@@ -72,3 +74,56 @@ def test_an_old_driver_alone_still_fails_the_floor() -> None:
         Status.FAIL,
         "driver 575.57.08, expected >= 580.65.06",
     )
+
+
+# --- -q pastes: human annotations, Unknown Error, a bus-id selection ------------------------
+
+ANNOTATED_Q = FIXTURES / "smi" / "gpu-uncorrectable-runbook-q-ecc-rowremap-i-52-annotated.txt"
+
+
+def test_an_annotated_q_paste_with_a_pending_remap_fails_remapped_rows() -> None:
+    # On main: ERROR "could not parse ... got 'Yes <==='" (advice: install the driver).
+    seen = inspect_text(read_text(ANNOTATED_Q), load("h100"))
+    (gpu,) = seen.facts.gpus
+    assert (gpu.pci_bus_id, gpu.by_bus_id, gpu.remapped_rows) == (
+        "00000000:52:00.0",
+        True,
+        RemappedRows(correctable=0, uncorrectable=1, pending=True, failure=False),
+    )
+    rows = by_check(seen.findings, "gpu.remapped_rows")
+    assert [(f.status, f.message) for f in rows] == [
+        (Status.FAIL, "GPU 00000000:52:00.0: row remap pending"),
+        (Status.WARN, "GPU 00000000:52:00.0: 1 row remapped for uncorrectable errors"),
+    ]
+    assert "`nvidia-smi -r -i 00000000:52:00.0`" in rows[0].action
+
+
+def test_ecc_mode_unknown_error_is_flagged_not_skipped() -> None:
+    # On main (arrow removed): SKIP "ECC not reported".
+    seen = inspect_text(read_text(ANNOTATED_Q), load("h100"))
+    (gpu,) = seen.facts.gpus
+    assert gpu.ecc_mode is None
+    assert gpu.unreadable == ["ECC Mode Current", "ECC Mode Pending"]
+    (ecc,) = by_check(seen.findings, "gpu.ecc")
+    assert (ecc.status, ecc.message) == (
+        Status.FAIL,
+        "GPU 00000000:52:00.0: the GPU cannot report its ECC mode (ECC Mode Current, "
+        "ECC Mode Pending: Unknown Error)",
+    )
+
+
+def test_a_bus_id_selection_is_not_called_gpu_0() -> None:
+    seen = inspect_text(read_text(ANNOTATED_Q), load("h100"))
+    named = [f.message for f in seen.findings if f.message.startswith("GPU ")]
+    assert named and all(m.startswith("GPU 00000000:52:00.0") for m in named)
+    (count,) = by_check(seen.findings, "gpu.count")
+    assert (count.status, count.message) == (
+        Status.WARN,
+        "8 GPUs as expected (8 attached, only 1 listed: the others were not judged)",
+    )
+
+
+def test_a_whole_q_listing_keeps_its_indices() -> None:
+    # Every attached GPU shown: the place of a section is nvidia-smi's index, as before.
+    facts = smi_text.parse_q_text(read_text(FIXTURES / "smi" / "ugpuexp-h100-q-idle.txt"))
+    assert [(g.index, g.by_bus_id, g.unreadable) for g in facts.gpus] == [(0, False, [])]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from bringup.checks import finding
 from bringup.findings import Finding, Status
-from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 
 # Statuses that mean "something is wrong here": any of them replaces the PASS finding.
 PROBLEMS = (Status.WARN, Status.FAIL, Status.ERROR)
@@ -22,13 +22,14 @@ PROBLEMS = (Status.WARN, Status.FAIL, Status.ERROR)
 
 
 def gpu_label(gpu: Gpu) -> str:
-    """'GPU 3': how every message names a GPU (the index nvidia-smi and NVML use)."""
-    return f"GPU {gpu.index}"
+    """'GPU 3': how every message names a GPU (the index nvidia-smi and NVML use); 'GPU
+    00000000:52:00.0' when the output showed it by bus id only."""
+    return f"GPU {gpu_selector(gpu)}"
 
 
 def gpu_list(gpus: Iterable[Gpu]) -> str:
     """'GPU 0, 1, 5': several GPUs named in one message."""
-    return "GPU " + ", ".join(str(gpu.index) for gpu in gpus)
+    return "GPU " + ", ".join(gpu_selector(gpu) for gpu in gpus)
 
 
 def plural(count: int, word: str) -> str:
