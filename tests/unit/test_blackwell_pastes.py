@@ -6,6 +6,7 @@ from __future__ import annotations
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import RemappedRows
 from bringup.node.parsers import smi_text
+from bringup.node.probes import topology
 from bringup.profile import load
 from bringup.recognize import inspect_text, read_text
 from tests.support import FIXTURES
@@ -127,3 +128,48 @@ def test_a_whole_q_listing_keeps_its_indices() -> None:
     # Every attached GPU shown: the place of a section is nvidia-smi's index, as before.
     facts = smi_text.parse_q_text(read_text(FIXTURES / "smi" / "ugpuexp-h100-q-idle.txt"))
     assert [(g.index, g.by_bus_id, g.unreadable) for g in facts.gpus] == [(0, False, [])]
+
+
+# --- topo -m as environment dumps paste it --------------------------------------------------
+
+SGLANG_B300_TOPO = (
+    FIXTURES / "topo" / "sglang-26039-b300x8-check-env-tabs-esc-less-ansi-9nic-bond.txt"
+)
+
+
+def test_a_check_env_topo_with_esc_less_ansi_is_read_whole() -> None:
+    # On main: no header found (the header row starts "[4mGPU0"), 0 NICs, no legend, and
+    # one profile.auto ERROR "topo -m names no GPU model".
+    facts = topology.parse_topo(read_text(SGLANG_B300_TOPO))
+    assert (facts.gpu_count, facts.min_nvlinks, facts.complete) == (8, 18, True)
+    assert facts.gpu_models == ["NVIDIA B300 SXM6 AC"]
+    assert facts.nics == [*(f"mlx5_{n}" for n in range(10, 18)), "mlx5_bond_0"]
+    rails = facts.nic_details[:8]
+    assert [
+        (n.column, n.nearest_gpus, n.links[f"GPU{i}"], n.bonded) for i, n in enumerate(rails)
+    ] == [(f"NIC{i}", [i], "PXB", False) for i in range(8)]
+    bond = facts.nic_details[8]
+    assert (bond.column, bond.name, bond.nearest_gpus, bond.bonded) == (
+        "NIC8",
+        "mlx5_bond_0",
+        [],
+        True,
+    )
+    assert set(bond.links.values()) == {"SYS", "NODE"}
+    assert [(g.cpu_affinity, g.numa_affinity, g.gpu_numa_id) for g in facts.gpus] == [
+        ("0-63,128-191", "0", None)
+    ] * 4 + [("64-127,192-255", "1", None)] * 4
+    assert facts.notes == []
+
+
+def test_the_gpu_names_above_the_matrix_pick_the_profile() -> None:
+    seen = inspect_text(read_text(SGLANG_B300_TOPO), "auto")
+    assert (seen.kind, seen.profile) == ("topo", "b300")
+    assert [(f.check, f.status) for f in seen.findings] == [
+        ("profile.auto", Status.PASS),
+        ("topology.gpu_count", Status.PASS),
+        ("topology.nvlink", Status.PASS),
+        ("topology.nic_affinity", Status.PASS),
+    ]
+    (nics,) = by_check(seen.findings, "topology.nic_affinity")
+    assert nics.message == "8/8 GPUs have a NIC at PIX/PXB"
