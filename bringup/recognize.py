@@ -118,6 +118,53 @@ class Inspection:
     def facts_json(self) -> Any:
         return dataclasses.asdict(self.facts) if self.facts is not None else None
 
+    @property
+    def read(self) -> str:
+        """What was read, in words: "7 GPUs (NVIDIA B300 SXM6 AC)"; "" when nothing to say."""
+        return what_was_read(self.facts)
+
+
+def what_was_read(facts: Any) -> str:
+    """The summary of parsed facts an operator checks first: the model, how many GPUs, the
+    NICs, the DCGM tests. "" for facts that name none of these."""
+    if isinstance(facts, GpuFacts):
+        return _gpus_read(facts)
+    if isinstance(facts, topology.TopologyFacts):
+        model = f" ({', '.join(facts.gpu_models)})" if facts.gpu_models else ""
+        bonded = sum(nic.bonded for nic in facts.nic_details)
+        nics = f", {_count(len(facts.nics), 'NIC')}" + (f" ({bonded} bonded)" if bonded else "")
+        return f"{_count(facts.gpu_count, 'GPU')}{model}{nics}"
+    if isinstance(facts, dcgm.DcgmFacts):
+        report = facts.report
+        version = f"DCGM {report.dcgm_version}, " if report.dcgm_version else ""
+        ids = sorted(set(report.device_ids))
+        gpus = f"{_count(len(report.device_ids), 'GPU')} ({', '.join(ids)}), " if ids else ""
+        return f"{version}{gpus}tests: {', '.join(t.name for t in report.tests)}"
+    if isinstance(facts, Timeline):
+        gpus = len({sample.gpu for sample in facts.samples})
+        return f"{_count(gpus, 'GPU')}, {_count(len(facts.samples), 'sample')}"
+    return ""
+
+
+def _gpus_read(facts: GpuFacts) -> str:
+    models = list(dict.fromkeys(g.name for g in facts.gpus if g.name))
+    shown = len(facts.gpus)
+    text = _count(shown, "GPU")
+    if facts.attached_gpus is not None and facts.attached_gpus > shown:
+        text = f"{shown} of {facts.attached_gpus} GPUs"
+    if models:
+        text += f" ({', '.join(models)})"
+    selected = [g.pci_bus_id for g in facts.gpus if g.by_bus_id and g.pci_bus_id]
+    if selected:
+        text += f" at {', '.join(selected)}"
+    if facts.driver_version:
+        text += f", driver {facts.driver_version}"
+    return text
+
+
+def _count(number: int, word: str) -> str:
+    return f"{number} {word}" if number == 1 else f"{number} {word}s"
+
 
 def read_text(path: Path) -> str:
     """A tool output as text: a stray undecodable byte (a kernel log line) is replaced, not

@@ -574,7 +574,8 @@ def inspect(
         }
         print_envelope(result.findings, data=data)
     elif not quiet:
-        out.print(plain(file, style="bold") + plain(f": {result.kind}"))
+        read = f" — {result.read}" if result.read else ""
+        out.print(plain(file, style="bold") + plain(f": {result.kind}{read}"))
         if show_facts:
             out.print_json(data=result.facts_json())
         title = f"findings — profile {result.profile}" if result.profile else "findings"

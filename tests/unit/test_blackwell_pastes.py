@@ -13,6 +13,7 @@ from tests.support import FIXTURES
 
 NVLINK_7_OF_8 = FIXTURES / "smi" / "xe9780-b300x7-of-8-nvlink-status.txt"
 DMON_4 = FIXTURES / "dmon" / "deepspeech-178-4gpu-pucvmet-load.txt"
+DCGM_B200 = FIXTURES / "dcgm" / "dcgm-253-dcgm4.4.1-r2-b200x8-pcie-internal-error-fail.txt"
 
 
 def by_check(findings: list[Finding], check: str) -> list[Finding]:
@@ -173,3 +174,22 @@ def test_the_gpu_names_above_the_matrix_pick_the_profile() -> None:
     ]
     (nics,) = by_check(seen.findings, "topology.nic_affinity")
     assert nics.message == "8/8 GPUs have a NIC at PIX/PXB"
+
+
+# --- inspect says what it read ------------------------------------------------------------
+
+
+def test_inspect_reads_back_model_count_nics_and_tests() -> None:
+    # On main, inspect printed only the kind ("file: nvlink").
+    read = {
+        path.name: inspect_text(read_text(path), "auto").read
+        for path in (NVLINK_7_OF_8, CSV_7_OF_8, ANNOTATED_Q, SGLANG_B300_TOPO, DCGM_B200)
+    }
+    assert read == {
+        NVLINK_7_OF_8.name: "7 GPUs (NVIDIA B300 SXM6 AC)",
+        CSV_7_OF_8.name: "7 GPUs (NVIDIA B300 SXM6 AC), driver 610.57.04",
+        ANNOTATED_Q.name: "1 of 8 GPUs at 00000000:52:00.0, driver 550.90.07",
+        SGLANG_B300_TOPO.name: "8 GPUs (NVIDIA B300 SXM6 AC), 9 NICs (1 bonded)",
+        DCGM_B200.name: "DCGM 4.4.1, 8 GPUs (2901), tests: software, memory, pcie",
+    }
+    assert inspect_text(read_text(DMON_4), load("a100")).read == "4 GPUs, 4 samples"
