@@ -109,8 +109,23 @@ def test_ecc_mode_unknown_error_is_flagged_not_skipped() -> None:
     (ecc,) = by_check(seen.findings, "gpu.ecc")
     assert (ecc.status, ecc.message) == (
         Status.FAIL,
-        "GPU 00000000:52:00.0: the GPU cannot report its ECC mode (ECC Mode Current, "
-        "ECC Mode Pending: Unknown Error)",
+        "GPU 00000000:52:00.0: the GPU cannot report ECC Mode Current, ECC Mode Pending "
+        "(Unknown Error)",
+    )
+    assert ecc.action.startswith("reset GPU 00000000:52:00.0 (`nvidia-smi -r -i 00000000:52:00.0`)")
+
+
+def test_any_unknown_error_is_its_check_s_fail_not_a_skip() -> None:
+    # The same real paste with its Remapped Rows answered "Unknown Error" (derived here, not
+    # a fixture): gpu.remapped_rows FAILs instead of "not reported".
+    text = read_text(ANNOTATED_Q).replace(
+        "Uncorrectable Error               : 1", "Uncorrectable Error               : Unknown Error"
+    )
+    (rows,) = by_check(inspect_text(text, load("h100")).findings, "gpu.remapped_rows")
+    assert (rows.status, rows.message) == (
+        Status.FAIL,
+        "GPU 00000000:52:00.0: the GPU cannot report Remapped Rows Uncorrectable Error "
+        "(Unknown Error)",
     )
 
 

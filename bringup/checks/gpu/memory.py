@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bringup.checks import finding
-from bringup.checks.gpu.per_gpu import gpu_label, judge_each_gpu, plural
+from bringup.checks.gpu.per_gpu import gpu_label, judge_each_gpu, plural, unreadable_finding
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 from bringup.profile import Profile
@@ -21,17 +21,7 @@ def _ecc_one(gpu: Gpu) -> list[Finding] | None:
     if gpu.ecc_mode is None and unknown:
         # The driver asked and the GPU answered with an error (seen after an uncorrectable
         # error, before the reset): not "not reported", a GPU that cannot tell.
-        found.append(
-            finding(
-                check,
-                Status.FAIL,
-                f"{name}: the GPU cannot report its ECC mode ({', '.join(unknown)}: Unknown Error)",
-                value="Unknown Error",
-                expected="enabled",
-                action=f"reset {name} (`nvidia-smi -r -i {gpu_selector(gpu)}`) and read "
-                f"`nvidia-smi -q -d ECC -i {gpu_selector(gpu)}` again; RMA if it still cannot",
-            )
-        )
+        found.append(unreadable_finding("gpu.ecc", gpu, unknown))
     elif gpu.ecc_mode is None and volatile is None and aggregate is None:
         return None
     if gpu.ecc_mode is False:
