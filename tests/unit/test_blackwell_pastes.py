@@ -208,3 +208,15 @@ def test_inspect_reads_back_model_count_nics_and_tests() -> None:
         DCGM_B200.name: "DCGM 4.4.1, 8 GPUs (2901), tests: software, memory, pcie",
     }
     assert inspect_text(read_text(DMON_4), load("a100")).read == "4 GPUs, 4 samples"
+
+
+def test_one_gpu_per_line_above_the_matrix_names_the_model_too() -> None:
+    # vLLM's collect_env prints "GPU 0: NVIDIA B200" one line per GPU; the real sglang
+    # paste with its "GPU 0,1,...,7:" line in that form (derived here, not a fixture).
+    lines = read_text(SGLANG_B300_TOPO).replace(
+        "GPU 0,1,2,3,4,5,6,7: NVIDIA B300 SXM6 AC\n",
+        "".join(f"GPU {i}: NVIDIA B300 SXM6 AC\n" for i in range(8)),
+    )
+    facts = topology.parse_topo(lines)
+    assert facts.gpu_models == ["NVIDIA B300 SXM6 AC"]
+    assert topology.parse_topo(lines.replace("NVIDIA B300 SXM6 AC", "x", 8)).gpu_models == ["x"]

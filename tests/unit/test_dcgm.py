@@ -514,3 +514,25 @@ def test_device_ids_wrapped_onto_continuation_rows() -> None:
     row = next(i for i, line in enumerate(lines) if "Device IDs" in line)
     report = parse_diag("\n".join([*lines[:row], head, more, *lines[row + 1 :]]))
     assert report.device_ids == ["2901"] * 9
+
+
+def test_json_4x_test_summary_fail_with_every_gpu_passing_is_not_a_pass() -> None:
+    # The JSON layout of DCGM's source (dcgm_diag_schema.json), built here as the real
+    # B200 table says it: pcie's summary Fails with DCGM's internal error, each GPU Passes.
+    internal = (
+        "There was an internal error during the test: 'Output of child process (11167) "
+        "couldn't be parsed'"
+    )
+    doc = json.loads(json_4x())
+    doc["DCGM Diagnostic"]["test_categories"][1]["tests"] = [
+        {
+            "name": "pcie",
+            "results": [
+                {"entity_group": "GPU", "entity_id": i, "status": "Pass"} for i in range(2)
+            ],
+            "test_summary": {"status": "Fail", "warnings": [{"warning": internal}]},
+        }
+    ]
+    findings = judge_diag(facts_from_output(json.dumps(doc)), PROFILE)
+    assert [(f.status, f.value) for f in findings] == [(Status.ERROR, "pcie")]
+    assert findings[0].message.endswith(internal)
