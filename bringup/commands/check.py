@@ -569,6 +569,7 @@ def inspect(
         data = {
             "source": str(file),
             "kind": result.kind,
+            "read": result.read,
             "profile": result.profile,
             "facts": parsed,
         }
@@ -607,7 +608,14 @@ def _inspect_facts(
             for n in nodes
             for probe, record in n.probes.items()
         ]
-        data = {"source": str(path), "kind": "facts", "profile": name, "facts": parsed}
+        read = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} of recorded facts"
+        data = {
+            "source": str(path),
+            "kind": "facts",
+            "read": read,
+            "profile": name,
+            "facts": parsed,
+        }
         print_envelope(findings, nodes=recorded_entries(nodes), data=data)
     else:
         for node in nodes if not quiet else []:

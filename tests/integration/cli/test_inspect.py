@@ -124,6 +124,8 @@ def test_inspect_says_what_it_read_on_its_first_line(cli) -> None:
     assert result.code == 1
     first = " ".join(result.stdout.split("findings")[0].split())
     assert first.endswith(": dcgm — DCGM 4.4.1, 8 GPUs (2901), tests: software, memory, pcie")
+    doc = cli("inspect", dcgm, "--json").json()
+    assert doc["data"]["read"] == "DCGM 4.4.1, 8 GPUs (2901), tests: software, memory, pcie"
 
 
 def test_inspect_a_snapshot_directory_and_a_facts_file(tmp_path: Path, cli) -> None:
