@@ -61,7 +61,6 @@ from bringup.commands.common import (
 
 if TYPE_CHECKING:
     from bringup import profile
-    from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.target import Target
@@ -570,16 +569,14 @@ def inspect(
         data = {
             "source": str(file),
             "kind": result.kind,
-            "read": result.read(),
+            "read": result.read,
             "profile": result.profile,
             "facts": parsed,
         }
         print_envelope(result.findings, data=data)
     elif not quiet:
-        read = result.read()
-        out.print(
-            plain(file, style="bold") + plain(f": {result.kind}" + (f": {read}" if read else ""))
-        )
+        read = f" — {result.read}" if result.read else ""
+        out.print(plain(file, style="bold") + plain(f": {result.kind}{read}"))
         if show_facts:
             out.print_json(data=result.facts_json())
         title = f"findings — profile {result.profile}" if result.profile else "findings"
@@ -611,10 +608,11 @@ def _inspect_facts(
             for n in nodes
             for probe, record in n.probes.items()
         ]
+        read = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} of recorded facts"
         data = {
             "source": str(path),
             "kind": "facts",
-            "read": _read_nodes(nodes),
+            "read": read,
             "profile": name,
             "facts": parsed,
         }
@@ -629,22 +627,6 @@ def _inspect_facts(
             out.print(summary_line(findings))
         out.print(verdict_line(findings), highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(findings))
-
-
-def _read_nodes(nodes: list[NodeFacts]) -> str:
-    """Each node's GPUs as its gpu probe recorded them: "node01: 8x NVIDIA B300 ...; ..."."""
-    from bringup.facts import FactsError, decode
-    from bringup.recognize import what_was_read
-
-    said = []
-    for node in nodes:
-        record = node.probes.get("gpu")
-        try:
-            read = what_was_read(decode(record)) if record is not None and record.ok else ""
-        except FactsError:
-            read = ""
-        said.append(f"{node.node}: {read or 'no GPU facts'}")
-    return "; ".join(said)
 
 
 # --- profiles -----------------------------------------------------------------------------

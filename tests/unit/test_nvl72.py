@@ -411,8 +411,13 @@ def test_the_profile_free_checks_read_no_profile() -> None:
 
 
 def test_inspect_says_what_it_read() -> None:
-    assert what_was_read(xml(GB200_XML)) == (
-        "4x NVIDIA GB200 (PCI device id 0x2941), driver 580.173.02"
+    facts = xml(GB200_XML)
+    assert what_was_read(facts) == "4 GPUs (NVIDIA GB200), driver 580.173.02"
+    generic = dataclasses.replace(
+        facts, gpus=[dataclasses.replace(g, name="NVIDIA Graphics Device") for g in facts.gpus]
+    )
+    assert what_was_read(generic) == (
+        "4 GPUs (NVIDIA Graphics Device), PCI device id 0x2941, driver 580.173.02"
     )
     assert what_was_read(parse_nccl_tests(read_text(NVL72_1RACK))) == (
         "all_reduce, 72 ranks on 18 nodes, device list trimmed (1 of 72 ranks shown), "

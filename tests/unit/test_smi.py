@@ -60,6 +60,9 @@ KIND = {
     "k8stestinfra-gb200x4-580-q-x.xml": "smi-xml",
     "k8stestinfra-gb300x4-580-q-x.xml": "smi-xml",
     "k8stestinfra-b200x8-580-q-x.xml": "smi-xml",
+    "gpu-uncorrectable-runbook-q-ecc-rowremap-i-52-annotated.txt": "smi-q",
+    "xe9780-b300x7-of-8-driver-name-cc.csv.txt": "smi-csv",
+    "xe9780-b300x7-of-8-nvlink-status.txt": "nvlink-s",
 }
 
 
