@@ -3,8 +3,8 @@
 Names follow dcgm-exporter's style (one prefix, base units in the name, `node` and `gpu`
 labels). Every scrape re-reads the run directory (a few small JSON files), so a new run
 under `--runs-dir` shows up without a restart. `--textfile PATH.prom` writes the same
-exposition once for node_exporter's textfile collector, atomically (prometheus-client's
-`write_to_textfile`: a temporary file renamed over the target), and exits.
+exposition once for node_exporter's textfile collector, atomically (bringup/files.py's
+one writer: a random temporary name renamed over the target), and exits.
 
 Served on 127.0.0.1 unless `--address` says otherwise: the metrics name the fleet's nodes.
 The report of a run comes from the caller (`report_of`, bringup/commands/exporter.py):
@@ -13,9 +13,11 @@ it judges the whole run with the checks, which this module does not import.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -23,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from bringup.files import is_link
 from bringup.findings import Status
 from bringup.report.escape import one_line
 from bringup.report.model import Report
@@ -37,27 +40,64 @@ class ExporterError(Exception):
 
 
 def latest_run(runs_dir: Path) -> Path:
-    """The newest run directory under `runs_dir`: by the manifest's start time, then name.
+    """The run under `runs_dir` that finished last (see newest_run)."""
+    return newest_run(runs_dir)[0]
 
-    Only the manifests are read here, and one that cannot be read sorts first: a broken
-    old run never stands in the way of the newest (a broken newest run is exported as
-    unreadable, see RunCollector).
+
+# A time this far past the controller's clock is no time a run finished: the clock was
+# ahead when it was written (and stepped back since), or the manifest was edited.
+_FUTURE_SLACK = timedelta(minutes=5)
+
+
+def newest_run(runs_dir: Path) -> tuple[Path, list[str]]:
+    """The run under `runs_dir` that finished last, and a line for each run skipped.
+
+    When a run finished: its manifest's `ended_at`, but never later than the manifest
+    file's change time (which no edit of its text and no `touch` can set back; a running
+    run has only that); a time in the future sorts below every other, so a run written
+    while the clock was ahead is not served over the runs after the clock was set right.
+    Only manifests are read, each without following a link or waiting on a FIFO; a run
+    whose manifest cannot be read is skipped and said, never in the way of the others.
     """
     if not runs_dir.is_dir():
         raise ExporterError(f"{runs_dir}: not a directory")
-    candidates = []
     try:
-        entries = list(runs_dir.iterdir())
+        entries = sorted(runs_dir.iterdir())
     except OSError as exc:
         raise ExporterError(f"{runs_dir}: cannot list ({exc.strerror})") from None
+    now = datetime.now(timezone.utc)
+    candidates = []
+    skipped = []
     for path in entries:
-        if path.is_dir() and (path / "manifest.json").exists():
-            manifest, _ = read_manifest(path)
-            started = manifest.started_at if manifest else ""
-            candidates.append((started, path.name, path))
+        if is_link(path) or not path.is_dir() or not os.path.lexists(path / "manifest.json"):
+            continue
+        manifest, why = read_manifest(path)
+        if manifest is None:
+            skipped.append(f"skipped {path}: {why}")
+            continue
+        finished = _finished(path, manifest.ended_at)
+        candidates.append((finished <= now + _FUTURE_SLACK, finished, path.name, path))
     if not candidates:
-        raise ExporterError(f"{runs_dir}: no run directory (with a manifest.json) in it")
-    return max(candidates)[2]
+        raise ExporterError(
+            f"{runs_dir}: no readable run directory (with a manifest.json) in it"
+            + (f" ({len(skipped)} skipped: {skipped[0]})" if skipped else "")
+        )
+    return max(candidates)[3], skipped
+
+
+def _finished(path: Path, ended_at: str | None) -> datetime:
+    """When the run at `path` finished, as newest_run orders runs."""
+    try:
+        changed = datetime.fromtimestamp(os.lstat(path / "manifest.json").st_ctime, timezone.utc)
+    except OSError:
+        changed = datetime.min.replace(tzinfo=timezone.utc)
+    try:
+        ended = datetime.fromisoformat(ended_at) if ended_at else changed
+    except ValueError:
+        ended = changed
+    if ended.tzinfo is None:
+        ended = ended.replace(tzinfo=timezone.utc)
+    return min(ended, changed)
 
 
 def metrics_of(report: Report) -> Iterator[Metric]:
