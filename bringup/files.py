@@ -207,10 +207,8 @@ def write_atomic(
     """
     content = data.encode("utf-8") if isinstance(data, str) else data
     folder = _open_dir(path.parent) if root is None else _open_dir_under(root, path.parent)
-    tmp = f".{path.name[:200]}.{secrets.token_hex(6)}.tmp"
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-        fd = os.open(tmp, flags, mode, dir_fd=folder)
+        tmp, fd = _create_temporary(folder, path.name, mode)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(content)
@@ -252,6 +250,21 @@ def copy_tree(
             data = read_bytes_in(source, relative, "run", limit)
             write_atomic(target / relative, data, root=target)
     return left_out
+
+
+def _create_temporary(folder: int, name: str, mode: int) -> tuple[str, int]:
+    """A new file beside `name` in the directory `folder`, under a random name: (name, fd).
+    O_EXCL|O_NOFOLLOW: whatever already stands at a name (a symlink planted there) is never
+    opened; another random name is drawn instead."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    for attempt in range(8):
+        tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+        try:
+            return tmp, os.open(tmp, flags, mode, dir_fd=folder)
+        except FileExistsError:
+            if attempt == 7:
+                raise
+    raise AssertionError("unreachable")
 
 
 def append_lines(path: Path, text: str) -> None:

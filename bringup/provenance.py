@@ -154,12 +154,12 @@ def evidence_hashes(run_path: Path) -> dict[str, str]:
 class Change:
     """One evidence file that differs from what the manifest recorded."""
 
+    # "symlink": a link stands where evidence goes (never followed: it is no evidence);
+    # "not a regular file": a FIFO, device or socket does (never read).
     kind: Literal["modified", "missing", "added", "symlink", "not a regular file"]
     path: str
 
     def line(self) -> str:
-        if self.kind == "symlink":
-            return f"symlink (not followed, not evidence): {self.path}"
         return f"{self.kind}: {self.path}"
 
 
