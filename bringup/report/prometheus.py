@@ -52,10 +52,11 @@ _FUTURE_SLACK = timedelta(minutes=5)
 def newest_run(runs_dir: Path) -> tuple[Path, list[str]]:
     """The run under `runs_dir` that finished last, and a line for each run skipped.
 
-    When a run finished: its manifest's `ended_at`, but never later than the manifest
-    file's change time (which no edit of its text and no `touch` can set back; a running
-    run has only that); a time in the future sorts below every other, so a run written
-    while the clock was ahead is not served over the runs after the clock was set right.
+    When a run finished is its manifest's `ended_at` (a running run: the manifest file's
+    change time). A time that cannot be true sorts below every other: one later than now,
+    or later than the manifest file was last changed (the kernel's time, which no edit of
+    the text and no `touch` sets back). So a run written while the clock was ahead is not
+    served over the runs after the clock was set right, nor an edited end time believed.
     Only manifests are read, each without following a link or waiting on a FIFO; a run
     whose manifest cannot be read is skipped and said, never in the way of the others.
     """
@@ -75,8 +76,10 @@ def newest_run(runs_dir: Path) -> tuple[Path, list[str]]:
         if manifest is None:
             skipped.append(f"skipped {path}: {why}")
             continue
-        finished = _finished(path, manifest.ended_at)
-        candidates.append((finished <= now + _FUTURE_SLACK, finished, path.name, path))
+        changed = _changed(path / "manifest.json")
+        finished = _when(manifest.ended_at) or changed
+        believable = finished <= min(now, changed) + _FUTURE_SLACK
+        candidates.append((believable, finished, path.name, path))
     if not candidates:
         raise ExporterError(
             f"{runs_dir}: no readable run directory (with a manifest.json) in it"
@@ -85,19 +88,23 @@ def newest_run(runs_dir: Path) -> tuple[Path, list[str]]:
     return max(candidates)[3], skipped
 
 
-def _finished(path: Path, ended_at: str | None) -> datetime:
-    """When the run at `path` finished, as newest_run orders runs."""
+def _changed(path: Path) -> datetime:
+    """The file's change time (the kernel sets it at every write; nobody sets it back)."""
     try:
-        changed = datetime.fromtimestamp(os.lstat(path / "manifest.json").st_ctime, timezone.utc)
+        return datetime.fromtimestamp(os.lstat(path).st_ctime, timezone.utc)
     except OSError:
-        changed = datetime.min.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _when(text: str | None) -> datetime | None:
+    """An ISO 8601 time as written in a manifest (UTC when it names no zone); None if not."""
     try:
-        ended = datetime.fromisoformat(ended_at) if ended_at else changed
+        when = datetime.fromisoformat(text) if text else None
     except ValueError:
-        ended = changed
-    if ended.tzinfo is None:
-        ended = ended.replace(tzinfo=timezone.utc)
-    return min(ended, changed)
+        return None
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when
 
 
 def metrics_of(report: Report) -> Iterator[Metric]:

@@ -233,3 +233,42 @@ def test_golden_yaml_round_trips_node_strings_with_newlines(run: Path, tmp_path:
     comments = [line for line in text.splitlines() if line.startswith("#")]
     assert '#   firmware.bmc: "a\\nsplit: 1", "b\\u0085other: 2", "c"' in comments, comments
     assert "firmware.bmc" in not_learned
+
+
+# --- the exporter: the run that finished last, never blocked by one it cannot read -------------
+
+
+def set_times(run: Path, started: str, ended: str) -> None:
+    manifest = json_of((run / "manifest.json").read_text())
+    manifest.update(started_at=started, ended_at=ended)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_the_exporter_serves_the_run_that_finished_last_after_a_clock_step(
+    demo: Path, tmp_path: Path
+) -> None:
+    """After a clock step back, the run written while the clock was ahead was served over
+    every later one (by the newest `started_at` string)."""
+    from bringup.report.prometheus import newest_run
+
+    runs = tmp_path / "runs"
+    ahead = Path(shutil.copytree(demo, runs / "b-clock-ahead"))
+    set_times(ahead, "2099-01-01T00:00:00+00:00", "2099-01-01T01:00:00+00:00")
+    later = Path(shutil.copytree(demo, runs / "a-later"))
+    set_times(later, "2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00")
+    assert newest_run(runs) == (later, [])
+
+
+def test_a_fifo_manifest_under_runs_dir_is_skipped_and_said(demo: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    good = Path(shutil.copytree(demo, runs / "good"))
+    (runs / "z-fifo").mkdir()
+    os.mkfifo(runs / "z-fifo" / "manifest.json")
+    result = invoke("exporter", "--runs-dir", runs, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json_of(result.stdout)
+    assert doc["run_dir"] == str(good)
+    skipped = doc["data"]["skipped"]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped {runs / 'z-fifo'}: ")
+    assert "a FIFO" in skipped[0]
+    assert "a FIFO" in result.stderr
