@@ -102,11 +102,11 @@ def handover(
     started = now()
     # With --json the one document on stdout is the bundle's: the parts speak on stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
-    with quiet:
-        if sources:
-            parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
-            mode = "from"
-        else:
+    if sources:  # gathering prints nothing but a refusal, whose JSON goes to stdout
+        parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
+        mode = "from"
+    else:
+        with quiet:
             steps = _steps(
                 ctx,
                 local=local,
