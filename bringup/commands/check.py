@@ -264,6 +264,7 @@ def _judge_recorded(
     """
     from bringup.checks.auto import NO_PROFILE, judge_node_by
     from bringup.checks.catalog import judge_probe
+    from bringup.files import InputError
     from bringup.profile import Profile
 
     prof = profile_or_auto(profile_name)
@@ -296,7 +297,10 @@ def _judge_recorded(
     run.manifest.suite_source = original.suite_source
     source = replay if replay is not None and replay.is_dir() else None
     for node in nodes:
-        run.add_recorded(node, source)
+        try:
+            run.add_recorded(node, source)
+        except InputError as exc:  # a raw output of the replayed run that cannot be read
+            fail(f"--replay: {exc}")
     unrecorded = [n for n in original.nodes if n not in {node.node for node in nodes}]
     run.add_nodes(unrecorded)  # planned, never reported: each probe below is not measured
     findings = []
