@@ -491,7 +491,11 @@ def _rendered_from(path: Path, bundle: Bundle) -> list[BundleChange]:
         return [BundleChange("modified", "report.json", "not the report bringup rendered")]
     recorded = {p.path: p.manifest_sha256 for p in bundle.parts}
     changes = [
-        BundleChange("missing", f"{part}/", f"report.json was rendered from it (sha256 {sha})")
+        BundleChange(
+            "modified",
+            "manifest.json",
+            f"report.json was rendered from part {part} (sha256 {sha}), which it does not list",
+        )
         for part, sha in sorted(shown.items())
         if recorded.get(part) != sha
     ]

@@ -8,6 +8,7 @@ exporter uses too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -235,6 +236,7 @@ def report(
     chosen = parse_formats(formats)
     if limit and out is None:
         fail("--limit reports on part of the run: give --out DIR for it")
+    _not_into_a_bundle(run_dir, out or run_dir)
     built, prof = make_report(run_dir, baseline, profile_name, limit)
     written = write(built, prof, chosen, out or run_dir)
     if as_json:
@@ -247,6 +249,19 @@ def report(
         for path in written if not quiet else []:
             print(f"wrote {path}")
     raise typer.Exit(exit_code(built.findings))
+
+
+def _not_into_a_bundle(run_dir: Path, out: Path) -> None:
+    """A handover bundle's reports are part of its evidence (its manifest.json records
+    their hashes): a report written over them would break the bundle; one elsewhere not."""
+    from bringup.baseline import is_bundle
+
+    with contextlib.suppress(OSError):
+        if is_bundle(run_dir) and out.exists() and out.samefile(run_dir):
+            fail(
+                f"{run_dir} is a handover bundle: its reports are recorded in its "
+                "manifest.json; write this one elsewhere with --out DIR"
+            )
 
 
 def summary(built: Report) -> dict[str, Any]:
