@@ -139,7 +139,8 @@ def _why_not_compared(
     for known, measured, where in ((known_then, then, since), (known_now, now, "this run")):
         if node in known.unreadable:
             return f"facts unreadable in {where} ({known.unreadable[node]})"
-        if node not in measured or not measured[node].probes:
+        # No record at all measures as the empty NodeMeasurements: nothing to compare.
+        if measured.get(node, NodeMeasurements(node=node)) == NodeMeasurements(node=node):
             return f"{where} records no facts of it"
     return None
 
