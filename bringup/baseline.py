@@ -473,6 +473,9 @@ def _report_changes(path: Path, recorded: dict[str, str] | None) -> list[BundleC
     return changes
 
 
+_REPORT_BYTES = 1 << 30
+
+
 def _rendered_from(path: Path, bundle: Bundle) -> list[BundleChange]:
     """Whether the manifest's parts and verdict are those its report.json was rendered
     from: a part taken out of the manifest together with its directory, or the exit code
@@ -484,7 +487,9 @@ def _rendered_from(path: Path, bundle: Bundle) -> list[BundleChange]:
     if "report.json" not in (bundle.reports_sha256 or {}):
         return []
     try:
-        summary = json.loads(read_text(path / "report.json", "report"))
+        # Its hash matched already: the report handover wrote, ~40 kB a node, past the
+        # 64 MiB cap of a file a user names at a few thousand nodes.
+        summary = json.loads(read_text(path / "report.json", "report", limit=_REPORT_BYTES))
         shown = dict(summary["run"]["parts_sha256"])
         accepted = summary["verdict"]["accepted"]
     except (InputError, ValueError, RecursionError, KeyError, TypeError):
