@@ -7,7 +7,8 @@ the report can say exactly what is missing instead of failing or, worse, looking
 
 A handover bundle (bringup/baseline.py) reads as one run: its parts' facts merged per
 node (a later part's record of a probe replaces an earlier one's), their findings one
-after the other, and the plan of its acceptance check.
+after the other, and the plan of its acceptance check. Each part is kept as read too
+(`parts`), to be judged as the run it is, with where the bundle differs from its manifest.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ class RunDataError(Exception):
 
 
 @dataclass
+class Part:
+    """One part of a handover bundle: the run directory as read, or why it cannot be."""
+
+    kind: str
+    path: str  # relative to the bundle
+    run: RunData | None
+    problem: str | None = None  # why `run` is None
+
+
+@dataclass
 class RunData:
     """Manifest, facts and findings of one run, with what could not be read and why."""
 
@@ -50,6 +61,10 @@ class RunData:
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
     manifest_sha256: str | None = None  # of manifest.json as read: the string both sides quote
     parts_sha256: dict[str, str] = field(default_factory=dict)  # a bundle: part -> its manifest's
+    # A bundle: each part read as the run it is (judged as one: checks/bundle.py), and
+    # where the bundle no longer matches what its manifest.json records. None: not a bundle.
+    parts: list[Part] | None = None
+    bundle_changes: list[baseline_mod.BundleChange] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[str]:
@@ -105,14 +120,17 @@ def _bundle(path: Path) -> RunData:
         exit_code=bundle.exit_code,
         nodes=bundle.nodes,
     )
-    run = RunData(path, manifest, {}, [])
+    run = RunData(path, manifest, {}, [], parts=[])
+    run.bundle_changes = baseline_mod.bundle_changes(path, bundle, everything=False)
     made: list[Provenance] = []
     for part in bundle.parts:
+        assert run.parts is not None
         try:
             piece = load(path / part.path)
         except RunDataError as exc:
-            run.notes.append(f"part {part.kind} ({part.path}) unreadable: {exc}")
+            run.parts.append(Part(part.kind, part.path, None, str(exc)))
             continue
+        run.parts.append(Part(part.kind, part.path, piece))
         if piece.manifest_sha256 is not None:
             run.parts_sha256[part.path] = piece.manifest_sha256
         if piece.manifest is not None and piece.manifest.provenance is not None:
@@ -122,16 +140,10 @@ def _bundle(path: Path) -> RunData:
             mine.probes.update(facts.probes)
         for name, why in piece.facts_problems.items():
             run.facts_problems[name] = f"{part.path}: {why}"
-        if piece.findings is None:
-            run.notes.append(f"part {part.kind} ({part.path}): {piece.findings_problem}")
-        else:
-            assert run.findings is not None
-            run.findings += piece.findings
-        if piece.unreadable_lines:
-            lines = ", ".join(map(str, piece.unreadable_lines))
-            run.notes.append(f"part {part.kind} ({part.path}): findings lines {lines} unreadable")
-        if piece.manifest_problem:
-            run.notes.append(f"part {part.kind} ({part.path}): {piece.manifest_problem}")
+        # A part's missing pieces (no findings, lines that do not parse, no manifest) are
+        # its own completeness findings, judged part by part: not lost in the merge.
+        assert run.findings is not None
+        run.findings += piece.findings or []
         if part.kind in ("check", "snapshot") and run.planned is None:
             run.planned, run.plan_problem = piece.planned, piece.plan_problem
         manifest.nodes = sorted(
