@@ -52,7 +52,7 @@ case ${GPU_CHECK_SIZE:-gpu} in
         burnin_args=(--recipe tiny --steps 4 --checkpoint-interval 2)
         # DeepSpeed's CPU path compiles its shared-memory op on first use (minutes on a
         # busy CPU); its CUDA path does not. The total stays capped at TOTAL_S.
-        burnin_s=300
+        burnin_s=420
         ;;
     *)
         echo "gpu_check: GPU_CHECK_SIZE is gpu or cpu, not '$GPU_CHECK_SIZE'" >&2

@@ -44,6 +44,11 @@ def missing(unit: str | None, reason: str) -> Figure:
     return figure(None, unit, reason)
 
 
+def per_gpu_figure(values: list[float | None], unit: str, reason: str) -> Figure:
+    """A figure per GPU: null (with the reason) when no GPU has one."""
+    return figure(values if any(v is not None for v in values) else None, unit, reason)
+
+
 def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(errors="replace"))
@@ -182,20 +187,20 @@ def gemm_figures(work: Path, profile: str | None, repo: Path) -> dict[str, Figur
         if dtype not in top:
             return missing("%", f"no {dtype} peak in the profile '{profile}'")
         shares = [round(100 * v / top[dtype], 1) if v else None for v in values]
-        return figure(shares if any(shares) else None, "%", f"no {dtype} figure")
+        return per_gpu_figure(shares, "%", f"no {dtype} figure")
 
     bf16 = per_gpu("bf16_flops_per_s", 1e12)
     fp8 = per_gpu("fp8_flops_per_s", 1e12)
     fp8_why = next((g.get("fp8_error") for g in gpus if g.get("fp8_error")), None)
     return {
-        "gemm_bf16_tflops": figure(bf16 if any(bf16) else None, "TFLOP/s", "no bf16 figure"),
+        "gemm_bf16_tflops": per_gpu_figure(bf16, "TFLOP/s", "no bf16 figure"),
         "gemm_bf16_pct_of_peak": of_peak(bf16, "bf16"),
-        "gemm_fp8_tflops": figure(fp8 if any(fp8) else None, "TFLOP/s", fp8_why),
+        "gemm_fp8_tflops": per_gpu_figure(fp8, "TFLOP/s", fp8_why or "no fp8 figure"),
         "gemm_fp8_pct_of_peak": of_peak(fp8, "fp8"),
-        "gemm_bf16_sustained_tflops": figure(
-            per_gpu("sustained_bf16_flops_per_s", 1e12), "TFLOP/s"
+        "gemm_bf16_sustained_tflops": per_gpu_figure(
+            per_gpu("sustained_bf16_flops_per_s", 1e12), "TFLOP/s", "no sustained phase"
         ),
-        "hbm_gb_s": figure(per_gpu("hbm_bytes_per_s", 1e9), "GB/s"),
+        "hbm_gb_s": per_gpu_figure(per_gpu("hbm_bytes_per_s", 1e9), "GB/s", "no copy timed"),
     }
 
 
@@ -318,12 +323,19 @@ def summarize(work: Path, repo: Path) -> dict[str, Any]:
     steps = read_steps(work)
     profile = _text(work / "raw" / "profile.txt").strip() or None
     figures: dict[str, Figure] = {}
-    figures.update(version_figures(work))
-    figures.update(gemm_figures(work, profile, repo))
-    figures.update(telemetry_figures(work))
-    figures.update(nccl_figures(work))
-    figures.update(burnin_figures(work))
-    figures.update(not_recorded())
+    groups = [
+        lambda: version_figures(work),
+        lambda: gemm_figures(work, profile, repo),
+        lambda: telemetry_figures(work),
+        lambda: nccl_figures(work),
+        lambda: burnin_figures(work),
+        not_recorded,
+    ]
+    for group in groups:
+        try:
+            figures.update(group())
+        except Exception as exc:  # records of a shape not foreseen: the rest still counts
+            figures[f"error_{len(figures)}"] = missing(None, f"{type(exc).__name__}: {exc}")
     failed = [label for label, s in steps.items() if s["status"] in ("failed", "skipped")]
     return {
         "kind": "bringup.gpu_check.summary",
