@@ -57,11 +57,10 @@ FULL_8B = 51_471_998_976
 # -> 51,118,080 -> 36,914,348,032
 LORA_8B = 36_914_348_032
 FIRST_LAYER_8B = 51_118_080
-# recompute, the decoder layers only (the output projection runs once):
-# 2·6,979,584,000 + 4·L·H·Q·T 2,147,483,648 + 2A 167,772,160 = 16,274,423,808;
-# hardware = 36,914,348,032 + 16,274,423,808 + the first-layer gradients that
-# enable_input_require_grads brings back 51,118,080 = 53,239,889,920
-LORA_8B_HW_CKPT = 53_239_889_920
+# recompute: 2N + 4·L·H·Q·T + 2A = 15,009,849,344 + 2,147,483,648 + 167,772,160
+#          = 17,325,105,152; hardware = 36,914,348,032 + 17,325,105,152 + the first-layer
+# gradients that enable_input_require_grads brings back 51,118,080 = 54,290,571,264
+LORA_8B_HW_CKPT = 54_290_571_264
 
 # --- Llama 3 70B, by hand -------------------------------------------------------------
 # per layer: q 8192·8192 = 67,108,864; k = v = 8192·1024 = 8,388,608; o 67,108,864
