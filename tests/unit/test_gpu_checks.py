@@ -144,12 +144,14 @@ def test_healthy_h100_node_under_load_pins_every_check() -> None:
         ("gpu.pcie", "PASS", "8/8 GPUs: PCIe x16, Gen5 capable"),
         ("gpu.power", "PASS", "8/8 GPUs: power limit >= 700 W, not lowered"),
         # Driver 590 gives T.Limit 26 C, slowdown at T.Limit -2 C: 28 C of headroom. The
-        # profile sets no HBM limit and the driver reports none, which the PASS says.
+        # profile sets no HBM limit and the driver gives one only on the T.Limit scale
+        # ("Memory Max Operating T.Limit Temp : 0 C"), which the PASS says.
         (
             "gpu.thermal",
             "PASS",
             "8/8 GPUs: hottest GPU 0 at 59 C, >= 10 C below the slowdown limit "
-            "(HBM limit not reported)",
+            "(HBM limit given on the T.Limit scale only (0 C): not comparable with an HBM "
+            "temperature)",
         ),
         (
             "gpu.clock_events",
@@ -300,13 +302,13 @@ def test_model_on_log_excerpts() -> None:
     finding = only(judge("gpu.model", a100))
     assert (finding.status, finding.message) == (
         Status.FAIL,
-        "GPU 0: 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H100 80GB HBM3'",
+        "GPU 00000000:10:1C.0: 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H100 80GB HBM3'",
     )
     a100_profile = make_profile(gpu={"model": "NVIDIA A100-SXM4-80GB"})
     named = only(judge("gpu.model", a100, a100_profile))
     assert (named.status, named.message) == (
         Status.PASS,
-        "1/1 GPUs: NVIDIA A100-SXM4-80GB, memory size not reported on GPU 0",
+        "1/1 GPUs: NVIDIA A100-SXM4-80GB, memory size not reported on GPU 00000000:10:1C.0",
     )
     ecc = parse_q_text(read("mleng-ecc-sram-uncorrectable-excerpt.txt"))
     unnamed = only(judge("gpu.model", ecc))
@@ -410,8 +412,9 @@ def test_remapped_rows_pending_on_the_real_a100_excerpt() -> None:
     finding = only(judge("gpu.remapped_rows", facts))
     assert (finding.status, finding.message, finding.action) == (
         Status.FAIL,
-        "GPU 0: row remap pending",
-        "reset GPU 0 (`nvidia-smi -r -i 0`) to apply the pending row remap",
+        "GPU 00000000:10:1C.0: row remap pending",
+        "reset GPU 00000000:10:1C.0 (`nvidia-smi -r -i 00000000:10:1C.0`) to apply the pending "
+        "row remap",
     )
 
 
