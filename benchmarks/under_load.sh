@@ -7,7 +7,9 @@
 #
 # Without arguments: the two Ctrl-C tests that failed under load, then the unit tier.
 # STRESS_CPUS (default 2) workers; BRINGUP_TEST_TIME_SCALE (default 1, as in CI) multiplies
-# every deadline the tests wait on. The load ends with the script, whatever happened.
+# every deadline the tests wait on; SEED (default: drawn, printed) the random order of the
+# tests (pytest-randomly; `--randomly-seed=N` among the arguments wins). The load ends with
+# the script, whatever happened.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +27,11 @@ fi
 stress-ng --cpu "${STRESS_CPUS:-2}" --quiet &
 stress=$!
 trap 'kill "$stress" 2>/dev/null; wait "$stress" 2>/dev/null' EXIT
+seed=${SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 echo "under_load.sh: stress-ng --cpu ${STRESS_CPUS:-2} (pid $stress)," \
-    "BRINGUP_TEST_TIME_SCALE=${BRINGUP_TEST_TIME_SCALE:-1}"
+    "BRINGUP_TEST_TIME_SCALE=${BRINGUP_TEST_TIME_SCALE:-1}, test order seed $seed (SEED=$seed)"
 start=$(date +%s)
-.venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
+.venv/bin/pytest -q -p no:cacheprovider -p randomly --randomly-seed="$seed" --durations=10 "$@"
 status=$?
 echo "under_load.sh: pytest exit $status after $(( $(date +%s) - start )) s under load"
 exit $status
