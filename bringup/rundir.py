@@ -15,10 +15,12 @@ by the threads of a fleet run: every write holds its lock.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -27,6 +29,24 @@ from bringup.facts import NodeFacts, ProbeRecord
 from bringup.files import InputError, append_lines, read_text, write_atomic
 from bringup.findings import Finding
 from bringup.provenance import Provenance, Resumed, evidence_hashes
+
+
+class Override(BaseModel):
+    """One profile field a node was judged by that its profile does not say: a host's
+    `bringup_profile_overrides` ("gpu.count 8 -> 7")."""
+
+    field: str
+    profile: Any = None  # the profile's value (None: the profile has no such field)
+    value: Any = None  # the node's
+
+    def line(self) -> str:
+        return f"{self.field} {_shown(self.profile)} -> {_shown(self.value)}"
+
+
+def _shown(value: Any) -> str:
+    return (
+        json.dumps(value) if isinstance(value, dict | list | str) or value is None else f"{value}"
+    )
 
 
 class Manifest(BaseModel):
@@ -52,6 +72,8 @@ class Manifest(BaseModel):
     # --slurm runs: the job whose nodes ran the probes, and those nodes (Slurm's names).
     slurm_job_id: str | None = None
     slurm_nodes: list[str] = Field(default_factory=list)
+    # Nodes judged with their own profile overrides: node -> each field changed.
+    overrides: dict[str, list[Override]] = Field(default_factory=dict)
 
 
 class RunDirError(InputError):
@@ -229,6 +251,14 @@ class RunDir:
         finally:
             node_lock.release()
         return parsed
+
+    def record_overrides(self, node: str, changes: list[Override]) -> None:
+        """The profile fields a node was judged with that its profile does not say."""
+        if not changes:
+            return
+        with self._lock:
+            self.manifest.overrides[node] = changes
+            self.save_manifest()
 
     def add_findings(self, findings: list[Finding]) -> None:
         # One write of whole lines under the lock: nodes finishing together do not interleave.

@@ -61,6 +61,7 @@ from bringup.commands.common import (
 
 if TYPE_CHECKING:
     from bringup import profile
+    from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.target import Target
@@ -175,8 +176,9 @@ def check(
         # A run says what became of each node; recorded facts, what each probe recorded.
         nodes = node_entries(outcomes) if outcomes else recorded_entries(load_facts(run.path))
         data = {"durations": durations} if durations else None
-        # Demo data is never ACCEPTED, whatever its findings (as the report says it).
-        print_envelope(findings, run=run, nodes=nodes, data=data, accepted=False if demo else None)
+        # Demo, replayed, file-sourced or simulated facts are never ACCEPTED: the run's
+        # origin, read from its records, decides with the findings (as the report does).
+        print_envelope(findings, run=run, nodes=nodes, data=data)
     else:
         show_run(run, findings, f"profile {run.manifest.profile}", durations, quiet)
     raise typer.Exit(code)
@@ -270,8 +272,8 @@ def _judge_recorded(
         original.probes = list(dict.fromkeys(p for n in nodes for p in n.probes))
     else:
         assert replay is not None
-        nodes = load_facts(replay)
         original = _original(replay)
+        nodes = [_replayed(n, replay, original) for n in load_facts(replay)]
         made = provenance("replay", replay_of=str(replay), replay_manifest_sha256=original.sha256)
     if suite_name is not None:
         chosen = load_suite(suite_name)
@@ -303,7 +305,45 @@ def _judge_recorded(
                 ]
         run.add_findings(node_findings)
         findings.extend(node_findings)
+    if replay is not None and replay.is_dir() and original.sha256 is not None:
+        chosen = {n.node for n in nodes}
+        changed = _source_changes(replay, original, chosen, chosen if limit else None)
+        run.add_findings(changed)
+        findings.extend(changed)
     return findings, run
+
+
+def _source_changes(
+    replay: Path, original: _Original, replayed: set[str], nodes: set[str] | None
+) -> list[Finding]:
+    """replay.source: each evidence file of the replayed run that is not as it recorded."""
+    from bringup.checks.integrity import judge_replay_source
+    from bringup.provenance import evidence_hashes
+    from bringup.rundir import file_name
+
+    try:
+        present = evidence_hashes(replay)
+    except OSError as exc:
+        fail(f"--replay {replay}: cannot read its files: {exc.strerror}")
+    names = {file_name(node): node for node in [*original.nodes, *replayed]}
+    return judge_replay_source(str(replay), original.files_sha256, present, names, nodes)
+
+
+def _replayed(node: NodeFacts, replay: Path, original: _Original) -> NodeFacts:
+    """A replayed node's facts, each record one step further from its measurement: it
+    keeps its chain (demo data stays demo data) and adds "replayed from RUN". A record
+    from before records carried a chain takes the replayed run's own mode (demo)."""
+    from bringup.provenance import demo_source, replayed_source
+
+    step = replayed_source(str(replay), original.sha256)
+    probes = {}
+    for name, record in node.probes.items():
+        if not record.provenance and original.mode == "demo":
+            record = record.with_source(demo_source())
+        elif not record.provenance and original.mode == "replay" and original.replay_of:
+            record = record.with_source(replayed_source(original.replay_of, None))
+        probes[name] = record.with_source(step)
+    return node.model_copy(update={"probes": probes})
 
 
 class _Original:
@@ -311,6 +351,9 @@ class _Original:
 
     def __init__(self) -> None:
         self.sha256: str | None = None  # of its manifest.json; None: it has none
+        self.mode: str | None = None  # its provenance mode, when its manifest says
+        self.replay_of: str | None = None
+        self.files_sha256: dict[str, str] | None = None  # what it recorded of its files
         self.suite: str | None = None
         self.suite_source: str | None = None
         self.probes: list[str] | None = None  # its plan; None: not known
@@ -333,6 +376,9 @@ def _original(replay: Path) -> _Original:
     except (OSError, RunDirError):
         return found
     found.suite, found.suite_source = manifest.suite, manifest.suite_source
+    if manifest.provenance is not None:
+        found.mode, found.replay_of = manifest.provenance.mode, manifest.provenance.replay_of
+    found.files_sha256 = manifest.files_sha256
     found.nodes = list(manifest.nodes)
     found.probes = manifest.probes
     source = manifest.suite_source or manifest.suite

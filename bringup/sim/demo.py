@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
+from bringup.provenance import demo_source
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.identity import NVSWITCH_FIRMWARE, Nic, SystemIdentity
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
@@ -247,8 +248,13 @@ def _node(name: str, fault: Callable[[DemoNode], None] | None = None) -> NodeFac
     node = NodeFacts(node=name, bringup_version=__version__, collected_at=COLLECTED_AT)
     for field in dataclasses.fields(demo):
         facts = dataclasses.asdict(getattr(demo, field.name))
+        # Labelled at the source: whatever carries these facts on says they are the demo's.
         node.probes[field.name] = ProbeRecord(
-            probe=field.name, ok=True, facts=facts, started_at=COLLECTED_AT
+            probe=field.name,
+            ok=True,
+            facts=facts,
+            started_at=COLLECTED_AT,
+            provenance=[demo_source()],
         )
     return node
 
