@@ -31,7 +31,7 @@ from typing import Protocol
 
 from bringup.checks import finding
 from bringup.checks.catalog import checks_for
-from bringup.facts import NodeFacts
+from bringup.facts import NodeFacts, origin
 from bringup.findings import Finding, Status
 from bringup.rundir import Manifest
 
@@ -135,9 +135,14 @@ def _findings_file(run: RunContents, replay: str) -> list[Finding]:
                 action=replay,
             )
         )
-    # The run wrote its exit code from its findings (commands/common.py finish_run): a
-    # failing exit code over findings that all pass means verdicts were lost.
+    # The run wrote its exit code from its verdict (commands/common.py finish_run): a
+    # failing exit code over findings that all pass, of facts all measured live (else the
+    # origin is why, bringup/provenance.py), means verdicts were lost.
     code = run.manifest.exit_code if run.manifest is not None else None
+    made = run.manifest.provenance if run.manifest is not None else None
+    live = origin(list(run.facts.values()), made).live
+    if code == 1 and not live:
+        code = None
     if code and not any(f.status.bad for f in run.findings):
         out.append(
             finding(

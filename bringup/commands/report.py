@@ -200,7 +200,6 @@ def report(
 
     --profile (tolerances): auto takes the run's own, else its GPUs'. --limit reports on
     some of the run's nodes: it needs --out, so the run's whole report is not replaced."""
-    from bringup.findings import exit_code
 
     chosen = parse_formats(formats)
     if limit and out is None:
@@ -209,14 +208,17 @@ def report(
     written = write(built, prof, chosen, out or run_dir)
     if as_json:
         data = {"summary": summary(built), "written": [str(p) for p in written]}
-        print_envelope(built.findings, accepted=built.verdict.accepted, data=data)
+        verdict = built.verdict
+        made = {"mode": verdict.mode, "live": not verdict.reasons, "reasons": verdict.reasons}
+        print_envelope(built.findings, accepted=verdict.accepted, provenance=made, data=data)
     else:
         lines = verdict_lines(built)
         for line in lines[:1] if quiet else lines:
             print(line)
         for path in written if not quiet else []:
             print(f"wrote {path}")
-    raise typer.Exit(exit_code(built.findings))
+    # The exit status follows the verdict: 0 only for ACCEPTED (docs/json.md).
+    raise typer.Exit(0 if built.verdict.accepted else 1)
 
 
 def summary(built: Report) -> dict[str, Any]:

@@ -24,13 +24,13 @@ from collections.abc import Callable
 
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.provenance import demo_source
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows
 from bringup.node.identity import NVSWITCH_FIRMWARE, Nic, SystemIdentity
 from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo
 from bringup.node.probes.xid import XidFacts, parse_kernel_log
+from bringup.provenance import demo_source
 
 COLLECTED_AT = "2026-11-29T12:00:00+00:00"  # fixed, so two demo runs judge identical facts
 GPUS = 8

@@ -13,6 +13,7 @@ from typing import Any
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows, decode_clock_event_reasons
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
+from bringup.node.simulated import GPUS, nvml_is_simulated
 from bringup.node.tool import run, which
 
 # --- collection -------------------------------------------------------------------------
@@ -52,7 +53,8 @@ def collect(params: Params) -> ProbeOutput:
                 raise ProbeError(f"no NVIDIA driver found ({_nvml_reason(exc)})", raw) from None
         else:
             try:
-                return ProbeOutput(_read_nvml(pynvml), raw)
+                said = [GPUS] if nvml_is_simulated(pynvml) else []
+                return ProbeOutput(_read_nvml(pynvml), raw, simulated=said)
             finally:
                 pynvml.nvmlShutdown()
     if not smi:
