@@ -596,9 +596,14 @@ def inspect(
     quiet: QuietOpt = False,
 ) -> None:
     """Recognise a tool output someone sent and judge it: its findings and the verdict."""
-    from bringup.commands.show import node_table, plain, summary_line, verdict_line
-    from bringup.findings import exit_code
-    from bringup.recognize import InspectError, inspect_text, is_facts_json, read_text
+    from bringup.commands.show import (
+        inspect_exit_code,
+        inspect_line,
+        node_table,
+        plain,
+        summary_line,
+    )
+    from bringup.recognize import InspectError, described, inspect_text, is_facts_json, read_text
 
     prof = profile_or_auto(profile_name)
     try:
@@ -618,7 +623,10 @@ def inspect(
             "profile": result.profile,
             "facts": parsed,
         }
-        print_envelope(result.findings, data=data)
+        # Not an acceptance: no verdict word; `data.verdict` says what inspect found.
+        data["verdict"] = inspect_line(result.findings, described(result.kind)).plain
+        code = inspect_exit_code(result.findings)
+        print_envelope(result.findings, exit_code=code, judged=False, data=data)
     elif not quiet:
         out.print(plain(file, style="bold") + plain(f": {result.kind}"))
         if show_facts:
@@ -627,8 +635,9 @@ def inspect(
         out.print(node_table(result.findings, title))
         out.print(summary_line(result.findings))
     if not as_json:
-        out.print(verdict_line(result.findings), highlight=False, soft_wrap=True)
-    raise typer.Exit(exit_code(result.findings))
+        line = inspect_line(result.findings, described(result.kind))
+        out.print(line, highlight=False, soft_wrap=True)
+    raise typer.Exit(inspect_exit_code(result.findings))
 
 
 def _inspect_facts(
@@ -640,11 +649,17 @@ def _inspect_facts(
     quiet: bool = False,
 ) -> None:
     from bringup.checks.auto import judge_node_by
-    from bringup.commands.show import node_table, summary_line, verdict_line
-    from bringup.findings import exit_code
+    from bringup.commands.show import inspect_exit_code, inspect_line, node_table, summary_line
+    from bringup.facts import origin
 
     nodes = load_facts(path)
     findings = [f for node in nodes for f in judge_node_by(node, prof)]
+    # Recorded facts judged as they are, not a run of a suite: never ACCEPTED (a run is
+    # judged again, with its plan and its provenance, by `check --replay`).
+    count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    made = origin(nodes).note  # the chain each record carries: "demo data", ...
+    line = inspect_line(findings, f"the facts of {count} in {path}", made)
+    code = inspect_exit_code(findings)
     if as_json:
         # The shape of a tool output's: one entry per node and probe.
         parsed = [
@@ -653,7 +668,9 @@ def _inspect_facts(
             for probe, record in n.probes.items()
         ]
         data = {"source": str(path), "kind": "facts", "profile": name, "facts": parsed}
-        print_envelope(findings, nodes=recorded_entries(nodes), data=data)
+        data["verdict"] = line.plain
+        nodes_seen = recorded_entries(nodes)
+        print_envelope(findings, exit_code=code, judged=False, nodes=nodes_seen, data=data)
     else:
         for node in nodes if not quiet else []:
             if show_facts:
@@ -662,8 +679,8 @@ def _inspect_facts(
             out.print(node_table(mine, f"{node.node} — profile {name}"))
         if not quiet:
             out.print(summary_line(findings))
-        out.print(verdict_line(findings), highlight=False, soft_wrap=True)
-    raise typer.Exit(exit_code(findings))
+        out.print(line, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
 # --- profiles -----------------------------------------------------------------------------

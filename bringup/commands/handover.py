@@ -269,12 +269,12 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool) -> int:
     """The bundle's report beside its manifest; the exit code of all it holds."""
     from bringup.baseline import write_bundle
     from bringup.commands.report import make_report, verdict_lines, write
-    from bringup.findings import exit_code
 
     built, prof = make_report(bundle_path, None, None)
     written = write(built, prof, REPORT_FORMATS, bundle_path)
     refused = any(p.exit_code == 2 for p in bundle.parts)
-    code = 2 if refused else exit_code(built.findings)
+    # The exit status follows the bundle's verdict: 0 only for ACCEPTED.
+    code = 2 if refused else 0 if built.verdict.accepted else 1
     bundle.exit_code = code
     write_bundle(bundle_path, bundle)
     if as_json:
@@ -282,6 +282,11 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool) -> int:
             built.findings,
             exit_code=code,
             accepted=built.verdict.accepted,
+            provenance={
+                "mode": built.verdict.mode,
+                "live": not built.verdict.reasons,
+                "reasons": built.verdict.reasons,
+            },
             run_dir=str(bundle_path),
             data={
                 "parts": [p.model_dump(mode="json") for p in bundle.parts],

@@ -263,6 +263,34 @@ def verdict_line(
     return Text.assemble(("NOT ACCEPTED", "bold red"), printable(reason))
 
 
+def inspect_line(findings: list[Finding], what: str, note: str | None = None) -> Text:
+    """The verdict of `inspect`: whether the capture shows a fault, never ACCEPTED (one
+    output is not a node: "NO FAULT FOUND in nvidia-smi topo -m (3 checks; not a node
+    acceptance)"). A FAIL, an ERROR (what could not be judged) or nothing judged at all is
+    not "no fault": FAULT FOUND, with the checks, or NOTHING JUDGED. `note`: where recorded
+    facts came from (bringup/provenance.py), said in the brackets ("demo data")."""
+    checks = len({(f.node, f.check) for f in findings})
+    counts = "".join(
+        f", {n} {s.value}"
+        for s in Status
+        if s.bad and (n := sum(1 for f in findings if f.status == s))
+    )
+    said = f"; {note}" if note else ""
+    scope = f"{checks} check{'s' if checks != 1 else ''}{counts}{said}; not a node acceptance"
+    if not findings:
+        return Text.assemble(("NOTHING JUDGED", "bold red"), printable(f" in {what}"))
+    bad = [f for f in one_per_probe(findings) if f.status.bad]
+    if not bad:
+        return Text.assemble(("NO FAULT FOUND", "bold green"), printable(f" in {what} ({scope})"))
+    named = ", ".join(dict.fromkeys(f.check for f in bad))
+    return Text.assemble(("FAULT FOUND", "bold red"), printable(f" in {what} ({scope}): {named}"))
+
+
+def inspect_exit_code(findings: list[Finding]) -> int:
+    """0 only when something was judged and nothing was bad (NO FAULT FOUND)."""
+    return 0 if findings and not any(f.status.bad for f in findings) else 1
+
+
 # --- how long each probe took -------------------------------------------------------------
 
 
