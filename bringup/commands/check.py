@@ -210,18 +210,21 @@ def _load_golden(path: Path) -> dict[str, Any]:
 def judge_fleet(
     run: RunDir, findings: list[Finding], golden: dict[str, Any] | None, source: Path | None
 ) -> list[Finding]:
-    """Judgements over all nodes of the run, once every node is in: the odd node out, and
-    each node against the golden manifest; recorded in the run directory."""
+    """Judgements over all nodes of the run, once every node is in: one machine per node,
+    the odd node out, and each node against the golden manifest; recorded in the run
+    directory."""
     from bringup.checks.consistency import fleet_fields, judge_consistency, judge_golden
+    from bringup.checks.identity import judge_identity
 
     if not (run.path / "facts").exists():
         return []
-    fleet = fleet_fields(run.recorded())
+    recorded = run.recorded()
+    fleet = fleet_fields(recorded)
     flagged: dict[str, set[str]] = {}
     for f in findings:
         if f.status.bad or f.status.name == "WARN":
             flagged.setdefault(f.node, set()).add(f.check)
-    found = judge_consistency(fleet, flagged)
+    found = judge_identity(recorded) + judge_consistency(fleet, flagged)
     if golden is not None:
         found += judge_golden(golden, fleet, str(source))
     run.add_findings(found)

@@ -109,6 +109,8 @@ def build_report(
     """Judge what the run as a whole shows, then build its report from facts and findings."""
     from bringup.checks.catalog import CHECKS
     from bringup.checks.completeness import judge_completeness
+    from bringup.checks.identity import CHECK as IDENTITY
+    from bringup.checks.identity import judge_identity
     from bringup.checks.regression import judge_regressions
     from bringup.checks.stragglers import judge_stragglers
     from bringup.measurements import measure_fleet, tolerances
@@ -117,6 +119,10 @@ def build_report(
     limits = tolerances(prof)
     now = measure_fleet(run.facts, prof)
     judged = judge_completeness(run)
+    if not any(f.check == IDENTITY for f in run.findings or []):
+        # One machine, one node: judged here too for a run whose check did not (a run of
+        # an older bringup); a run that judged it holds its findings already.
+        judged += judge_identity(list(run.facts.values()))
     judged += judge_stragglers(now, limits)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
