@@ -58,6 +58,9 @@ class Manifest(BaseModel):
     ended_at: str | None = None
     status: str = "running"  # running, complete, interrupted, refused (bad input, exit 2)
     exit_code: int | None = None
+    # FAIL, ERROR and UNREACHABLE findings the run wrote (set when it finishes): what its
+    # findings.jsonl must still hold (bringup/checks/completeness.py). None: not recorded.
+    findings_bad: int | None = None
     nodes: list[str] = Field(default_factory=list)
     # Fleet runs: what `--resume` needs to reach the same nodes with the same request.
     inventory: str | None = None

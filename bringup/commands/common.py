@@ -419,6 +419,7 @@ def finish_run(run: RunDir, findings: list[Finding]) -> int:
         if len(named) == 1 and all(f.status is Status.PASS for f in said):
             run.manifest.profile = str(named.pop())
     code = verdict_exit_code(findings, run_origin(run))
+    run.manifest.findings_bad = sum(1 for f in findings if f.status.bad)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
     return code
 

@@ -96,6 +96,8 @@ def restrict(run: RunData, limit: str) -> None:
         update: dict[str, object] = {"nodes": nodes}
         if run.findings is not None and run.manifest.exit_code is not None:
             update["exit_code"] = exit_code(run.findings)  # of these nodes: what they show
+        if run.findings is not None and run.manifest.findings_bad is not None:
+            update["findings_bad"] = sum(1 for f in run.findings if f.status.bad)
         run.manifest = run.manifest.model_copy(update=update)
     run.notes.append(f"--limit {limit!r}: {len(kept)} of the run's {len(every)} nodes")
 

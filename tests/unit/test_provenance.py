@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from bringup.findings import Status
 from bringup.provenance import (
     REDACTED,
     Change,
+    Origin,
     Provenance,
     Resumed,
+    Source,
     compare,
     evidence_files,
     evidence_hashes,
-    Origin,
-    Source,
     origin_of,
 )
-from bringup.findings import Status
 from bringup.rundir import RunDir, load_manifest
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bringup.node.parsers.dcgm_diag import parse_diag
 from bringup.sim.dcgm import diag_table
 
