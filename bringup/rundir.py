@@ -44,9 +44,12 @@ class Override(BaseModel):
 
 
 def _shown(value: Any) -> str:
-    return (
-        json.dumps(value) if isinstance(value, dict | list | str) or value is None else f"{value}"
-    )
+    """A profile value as a person reads it: 7, 1000, "NVIDIA B300", unset."""
+    if value is None:
+        return "unset"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return json.dumps(value) if isinstance(value, dict | list | str) else str(value)
 
 
 class Manifest(BaseModel):

@@ -228,7 +228,8 @@ def _origin(info: RunInfo, derived: provenance.Origin) -> str:
     """The mode in words. A run whose records are not all live says why first, whatever
     its manifest says of how it was made."""
     if not derived.live:
-        made = _made(info)
+        # How the run was made, where that says more than "it probed its nodes".
+        made = _made(info) if info.mode not in ("live", "resume") else None
         return f"not measured live: {derived.note}" + (f" ({made})" if made else "")
     return _made(info) or "provenance not recorded (a run from before bringup recorded it)"
 
