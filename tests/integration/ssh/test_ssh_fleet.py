@@ -181,7 +181,7 @@ def test_limit_and_per_host_profile_overrides(
     assert manifest["overrides"] == {"known7": [{"field": "gpu.count", "profile": 8, "value": 7}]}
     report = cli("report", out, "--format", "md", "--out", tmp_path / "rep")
     assert (
-        "known7 judged with overrides: gpu.count 8 -> 7"
+        "known7 judged with overrides: gpu.count 8 -&gt; 7"  # Markdown-escaped
         in (tmp_path / "rep" / "report.md").read_text()
     )
     # Facts answered from bringup_replay files (the demo's): never a live run.
