@@ -282,11 +282,7 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool) -> int:
             built.findings,
             exit_code=code,
             accepted=built.verdict.accepted,
-            provenance={
-                "mode": built.verdict.mode,
-                "live": not built.verdict.reasons,
-                "reasons": built.verdict.reasons,
-            },
+            provenance=built.verdict.origin_json(),
             run_dir=str(bundle_path),
             data={
                 "parts": [p.model_dump(mode="json") for p in bundle.parts],

@@ -217,7 +217,7 @@ def report(
     if as_json:
         data = {"summary": summary(built), "written": [str(p) for p in written]}
         verdict = built.verdict
-        made = {"mode": verdict.mode, "live": not verdict.reasons, "reasons": verdict.reasons}
+        made = verdict.origin_json()
         print_envelope(built.findings, accepted=verdict.accepted, provenance=made, data=data)
     else:
         lines = verdict_lines(built)

@@ -10,6 +10,7 @@ is never ACCEPTED.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 NVML_MARKER = "bringupNvmlSimulated"
@@ -27,6 +28,14 @@ def nvml_is_simulated(pynvml: Any) -> bool:
     except AttributeError:  # ctypes: the library has no such symbol (real NVML)
         return False
     return True
+
+
+def sampled_gpus() -> list[str]:
+    """[GPUS] when the NVML this process loaded (a telemetry sampler's) is the simulator,
+    else []: what a probe that sampled telemetry says it read. The library stays loaded
+    after nvmlShutdown, so it can be asked after the sampling."""
+    loaded = sys.modules.get("pynvml")
+    return [GPUS] if loaded is not None and nvml_is_simulated(loaded) else []
 
 
 def tool_is_simulated(path: str) -> bool:

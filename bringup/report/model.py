@@ -82,6 +82,10 @@ class Verdict(BaseModel):
     reasons: list[str] = Field(default_factory=list)  # why not live: "demo data", ...
     line: str = ""  # "ACCEPTED", "NOT ACCEPTED (demo data)": what every output heads with
 
+    def origin_json(self) -> dict[str, object]:
+        """--json's `provenance` (commands/envelope.py, Origin): mode, live, reasons."""
+        return {"mode": self.mode, "live": not self.reasons, "reasons": list(self.reasons)}
+
 
 class RunInfo(BaseModel):
     path: str

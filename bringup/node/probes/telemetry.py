@@ -17,7 +17,6 @@ returns a Timeline whose `error` says "no NVIDIA driver found (...)" and that ha
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from typing import Any, Protocol
 
 from bringup.node.gpu_facts import decode_clock_event_reasons
 from bringup.node.result import ProbeError, ProbeOutput
-from bringup.node.simulated import GPUS, nvml_is_simulated
+from bringup.node.simulated import sampled_gpus
 from bringup.node.timeline import Sample, Timeline
 
 
@@ -427,7 +426,4 @@ def collect(params: Params) -> ProbeOutput:
     timeline = sample_for(params.seconds, params.interval_s, params.max_samples)
     if not timeline.samples and timeline.error:
         raise ProbeError(timeline.error)
-    # The library stays loaded after nvmlShutdown: ask it whether it is the simulator.
-    loaded = sys.modules.get("pynvml")
-    said = [GPUS] if loaded is not None and nvml_is_simulated(loaded) else []
-    return ProbeOutput(timeline, simulated=said)
+    return ProbeOutput(timeline, simulated=sampled_gpus())

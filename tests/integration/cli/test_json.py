@@ -199,7 +199,8 @@ def test_slurm_healthcheck_on_this_gpu_less_machine(
         "slurm healthcheck",
         1,  # no GPU here: unfit
     )
-    assert doc["data"]["healthcheck"]["node"] == "n1" and doc["verdict"] == "NOT ACCEPTED"
+    assert doc["data"]["healthcheck"]["node"] == "n1" and doc["data"]["healthcheck"]["fit"] is False
+    assert doc["verdict"] is None  # fitness for a job, not an acceptance
 
 
 @pytest.mark.parametrize(
