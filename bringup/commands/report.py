@@ -113,7 +113,7 @@ def build_report(
     from bringup.checks.completeness import judge_completeness
     from bringup.checks.identity import CHECK as IDENTITY
     from bringup.checks.identity import judge_identity
-    from bringup.checks.regression import judge_regressions
+    from bringup.checks.regression import judge_override_changes, judge_regressions
     from bringup.checks.stragglers import judge_stragglers
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
@@ -129,6 +129,9 @@ def build_report(
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
         judged += judge_regressions(now, then, limits, baseline.path.name)
+        if run.manifest is not None and baseline.manifest is not None:
+            overrides = (run.manifest.overrides, baseline.manifest.overrides)
+            judged += judge_override_changes(*overrides, baseline.path.name)
     order = [check.name for check in CHECKS]
     return build(run, prof, judged, order, baseline, generated_at, measurements=now)
 

@@ -155,3 +155,22 @@ def test_a_live_run_with_overrides_is_accepted_with_overrides(tmp_path: Path) ->
     assert "- b300-node07 judged with overrides: gpu.count 8 -&gt; 7" in md
     passed = [Finding(node="n1", check="gpu.count", status=Status.PASS, message="7 GPUs")]
     assert verdict_line(passed, overrides=True).plain == "ACCEPTED with overrides: 1 PASS on 1 node"
+
+
+def test_overrides_are_compared_with_the_baseline(tmp_path: Path) -> None:
+    """A node judged with other overrides than at handover: a WARN naming both."""
+    from tests.support.report_runs import clean_run
+
+    then = clean_run(tmp_path / "then")
+    now = clean_run(tmp_path / "now")
+    manifest = json.loads((now / "manifest.json").read_text())
+    manifest["overrides"] = {"b300-node07": [{"field": "gpu.count", "profile": 8, "value": 7}]}
+    (now / "manifest.json").write_text(json.dumps(manifest))
+    code, doc = _json("report", now, "--baseline", then, "--out", tmp_path / "rep")
+    said = [
+        (f["node"], f["status"], f["message"])
+        for f in doc["findings"]
+        if f["check"] == "baseline.overrides"
+    ]
+    assert said == [("b300-node07", "WARN", "judged with gpu.count 8 -> 7; at then: no overrides")]
+    assert code == 0 and doc["data"]["summary"]["verdict"]["line"] == "ACCEPTED with overrides"
