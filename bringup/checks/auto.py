@@ -36,6 +36,8 @@ def gpu_model(probe: str, facts: Any) -> str | None:
         names = [getattr(facts, "device_name", None) or ""]
     elif probe == "nccl":
         names = [m["name"] for d in facts.devices if (m := _NCCL_DEVICE.search(d))]
+    elif probe == "topology":  # an environment dump names the GPUs above the matrix
+        names = list(getattr(facts, "gpu_models", []))
     return next((n.strip() for n in names if n and n.strip() and n.strip() != "cpu"), None)
 
 

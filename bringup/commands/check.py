@@ -623,6 +623,7 @@ def inspect(
         data = {
             "source": str(file),
             "kind": result.kind,
+            "read": result.read,
             "profile": result.profile,
             "facts": parsed,
         }
@@ -631,7 +632,8 @@ def inspect(
         code = inspect_exit_code(result.findings)
         print_envelope(result.findings, exit_code=code, judged=False, data=data)
     elif not quiet:
-        out.print(plain(file, style="bold") + plain(f": {result.kind}"))
+        read = f" — {result.read}" if result.read else ""
+        out.print(plain(file, style="bold") + plain(f": {result.kind}{read}"))
         if show_facts:
             out.print_json(data=result.facts_json())
         title = f"findings — profile {result.profile}" if result.profile else "findings"
@@ -670,8 +672,15 @@ def _inspect_facts(
             for n in nodes
             for probe, record in n.probes.items()
         ]
-        data = {"source": str(path), "kind": "facts", "profile": name, "facts": parsed}
-        data["verdict"] = line.plain
+        read = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} of recorded facts"
+        data = {
+            "source": str(path),
+            "kind": "facts",
+            "read": read,
+            "profile": name,
+            "facts": parsed,
+            "verdict": line.plain,
+        }
         nodes_seen = recorded_entries(nodes)
         print_envelope(findings, exit_code=code, judged=False, nodes=nodes_seen, data=data)
     else:

@@ -79,7 +79,7 @@ def test_inspect_a_file_and_a_directory_give_one_shape(
 ) -> None:
     one = valid(cli("inspect", SMI, "-p", "a100", "--json"), "inspect", 1)["data"]
     many = valid(cli("inspect", demo["out"], "--json"), "inspect", 1)["data"]
-    assert set(one) == set(many) == {"source", "kind", "profile", "facts", "verdict"}
+    assert set(one) == set(many) == {"source", "kind", "read", "profile", "facts", "verdict"}
     # A capture is not a node, recorded facts not a run: no acceptance verdict at all.
     assert one["verdict"].startswith("FAULT FOUND in nvidia-smi -q (")
     assert many["verdict"].startswith("FAULT FOUND in the facts of 6 nodes in ")
