@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from bringup import __version__
-from bringup.files import InputError, read_text, write_atomic
+from bringup.files import InputError, read_in, read_text, write_atomic
 from bringup.node.probes.burnin import BurninFacts, measured, tokens_per_s_per_gpu
 from bringup.node.timeline import Timeline
 from bringup.schema import Strict, describe
@@ -260,10 +260,12 @@ def load(path: Path) -> Baseline:
         if not parts:
             raise BaselineError(f"{path}: the handover bundle holds no burn-in run")
         path = path / parts[-1].path
-    if path.is_dir():
-        path = path / "baseline.json"
     try:
-        text = read_text(path, "baseline")
+        if path.is_dir():  # a burn-in run: its baseline.json, no symlink followed
+            text = read_in(path, "baseline.json", "baseline")
+            path = path / "baseline.json"
+        else:
+            text = read_text(path, "baseline")
     except InputError as exc:
         raise BaselineError(str(exc)) from None
     try:
@@ -310,11 +312,10 @@ class BundleError(InputError):
 
 def is_bundle(path: Path) -> bool:
     """Whether `path` is a bundle directory (its manifest.json says so)."""
-    file = path / "manifest.json"
-    if not file.is_file():
+    if not (path / "manifest.json").is_file():
         return False
     try:
-        data = json.loads(read_text(file, "manifest"))
+        data = json.loads(read_in(path, "manifest.json", "manifest"))
     except (InputError, ValueError, RecursionError):
         # Not JSON, or nested past Python's stack: a run's broken manifest, said by whoever
         # reads the run.
@@ -326,7 +327,7 @@ def is_bundle(path: Path) -> bool:
 def load_bundle(path: Path) -> Bundle:
     """A bundle's manifest; each part's path must stay inside the bundle."""
     try:
-        bundle = Bundle.model_validate_json(read_text(path / "manifest.json", "bundle manifest"))
+        bundle = Bundle.model_validate_json(read_in(path, "manifest.json", "bundle manifest"))
     except InputError as exc:
         raise BundleError(str(exc)) from None
     except ValidationError as exc:

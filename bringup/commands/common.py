@@ -205,6 +205,16 @@ LimitOpt = Annotated[
     typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
 ]
 ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
+# What one node may store (bringup/fleet/run.py NodeCaps; docs/reference.md): a node past
+# either is an ERROR and nothing more of it is written.
+MaxRawMibOpt = Annotated[
+    int,
+    typer.Option("--max-raw-mib", min=1, help="Raw tool output one node may store, in MiB."),
+]
+MaxRawFilesOpt = Annotated[
+    int,
+    typer.Option("--max-raw-files", min=1, help="Raw tool output files one node may store."),
+]
 AcceptOpt = Annotated[
     bool,
     typer.Option("--accept-new-hostkeys", help="Trust (and record) host keys seen the first time."),

@@ -14,7 +14,6 @@ a later `bringup report NEW_RUN --baseline BUNDLE` compares with the whole hando
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -103,11 +102,11 @@ def handover(
     started = now()
     # With --json the one document on stdout is the bundle's: the parts speak on stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
-    with quiet:
-        if sources:
-            parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
-            mode = "from"
-        else:
+    if sources:  # gathering prints nothing but a refusal, whose JSON goes to stdout
+        parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
+        mode = "from"
+    else:
+        with quiet:
             steps = _steps(
                 ctx,
                 local=local,
@@ -140,10 +139,14 @@ def handover(
 
 def _create(path: Path) -> None:
     """An empty bundle directory (a new one, or an empty one given)."""
+    from bringup.files import is_link, make_dir
+
     try:
+        if is_link(path):
+            fail(f"{path} is a symbolic link; choose another --out")
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             fail(f"{path} exists and is not an empty directory; choose another --out")
-        path.mkdir(parents=True, exist_ok=True)
+        make_dir(path)
     except OSError as exc:
         fail(f"cannot create {path}: {exc.strerror}")
 
@@ -226,7 +229,10 @@ def _run_part(kind: str, step: Callable[[Path], None], bundle: Path) -> BundlePa
 def _gather(source: Path, bundle: Path, index: int) -> BundlePart:
     """A copy of an existing run directory as a part, named after the command that made it."""
     from bringup.baseline import PART_KINDS, BundlePart, is_bundle
+    from bringup.files import InputError, copy_tree, is_link
 
+    if is_link(source):
+        fail(f"--from {source}: a symbolic link; give the run directory itself")
     if not (source / "manifest.json").is_file():
         fail(f"--from {source}: not a run directory (no manifest.json)")
     if is_bundle(source):
@@ -238,7 +244,11 @@ def _gather(source: Path, bundle: Path, index: int) -> BundlePart:
         fail(f"--from {source}: a {command or 'unknown'} run is no handover part")
     name = kind if not (bundle / kind).exists() else f"{kind}-{index + 1}"
     try:
-        shutil.copytree(source, bundle / name, symlinks=True)
+        # Regular files only: a link would carry what it points to (any file of this
+        # machine, or nothing) into the evidence; a FIFO would hang the copy.
+        copy_tree(source, bundle / name, strict=True)
+    except InputError as exc:
+        fail(f"--from {exc}")
     except OSError as exc:
         fail(f"--from {source}: cannot copy it into {bundle}: {exc}")
     code = manifest.get("exit_code")
@@ -249,9 +259,11 @@ def _manifest(run: Path) -> dict[str, Any]:
     """A run's manifest.json as plain data ({} when it cannot be read)."""
     import json
 
+    from bringup.files import InputError, read_in
+
     try:
-        data = json.loads((run / "manifest.json").read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_in(run, "manifest.json", "manifest"))
+    except (InputError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

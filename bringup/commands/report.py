@@ -8,7 +8,6 @@ exporter uses too.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -158,12 +157,14 @@ def make_report(
 def write(
     report: Report, prof: profile_mod.Profile | None, formats: list[str], out: Path
 ) -> list[Path]:
-    """Write each format's file into `out` (atomically: temp file, then rename)."""
+    """Write each format's file into `out` (bringup/files.py: a random temporary name,
+    then rename; no symlink at `out` or at a file's name is followed)."""
     # matplotlib and the templates load here, not at start-up: `bringup --help` stays fast.
+    from bringup.files import make_dir, write_atomic
     from bringup.report import junit, render
 
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
     except OSError as exc:
         fail(f"cannot create {out}: {exc.strerror}")
     texts = {
@@ -175,10 +176,8 @@ def write(
     written = []
     for name in formats:
         target = out / FILE_NAMES[name]
-        tmp = target.with_name(f".{target.name}.tmp")
         try:
-            tmp.write_text(texts[name](), encoding="utf-8")
-            os.replace(tmp, target)
+            write_atomic(target, texts[name]())
         except OSError as exc:
             fail(f"cannot write {target}: {exc.strerror}")
         written.append(target)

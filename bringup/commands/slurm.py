@@ -108,7 +108,7 @@ def healthcheck(
     verdict["budget_s"] = budget_s
     _write_verdict(run.path, verdict)
     run.finish("complete", code)
-    hc.prune_runs(runs, keep)
+    hc.prune_runs(runs, keep, current=run.path)
     if as_json:
         # Fitness for the next job (exit 0 fit, 1 unfit: what Slurm's Prolog reads), not an
         # acceptance: no verdict word, `data.healthcheck.fit` says it.

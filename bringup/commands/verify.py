@@ -18,8 +18,10 @@ manifest holds no hashes or the signature does not verify, 2 bad input.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -216,16 +218,32 @@ def _last_line(output: bytes) -> str:
     return lines[-1] if lines else "no message"
 
 
+def _read(run_dir: Path, name: str) -> bytes:
+    """A file of the run (bringup/files.py: no symlink followed, no FIFO waited on)."""
+    from bringup.files import InputError, read_bytes_in
+
+    try:
+        return read_bytes_in(run_dir, name, "run")
+    except InputError as exc:
+        fail(str(exc))
+
+
 def _check_signature(run_dir: Path, allowed: Path, identity: str) -> dict[str, Any]:
     """`ssh-keygen -Y verify` of manifest.json.sig: {"good": bool, "detail": text}."""
     from bringup.provenance import MANIFEST, SIGNATURE
 
-    sig = run_dir / SIGNATURE
-    if not sig.is_file():
+    if not os.path.lexists(run_dir / SIGNATURE):
         return {"good": False, "detail": f"no {SIGNATURE} in {run_dir}"}
-    args = [_ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", identity]
-    args += ["-n", NAMESPACE, "-s", str(sig)]
-    done = _run(args, (run_dir / MANIFEST).read_bytes())
+    signature = _read(run_dir, SIGNATURE)
+    manifest = _read(run_dir, MANIFEST)
+    # ssh-keygen reads the signature from a path: a private copy of what was read, so a
+    # link or FIFO at the run's own name is never handed to it.
+    with tempfile.TemporaryDirectory(prefix="bringup-verify-") as private:
+        sig = Path(private, SIGNATURE)
+        sig.write_bytes(signature)
+        args = [_ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", identity]
+        args += ["-n", NAMESPACE, "-s", str(sig)]
+        done = _run(args, manifest)
     detail = _last_line(done.stdout if done.returncode == 0 else done.stderr or done.stdout)
     return {"good": done.returncode == 0, "detail": detail, "identity": identity}
 
@@ -236,7 +254,7 @@ def _sign(run_dir: Path, key: Path) -> None:
     from bringup.provenance import MANIFEST, SIGNATURE
 
     args = [_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", NAMESPACE]
-    done = _run(args, (run_dir / MANIFEST).read_bytes())
+    done = _run(args, _read(run_dir, MANIFEST))
     if done.returncode != 0 or not done.stdout.strip():
         fail(f"ssh-keygen could not sign with {key}: {_last_line(done.stderr)}")
     try:

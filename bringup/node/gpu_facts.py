@@ -73,6 +73,9 @@ class Gpu:
     remapped_rows: RemappedRows | None = None
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None  # the GPU's own maximum (device max where reported)
+    # The link's maximum: the lower of the GPU's and the host's (a Grace CPU's Gen5 ports
+    # under a Gen6 GPU). None when the source does not say it apart from the GPU's own.
+    pcie_link_gen_max: int | None = None
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
     power_draw_w: float | None = None
@@ -90,6 +93,9 @@ class Gpu:
     # at the T.Limit "GPU Slowdown T.Limit Temp" (e.g. -2 C: 2 degrees past the limit).
     tlimit_margin_c: float | None = None
     slowdown_tlimit_c: float | None = None
+    # The HBM's max operating limit on the same T.Limit scale ("Memory Max Operating T.Limit
+    # Temp : 0 C"): the HBM reaches its limit when the T.Limit margin falls to it.
+    memory_max_tlimit_c: float | None = None
     sm_clock_hz: int | None = None
     sm_clock_max_hz: int | None = None
     memory_clock_hz: int | None = None
@@ -103,6 +109,9 @@ class Gpu:
     fabric_state: str | None = None  # "completed", "in_progress", "not_supported", ...
     fabric_status: str | None = None  # "success" or the error
     fabric_health_mask: int | None = None  # NVML's nvmlGpuFabricInfo_v2 healthMask, raw bits
+    # The NVLink clique (partition) the fabric placed the GPU in: 0 on an HGX board (no
+    # multi-node NVLink), the rack's clique on an NVL72 tray.
+    fabric_clique_id: int | None = None
     # Why this GPU could not be read at all ("GPU is lost": it fell off the bus); its other
     # fields are then unknown, and gpu.count names it.
     error: str | None = None

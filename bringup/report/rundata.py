@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from pydantic import ValidationError
 from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
+from bringup.files import InputError, is_link, read_bytes_in, read_in
 from bringup.findings import Finding
-from bringup.provenance import Provenance, manifest_sha256
+from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.rundir import Manifest
 
 
@@ -70,7 +72,7 @@ def load(path: Path) -> RunData:
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
         return _bundle(path)
-    if not any((path / name).exists() for name in ("manifest.json", "facts", "findings.jsonl")):
+    if not any(os.path.lexists(path / n) for n in ("manifest.json", "facts", "findings.jsonl")):
         raise RunDataError(
             f"{path}: not a run directory (no manifest.json, facts/ or findings.jsonl)"
         )
@@ -149,26 +151,30 @@ def _bundle(path: Path) -> RunData:
 
 def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
     """The run's manifest, or None and why; never raises."""
-    file = path / "manifest.json"
-    if not file.exists():
+    if not os.path.lexists(path / MANIFEST):
         return None, "manifest.json is missing: which nodes and probes the run planned is unknown"
     try:
-        return Manifest.model_validate_json(file.read_bytes()), None
-    except (OSError, ValidationError, ValueError) as exc:
+        return Manifest.model_validate_json(read_bytes_in(path, MANIFEST, "manifest")), None
+    except (InputError, ValidationError, ValueError) as exc:
         return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 
 def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
     facts: dict[str, NodeFacts] = {}
     problems: dict[str, str] = {}
+    folder = path / "facts"
+    if is_link(folder):
+        # Never followed: the facts would be whatever the link points to.
+        problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
+        return facts, problems
     try:
-        files = sorted((path / "facts").glob("*.json"))
+        files = sorted(folder.glob("*.json"))
     except OSError:
         files = []  # facts/ unreadable: every node then shows as having no facts
     for file in files:
         try:
-            node = NodeFacts.model_validate_json(file.read_bytes())
-        except (OSError, ValidationError, ValueError) as exc:
+            node = NodeFacts.model_validate_json(read_bytes_in(path, f"facts/{file.name}", "facts"))
+        except (InputError, ValidationError, ValueError) as exc:
             problems[file.stem] = (
                 f"facts/{file.name} unreadable ({_first_line(exc)}): its probes are not shown"
             )
@@ -179,17 +185,16 @@ def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
 
 def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
     """The findings, why there are none, and the numbers of the lines that do not parse."""
-    file = path / "findings.jsonl"
-    if not file.exists():
+    if not os.path.lexists(path / "findings.jsonl"):
         why = (
             "findings.jsonl is missing: the run was never judged "
             f"(judge its facts with `bringup check --replay {path}`)"
         )
         return None, why, []
     try:
-        text = file.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return None, f"findings.jsonl unreadable ({exc.strerror or exc}): no verdict is known", []
+        text = read_in(path, "findings.jsonl", "findings", lenient=True)
+    except InputError as exc:
+        return None, f"findings.jsonl unreadable ({exc}): no verdict is known", []
     findings: list[Finding] = []
     unreadable: list[int] = []
     # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,
