@@ -130,3 +130,74 @@ def test_na_without_a_profile_is_not_judged_as_expected() -> None:
     assert [(f.check, f.status) for f in seen.findings if f.check == "gpu.remapped_rows"] == [
         ("gpu.remapped_rows", Status.SKIP)
     ]
+
+
+# --- -q -x: the same rules, on a real A100 with MIG on ---------------------------------------
+
+A100_MIG_XML = read_text(FIXTURES / "smi" / "telegraf-a100-sxm4-x4-mig-535-q-x.xml")
+
+
+def test_q_x_names_the_na_fields_as_q_text_does() -> None:
+    (gpu,) = inspect_text(A100_MIG_XML, "auto").facts.gpus
+    assert (gpu.mig_mode, gpu.remapped_rows, gpu.not_available) == (True, None, ["Remapped Rows"])
+
+
+def test_real_a100_with_mig_on_keeps_its_remapped_rows_skip() -> None:
+    assert of(A100_MIG_XML, "gpu.remapped_rows") == [
+        (Status.SKIP, "remapped rows not reported (GPU older than A100, or MIG active)")
+    ]
+
+
+def test_the_same_a100_with_mig_off_fails_its_na_remapped_rows() -> None:
+    # On main: SKIP. With MIG off nothing explains the N/A on an A100.
+    mig_on = "<current_mig>Enabled</current_mig>"
+    assert A100_MIG_XML.count(mig_on) == 1
+    text = A100_MIG_XML.replace(mig_on, "<current_mig>Disabled</current_mig>")
+    assert of(text, "gpu.remapped_rows") == [
+        (
+            Status.FAIL,
+            "GPU 0: Remapped Rows is N/A: the GPU or driver could not report it, "
+            "and this GPU has it",
+        )
+    ]
+
+
+# --- --query-gpu CSV: the field named by its query name -------------------------------------
+
+H100_CSV = read_text(FIXTURES / "smi" / "ugpuexp-h100-query-gpu-load.csv.txt")
+
+
+def csv_with_na(column: str) -> str:
+    """The real H100 CSV with one column's cell printed "[N/A]", as nvidia-smi prints it."""
+    header, row, *rest = H100_CSV.splitlines()
+    names = [cell.strip().split(" [")[0] for cell in header.split(",")]
+    cells = row.split(",")
+    cells[names.index(column)] = " [N/A]"
+    return "\n".join([header, ",".join(cells), *rest]) + "\n"
+
+
+def test_the_real_h100_csv_is_judged_as_before() -> None:
+    assert inspect_text(H100_CSV, "auto").facts.gpus[0].not_available == []
+    assert [s for s, _ in of(H100_CSV, "gpu.ecc")] == [Status.PASS]
+
+
+def test_csv_ecc_mode_na_fails_naming_the_query_field() -> None:
+    # On main: PASS "ECC enabled, no uncorrected errors" (the counters alone).
+    assert of(csv_with_na("ecc.mode.current"), "gpu.ecc") == [
+        (
+            Status.FAIL,
+            "GPU 0: ecc.mode.current is N/A: the GPU or driver could not report it, "
+            "and this GPU has it",
+        )
+    ]
+
+
+def test_csv_remapped_rows_na_fails() -> None:
+    # On main: SKIP "remapped rows not reported".
+    assert of(csv_with_na("remapped_rows.pending"), "gpu.remapped_rows") == [
+        (
+            Status.FAIL,
+            "GPU 0: remapped_rows.pending is N/A: the GPU or driver could not report it, "
+            "and this GPU has it",
+        )
+    ]

@@ -34,12 +34,18 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
 # each, the `-q` fields that carry it, and how grave an "N/A" there is. ECC and row remaps
 # are memory safety: not knowing them is a FAIL, as for "Unknown Error". A power limit
 # nobody can read only leaves gpu.power unjudged: WARN.
+# The fields are named as `-q` text and `-q -x` (same names) or `--query-gpu` name them.
 _EXPECTED: dict[str, tuple[str, tuple[str, ...], Status]] = {
-    "gpu.ecc": ("ecc", ("ECC Mode Current",), Status.FAIL),
-    "gpu.remapped_rows": ("remapped_rows", ("Remapped Rows",), Status.FAIL),
+    "gpu.ecc": ("ecc", ("ECC Mode Current", "ecc.mode.current"), Status.FAIL),
+    "gpu.remapped_rows": ("remapped_rows", ("Remapped Rows", "remapped_rows."), Status.FAIL),
     "gpu.power": (
         "power_limit",
-        ("GPU Power Readings Current Power Limit", "Power Readings Current Power Limit"),
+        (
+            "GPU Power Readings Current Power Limit",
+            "Power Readings Current Power Limit",
+            "enforced.power.limit",
+            "power.limit",
+        ),
         Status.WARN,
     ),
 }
