@@ -2,9 +2,10 @@
 naming the field (the GPU or driver could not say), not a "not reported" SKIP; where the
 field does not exist on that GPU it stays SKIP.
 
-On a real H100 `nvidia-smi -q` (tests/fixtures/smi/SOURCES.md). The N/A cases are that
-capture with one field printed N/A the way nvidia-smi prints it elsewhere (a V100 vGPU's
-`Remapped Rows : N/A`, `Current Power Limit : N/A`, both real): derived here, not recorded.
+On real captures (tests/fixtures/smi/SOURCES.md): an H100 `nvidia-smi -q` and
+`--query-gpu` CSV, an A100 `-q -x` with MIG on (whose `<remapped_rows>` is N/A). The N/A
+cases on the H100 are that capture with one field printed N/A the way nvidia-smi prints
+a field it has no value for (`Remapped Rows : N/A`, `[N/A]`): derived here, not recorded.
 """
 
 from __future__ import annotations
