@@ -8,6 +8,7 @@ the source did not report a field (not zero, not false).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Clocks event reasons (nvml.h, nvmlClocksEventReason*; docs/reference.md#nvml).
 CLOCK_EVENT_REASONS: dict[int, str] = {
@@ -21,6 +22,27 @@ CLOCK_EVENT_REASONS: dict[int, str] = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
+
+
+# nvmlValueType_t -> the member of the nvmlValue_t union that holds a field value (nvml.h:
+# NVML_VALUE_TYPE_DOUBLE 0 ... NVML_VALUE_TYPE_UNSIGNED_SHORT 6).
+NVML_VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+
+def nvml_field_number(value: Any) -> float | None:
+    """The number in an nvmlFieldValue_t, read through the union member its valueType
+    names; None for a type this table does not know. Reading another member would take
+    the bytes around the written one, which the driver leaves as they were."""
+    member = NVML_VALUE_MEMBERS.get(value.valueType)
+    return float(getattr(value.value, member)) if member is not None else None
 
 
 def decode_clock_event_reasons(mask: int) -> list[str]:

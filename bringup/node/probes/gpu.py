@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows, decode_clock_event_reasons
+from bringup.node.gpu_facts import (
+    Gpu,
+    GpuFacts,
+    NvLink,
+    RemappedRows,
+    decode_clock_event_reasons,
+    nvml_field_number,
+)
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.tool import run, which
@@ -86,8 +93,6 @@ NVML_FI_DEV_NVLINK_GET_SPEED = 164  # per link (scope = link), Mbps
 NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT = 194  # slowdown threshold relative to T.Limit, C
 NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT = 195  # the HBM's limit on the same scale, C
 NVML_FI_DEV_MEMORY_TEMP = 82
-# nvmlValueType_t -> the member of the nvmlValue_t union that holds it.
-_VALUE_KINDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 class _GpuLost(Exception):
@@ -128,17 +133,7 @@ class _Nvml:
         values = self("nvmlDeviceGetFieldValues", h, request)
         if not values or values[0].nvmlReturn != 0:
             return None
-        value = values[0]
-        kinds = {
-            0: "dVal",
-            1: "uiVal",
-            2: "ulVal",
-            3: "ullVal",
-            4: "sllVal",
-            5: "siVal",
-            6: "usVal",
-        }
-        return float(getattr(value.value, kinds.get(value.valueType, "uiVal")))
+        return nvml_field_number(values[0])
 
 
 def _read_nvml(nvml: Any) -> GpuFacts:
