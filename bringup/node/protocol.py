@@ -65,6 +65,8 @@ def run_one(name: str, values: dict[str, Any]) -> dict[str, Any]:
     try:
         output = PROBES[name].collect(build_params(name, values))
         record.update(ok=True, facts=dataclasses.asdict(output.facts), raw=output.raw)
+        if output.simulated:  # facts.ProbeRecord.provenance: never a live measurement
+            record["provenance"] = [{"kind": "simulated", "of": s} for s in output.simulated]
     except ProbeError as exc:
         record.update(error=str(exc), raw=exc.raw)
     except Exception as exc:  # a probe bug must become an ERROR finding, not a lost node
