@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup setup-test demo test test-fast gpu-rehearsal lint docs-cli clean
+.PHONY: setup setup-test demo test test-fast test-random gpu-rehearsal lint docs-cli clean
 
 # The controller and the dev tools: enough for the demo, check, inspect and report.
 $(BIN)/bringup: pyproject.toml
@@ -33,8 +33,27 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# In file order (pytest-randomly off: `make test-random` shuffles); the 25 slowest tests and
+# the wall time print at the end, so a slower suite shows in every CI log.
 test: setup-test lint ## lint, then every test (root-only and apt-backed tests skip with a reason)
-	$(BIN)/pytest -q
+	@start=$$(date +%s); status=0; \
+	$(BIN)/pytest -q -p no:randomly --durations=25 || status=$$?; \
+	echo "make test: wall time $$(( $$(date +%s) - start )) s"; exit $$status
+
+# Every tier in a random order (pytest-randomly), one seed for all: the unit tier, then each
+# integration folder on its own, so a test that passes only after another one fails here.
+# Again in the same order: make test-random SEED=<the seed it printed>.
+SEED ?= $(shell $(PYTHON) -c 'import random; print(random.randrange(1, 2**31))')
+test-random: setup-test ## the unit tier and each integration folder in a random order (SEED=)
+	@echo "test-random: seed $(SEED) (again: make test-random SEED=$(SEED))"
+	@status=0; \
+	for tier in tests/unit tests/integration/*/; do \
+		case $$tier in *__pycache__*) continue ;; esac; \
+		echo "== $$tier (seed $(SEED))"; \
+		$(BIN)/pytest -q -p no:cacheprovider -p randomly --randomly-seed=$(SEED) \
+			$$tier || { status=1; failed="$$failed $$tier"; }; \
+	done; \
+	[ $$status = 0 ] || echo "test-random: seed $(SEED) failed in:$$failed"; exit $$status
 
 # The inner loop: the pure, in-process tier (tests/unit): no child processes, sshd, torch
 # ranks, fio or Ansible runs. Some of its report fixtures call the gemm and p2p probes

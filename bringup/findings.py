@@ -9,6 +9,7 @@ reports and JUnit all show.
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
 from typing import Any, Literal
@@ -128,14 +129,17 @@ def described(text: str) -> Expected:
 
 
 def _number(text: str) -> int | float | None:
+    """A finite number; 'Infinity', 'nan' (text a node may report) stay text: JSON has no
+    such numbers, and a finding that holds one could not be read back from findings.jsonl."""
     try:
         return int(text)
     except ValueError:
         pass
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         return None
+    return number if math.isfinite(number) else None
 
 
 def _typed(text: str) -> Scalar:

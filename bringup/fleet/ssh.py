@@ -41,6 +41,7 @@ from bringup.fleet.known_hosts import KnownHosts, preferred_key_types
 from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
 from bringup.fleet.transport import (
     PROBE_GRACE_S,
+    STOP_POLL_S,
     Interrupted,
     LineBuffer,
     ProbeWatch,
@@ -332,7 +333,7 @@ def run_ssh(
             # version of this upload, a damaged unpacked copy): store it (again), once.
             stage("uploading probe code")
             timeout_s = connector.settings.connect_timeout_s + 60
-            _upload(transport, code, host.python, timeout_s, replace=broken)
+            _upload(transport, code, host.python, timeout_s, replace=broken, stop=stop)
     finally:
         _hang_up(transport)
 
@@ -366,6 +367,7 @@ def _upload(
     python: str,
     timeout_s: float,
     replace: bool = False,
+    stop: threading.Event | None = None,
 ) -> None:
     channel = _open(transport)
     try:
@@ -375,9 +377,15 @@ def _upload(
     except (paramiko.SSHException, EOFError, OSError) as exc:
         channel.close()
         raise TransportError(f"storing the probe code on the node failed: {_reason(exc)}") from None
-    if not channel.status_event.wait(timeout_s):
-        channel.close()
-        raise TransportError(f"storing the probe code on the node took over {timeout_s:g} s")
+    # Waited in short steps: Ctrl-C must not wait for a slow node to store the code.
+    end = time.monotonic() + timeout_s
+    while not channel.status_event.wait(min(STOP_POLL_S, max(0.0, end - time.monotonic()))):
+        if stop is not None and stop.is_set():
+            channel.close()
+            raise Interrupted("interrupted")
+        if time.monotonic() >= end:
+            channel.close()
+            raise TransportError(f"storing the probe code on the node took over {timeout_s:g} s")
     status = channel.recv_exit_status()
     stderr = channel.recv_stderr(STDERR_KEPT).decode(errors="replace").strip()
     channel.close()

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.timing import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 H200_Q = FIXTURES / "smi" / "ugpuexp-h200-q-load.txt"
@@ -164,7 +166,7 @@ def wheels(python_version: str) -> Path:
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=scaled(600),
     )
     if proc.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)

@@ -22,6 +22,7 @@ import pytest
 from bringup.fleet.inventory import Host
 from bringup.fleet.node_code import NodeCode, build_node_code
 from bringup.fleet.ssh import Connector, SshSettings, run_ssh
+from tests.support.timing import scaled
 
 SSHD = "/usr/sbin/sshd"
 
@@ -127,10 +128,10 @@ class LocalSshd:
             stderr=log,
             start_new_session=True,
         )
-        end = time.monotonic() + 10
+        end = time.monotonic() + scaled(10)
         while time.monotonic() < end:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=scaled(1)) as s:
                     if s.recv(4).startswith(b"SSH-"):
                         return
             except OSError:

@@ -26,6 +26,7 @@ from tests.support.report_runs import (
     with_measurements,
     write_run,
 )
+from tests.support.timing import scaled
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -86,7 +87,7 @@ def chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
         f"--user-data-dir={user_data}",
         *args,
     ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=scaled(180))
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,8 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     out = base / "report"
     proc = run_cli(
-        *("report", later, "--baseline", handover, "--format", "html", "--out", out), timeout=300
+        *("report", later, "--baseline", handover, "--format", "html", "--out", out),
+        timeout=scaled(300),
     )
     assert proc.returncode == 1, proc.stderr
     return out / "report.html"

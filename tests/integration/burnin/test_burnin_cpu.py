@@ -20,6 +20,7 @@ from bringup import baseline as baselines
 from bringup.facts import ProbeRecord, decode
 from bringup.node.probes.burnin import BurninFacts
 from tests.support.cli import run_cli, valid_envelope
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.burnin
 
@@ -185,7 +186,9 @@ out = burnin.collect(burnin.Params(recipe=recipe.to_json(r), nproc=1,
                      work_dir={str(tmp_path / "work")!r}, gather_adapters=False))
 print(json.dumps(dataclasses.asdict(out.facts)))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(600)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = ProbeRecord(probe="burnin", ok=True, facts=json.loads(proc.stdout.splitlines()[-1]))
     facts = decode(record)

@@ -20,6 +20,7 @@ from bringup import recipe as recipes
 from bringup.fleet.node_code import build_node_code
 from bringup.node.burnin import flops
 from bringup.node.burnin.recipe import NodeRecipeError, from_json
+from tests.support.timing import scaled
 
 CHILD = """
 import json, sys
@@ -67,7 +68,7 @@ def test_trainer_imports_from_the_zip_without_controller_packages(tmp_path: Path
         [sys.executable, "-I", "-c", CHILD, str(zip_path), dumped],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -84,7 +85,7 @@ def test_the_blocker_does_refuse_a_controller_import(tmp_path: Path) -> None:
         [sys.executable, "-c", script, "unused.zip", "{}"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert proc.returncode == 1
     assert "ImportError: bringup.recipe imports pydantic: not on a node" in proc.stderr

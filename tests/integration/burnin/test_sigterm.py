@@ -19,6 +19,7 @@ import pytest
 
 from bringup.node.protocol import _descendants
 from tests.support.cli import valid_envelope
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.burnin
 
@@ -51,7 +52,7 @@ def test_sigterm_kills_every_process_tree_and_finishes_the_run_as_interrupted(
         text=True,
     )  # fmt: skip
     # Wait for the trainer ranks: then the tree is as deep as it gets.
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)
     tree: list[int] = []
     while time.monotonic() < deadline and proc.poll() is None:
         tree = _descendants(proc.pid)
@@ -68,7 +69,7 @@ def test_sigterm_kills_every_process_tree_and_finishes_the_run_as_interrupted(
     assert len(tree) >= 4  # node side, probe, launcher or ranks
 
     proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=scaled(60))
 
     assert proc.returncode == 1, stderr[-3000:]
     doc = valid_envelope(json.loads(stdout))

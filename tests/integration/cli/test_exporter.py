@@ -20,6 +20,7 @@ from bringup.commands.exporter import report_of
 from bringup.report.model import Report
 from bringup.report.prometheus import ExporterError, latest_run, registry_for, serve
 from tests.support.report_runs import demo_run, with_measurements, write_run
+from tests.support.timing import scaled
 
 NODES = [f"b300-node0{i}" for i in range(1, 7)]
 
@@ -139,7 +140,9 @@ def test_server_on_localhost(rich: Path) -> None:
     try:
         host, port = server.server_address[:2]
         assert host == "127.0.0.1"
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/metrics", timeout=scaled(30)
+        ) as response:
             text = response.read().decode()
     finally:
         server.shutdown()
@@ -157,7 +160,7 @@ def test_textfile_is_written_by_the_command(rich: Path, tmp_path: Path) -> None:
         _exporter_cli("exporter", "--run", rich, "--textfile", target),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert proc.returncode == 0, proc.stderr
     parsed = samples(target.read_text())
@@ -182,12 +185,12 @@ def test_command_serves_and_is_scraped(rich: Path, tmp_path: Path) -> None:
             proc.stderr.read() if proc.stderr else line
         )
         url = line.split()[1]
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(url, timeout=scaled(30)) as response:
             parsed = samples(response.read().decode())
         assert value(parsed, "bringup_run_accepted") == 0.0
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
 
 
 @pytest.mark.parametrize(
@@ -202,7 +205,11 @@ def test_bad_input(args: list[str], message: str, rich: Path, tmp_path: Path) ->
     argv = [a.replace("{rich}", str(rich)).replace("{tmp}", str(tmp_path)) for a in args]
     env = dict(os.environ, COLUMNS="200")
     proc = subprocess.run(
-        _exporter_cli("exporter", *argv), capture_output=True, text=True, timeout=120, env=env
+        _exporter_cli("exporter", *argv),
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+        env=env,
     )
     assert proc.returncode == 2
     assert message in proc.stderr

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from bringup import baseline as baselines
 from tests.support.cli import run_cli, valid_envelope
+from tests.support.timing import scaled
 
 
 def test_local_handover_runs_each_part_into_one_bundle(tmp_path: Path) -> None:
     out = tmp_path / "handover"
     proc = run_cli(
         *("handover", "--local", "--suite", "quick", "--seconds", "5", "--out", out, "--json"),
-        timeout=400,
+        timeout=scaled(400),
     )
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = valid_envelope(json.loads(proc.stdout))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.timing import scaled
 
 
 def bringup_nccl(
@@ -88,7 +89,7 @@ def test_local_run_that_cannot_measure_exits_1(tmp_path: Path) -> None:
     result = bringup_nccl(
         "--local",
         *("--out", tmp_path / "r", "--json"),
-        timeout=120,
+        timeout=scaled(120),
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
     )
     assert result.returncode == 1, result.stderr

@@ -29,6 +29,7 @@ from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
 from tests.support.cli import nodes_of
 from tests.support.cluster import CheckRun, needs_cluster, run_check
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster]
 
@@ -39,7 +40,7 @@ TIMEOUTS = {"host": 30.0, "gpu": 30.0, "nvme": 30.0}
 # The controller's deadline for a node (fleet/plan.py: the probes' timeouts + 60 s); the
 # run may take a connect timeout and the CLI's start on top.
 DEADLINE_S = sum(TIMEOUTS.values()) + 60.0
-RUN_LIMIT_S = DEADLINE_S + 20.0
+RUN_LIMIT_S = DEADLINE_S + scaled(20.0)  # the product's deadline, plus a slack a load scales
 HANGING = "#!/bin/sh\nexec sleep 300\n"
 SETTLE_S = 60.0  # a node's leftovers must be gone by then (a probe ends at its deadline)
 
@@ -94,7 +95,7 @@ def _facts(run_dir: Path, node: str) -> dict[str, Any] | None:
 
 def _strike_mid_run(cluster: SimCluster, fault: Fault, run_dir: Path) -> None:
     """Once the node has recorded host and gpu and runs fio: note its facts, then strike."""
-    end = time.monotonic() + 60
+    end = time.monotonic() + scaled(60)
     while time.monotonic() < end:
         facts = _facts(run_dir, fault.node)
         answered = facts is not None and {"host", "gpu"} <= set(facts["probes"])
@@ -159,7 +160,7 @@ def _outcome(run: CheckRun, node: str) -> str:
 
 def _leftovers(cluster: SimCluster) -> dict[str, list[str]]:
     """Each node's processes other than its sshd, after waiting for them to end."""
-    end = time.monotonic() + SETTLE_S
+    end = time.monotonic() + scaled(SETTLE_S)
     while True:
         left = {}
         for name in cluster.names:

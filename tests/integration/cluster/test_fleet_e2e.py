@@ -20,6 +20,7 @@ from bringup.sim.cluster import SimCluster, SimClusterError
 from tests.support import REPO
 from tests.support.cli import run_cli
 from tests.support.cluster import CheckRun, assert_good_but_simulated, needs_cluster, run_check
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster]
 
@@ -283,7 +284,7 @@ def test_a_node_killed_mid_run_keeps_what_it_measured(make_cluster, tmp_path: Pa
 
     def crash() -> None:
         # The host probe has answered once topology's nvidia-smi runs (host comes first).
-        if cluster.wait_for_process("node02", "sleep 300", timeout_s=60):
+        if cluster.wait_for_process("node02", "sleep 300", timeout_s=scaled(60)):
             cluster.kill_node_processes("node02")
 
     killer = _in_background(crash)
@@ -313,7 +314,7 @@ def test_a_frozen_node_ends_at_the_controllers_deadline(make_cluster, tmp_path: 
 
     def hang() -> None:
         # Everything on the node stops (node side, sshd session): it sends nothing more.
-        if cluster.wait_for_process("node02", "sleep 300", timeout_s=60):
+        if cluster.wait_for_process("node02", "sleep 300", timeout_s=scaled(60)):
             cluster.freeze("node02")
 
     freezer = _in_background(hang)

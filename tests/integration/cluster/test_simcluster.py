@@ -17,6 +17,7 @@ import pytest
 from bringup.sim.cluster import NETNS_DIR, STATE_DIR, SimCluster, SimClusterError
 from tests.support import REPO
 from tests.support.cluster import needs_cluster
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster, needs_cluster]
 
@@ -31,13 +32,13 @@ def _connect(cluster: SimCluster, node: str, key: Path | None = None) -> paramik
         key_filename=str(key or cluster.key_file),
         look_for_keys=False,
         allow_agent=False,
-        timeout=10,
+        timeout=scaled(10),
     )
     return client
 
 
 def _exec(client: paramiko.SSHClient, command: str) -> str:
-    _, stdout, _ = client.exec_command(command, timeout=20)
+    _, stdout, _ = client.exec_command(command, timeout=scaled(20))
     return stdout.read().decode()
 
 
@@ -55,7 +56,7 @@ def _openssh(cluster: SimCluster, node: str, command: str) -> subprocess.Complet
         f"root@{cluster.node(node).address}",
         command,
     ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=scaled(30), check=False)
 
 
 def test_every_node_answers_over_ssh_with_a_verified_host_key(make_cluster) -> None:
@@ -95,7 +96,7 @@ def test_namespaces_are_isolated(make_cluster) -> None:
     ]
     # The node's sshd listens on its address only, not in the root namespace.
     with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", 22), timeout=2).close()
+        socket.create_connection(("127.0.0.1", 22), timeout=scaled(2)).close()
     client.close()
 
 
@@ -127,7 +128,7 @@ def test_a_stopped_sshd_refuses_connections_and_comes_back(make_cluster) -> None
     cluster = make_cluster(1)
     cluster.stop_sshd("node01")
     with pytest.raises(ConnectionRefusedError):
-        socket.create_connection((cluster.node("node01").address, 22), timeout=5).close()
+        socket.create_connection((cluster.node("node01").address, 22), timeout=scaled(5)).close()
     cluster.start_sshd("node01")
     _connect(cluster, "node01").close()
 
@@ -137,7 +138,7 @@ def test_kill_freeze_and_tools_act_on_one_node_only(make_cluster) -> None:
     cluster.install_tool("node01", "nvidia-smi", "#!/bin/sh\nexec sleep 300\n")
     client = _connect(cluster, "node01")
     client.exec_command("nvidia-smi topo -m")  # found on the node's PATH: it hangs
-    pid = cluster.wait_for_process("node01", "sleep 300", timeout_s=10)
+    pid = cluster.wait_for_process("node01", "sleep 300", timeout_s=scaled(10))
     assert pid is not None
     assert cluster.wait_for_process("node02", "sleep 300", timeout_s=0.2) is None
     stopped = cluster.freeze("node01")
@@ -223,7 +224,7 @@ def test_a_crashed_cluster_is_swept_at_the_next_start(tmp_path: Path) -> None:
         [sys.executable, "-c", CRASHING_OWNER, str(tmp_path / "crashed")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
         cwd=REPO,
     )
@@ -261,7 +262,7 @@ def test_available_says_why_not_without_root() -> None:
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=scaled(30),
         check=False,
         cwd=REPO,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},

@@ -21,6 +21,7 @@ import yaml
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cluster import needs_cluster, run_check
+from tests.support.timing import scaled
 
 LINK_BITS = 100_000_000
 pytestmark = [
@@ -39,7 +40,7 @@ def served(cluster: SimCluster, name: str, argv: list[str], port: int) -> Iterat
         stderr=subprocess.DEVNULL,
     )
     try:
-        end = time.monotonic() + 10
+        end = time.monotonic() + scaled(10)
         while time.monotonic() < end:
             ready = subprocess.run(
                 ["ip", "netns", "exec", netns, "ss", "-ltn", f"sport = :{port}"],
@@ -52,7 +53,7 @@ def served(cluster: SimCluster, name: str, argv: list[str], port: int) -> Iterat
         yield
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(10))
 
 
 def uplink_suite(tmp_path: Path, duration_s: float) -> Path:

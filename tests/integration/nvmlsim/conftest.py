@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from bringup.sim.nvml import NvmlSimError, build_library, library_env, write_state
+from tests.support.timing import scaled
 
 REPO = Path(__file__).resolve().parents[3]
 SMI = REPO / "tests" / "fixtures" / "smi"
@@ -49,7 +50,7 @@ def run_pynvml(nvml_library: Path, tmp_path: Path) -> RunPynvml:
             capture_output=True,
             text=True,
             env=env,
-            timeout=120,
+            timeout=scaled(120),
         )
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-6:]

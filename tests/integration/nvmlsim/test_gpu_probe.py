@@ -23,6 +23,7 @@ from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.sim.nvml import apply_fault, library_env, state_from_capture, state_from_profile
 from bringup.sim.nvml import write_state as write_nvml_state
+from tests.support.timing import scaled
 
 REPO = Path(__file__).resolve().parents[3]
 SMI = REPO / "tests" / "fixtures" / "smi"
@@ -163,7 +164,7 @@ def test_diagnose_names_gpu5_hw_thermal_on_both_driver_branches(
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "bringup.cli", "diagnose", "--local", "--watch"]
     argv += ["--seconds", "10", "--profile", "b300", "--out", str(tmp_path / "run"), "--json"]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=scaled(120))
     assert proc.returncode == 1, proc.stderr[-2000:]
     findings = json.loads(proc.stdout)["findings"]
     thermal = [f for f in findings if f["status"] == "FAIL" and "GPU 5" in f["message"]]
@@ -181,7 +182,7 @@ def _check_local(library: Path, state: dict[str, Any], profile: str, tmp_path: P
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "bringup.cli", "check", "--local", "--suite", "quick"]
     argv += ["--profile", profile, "--out", str(tmp_path / "run"), "--json"]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=scaled(180))
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     return {f["check"]: f for f in json.loads(proc.stdout)["findings"] if f["check"][:4] == "gpu."}
 

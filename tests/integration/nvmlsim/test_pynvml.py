@@ -20,6 +20,7 @@ from bringup.sim.nvml import (
     state_from_capture,
     state_from_profile,
 )
+from tests.support.timing import scaled
 
 SMI = Path(__file__).resolve().parents[2] / "fixtures" / "smi"
 RunPynvml = Callable[[dict[str, Any], str], Any]  # the conftest fixture run_pynvml
@@ -255,7 +256,7 @@ except pynvml.NVMLError as exc:
     del env[ENV_STATE]
     script = "import json, pynvml\nout = {}\n" + code + "print(json.dumps(out))\n"
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=scaled(60)
     )
     assert result.stdout.strip() == '{"init": "NVMLError_DriverNotLoaded"}'
     assert f"{ENV_STATE} is not set" in result.stderr
@@ -296,7 +297,12 @@ def test_hw_thermal_switches_on_at_its_second_and_its_counter_grows(
     state = state_from_capture(SMI / "ugpuexp-h200-q-load.txt", driver=driver)
     # A value at an id outside the branch's ids is never served.
     state["gpus"][0]["fields"]["300"] = {"type": "unsigned_long_long", "value": 7}
-    out = run_pynvml(apply_fault(state, "hw-thermal=0.5"), TIMELINE)
+    # The first read must come before the switch (0.5 s after init) to see "before": on a
+    # loaded machine the child can stall past it, so a stalled run is run again (not judged).
+    for _ in range(3):
+        out = run_pynvml(apply_fault(state, "hw-thermal=0.5"), TIMELINE)
+        if out["first_at_most_s"] < 0.5:
+            break
     assert out["first_at_most_s"] < 0.5  # else the machine stalled and "before" was not seen
     first, second, third = out["first"], out["second"], out["third"]
     assert first["mask"] & 0x40 == 0 and first["sm"] == 1980

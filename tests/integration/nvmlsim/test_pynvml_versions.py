@@ -19,6 +19,7 @@ import tomllib
 
 from bringup.node.parsers.smi_text import parse_q_text
 from bringup.sim.nvml import apply_fault, library_env, state_from_capture, write_state
+from tests.support.timing import scaled
 
 REPO = Path(__file__).resolve().parents[3]
 H200 = REPO / "tests" / "fixtures" / "smi" / "ugpuexp-h200-q-load.txt"
@@ -44,7 +45,7 @@ def oldest_pynvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("pynvml-floor")
     argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target"]
     argv += [str(target), f"nvidia-ml-py=={floor_version()}"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(300))
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
         pytest.skip(f"cannot install nvidia-ml-py=={floor_version()}: {last}")
@@ -55,7 +56,11 @@ def _collect(library: Path, pynvml_dir: Path, state: dict, tmp_path: Path) -> di
     env = library_env(library, write_state(state, tmp_path / "state.json"))
     env["PYTHONPATH"] = f"{pynvml_dir}:{REPO}"
     proc = subprocess.run(
-        [sys.executable, "-c", COLLECT], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", COLLECT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=scaled(120),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from tests.support import FIXTURES
+from tests.support.timing import scaled
 
 DATA = FIXTURES / "apt" / "nvidia-repos.yaml"
 CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"  # where cuda-keyring puts its key
@@ -198,7 +199,7 @@ class _Signer:
             input=stdin,
             capture_output=True,
             check=False,
-            timeout=120,
+            timeout=scaled(120),
         )
         if proc.returncode != 0:
             raise RuntimeError(f"gpg {args[0]}: {proc.stderr.decode(errors='replace')[-300:]}")
@@ -255,7 +256,7 @@ def _build_deb(package: Package, key: bytes, work: Path, out: Path) -> None:
         ],
         capture_output=True,
         check=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     shutil.rmtree(root)
 
@@ -341,4 +342,4 @@ def serve(root: Path, host: str) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(timeout=10)
+        thread.join(timeout=scaled(10))

@@ -20,6 +20,7 @@ from bringup.sim import rootfs
 from bringup.sim.cluster import SimCluster
 from tests.integration.provision.aptrepo import Repos
 from tests.support.provision import run_provision
+from tests.support.timing import scaled
 
 KERNEL = rootfs.KERNEL_ROOT.lstrip("/")
 
@@ -91,7 +92,7 @@ def ssh(cluster: SimCluster, node: str, command: str) -> str:
         f"root@{cluster.node(node).address}",
         command,
     ]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(120), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

@@ -17,6 +17,7 @@ from tests.support.provision import (
     ansible_env,
     needs_ansible,
 )
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.provision, needs_ansible]
 
@@ -33,7 +34,7 @@ def test_ansible_lint_production_profile_is_clean() -> None:
         capture_output=True,
         text=True,
         env=ansible_env(),
-        timeout=600,
+        timeout=scaled(600),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr
@@ -46,7 +47,7 @@ def test_syntax_check() -> None:
         capture_output=True,
         text=True,
         env=ansible_env(),
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -109,7 +110,7 @@ def _fabric_verdict(tmp_path: Path, smi_file: Path, gpus: int, mutate: tuple[str
         capture_output=True,
         text=True,
         env=ansible_env(),
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = next(x for x in proc.stdout.splitlines() if "VERDICT" in x)
@@ -210,7 +211,7 @@ def test_kernel_headers_also_follow_later_kernels(
         capture_output=True,
         text=True,
         env=ansible_env(),
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = next(x for x in proc.stdout.splitlines() if "HEADERS" in x)

@@ -21,6 +21,7 @@ import yaml
 
 from bringup.fleet.provision import parse_extra_vars
 from tests.support.provision import ANSIBLE_PLAYBOOK, PLAYBOOKS, ansible_env, needs_ansible
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.provision, needs_ansible]
 
@@ -147,7 +148,7 @@ def _evaluate(tmp_path: Path, switches: list[str], extra_vars: list[str]) -> dic
         capture_output=True,
         text=True,
         env=ansible_env(),
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {str(t["name"]): f'"msg": "RAN {t["name"]}"' in proc.stdout for t in tasks}

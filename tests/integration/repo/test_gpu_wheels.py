@@ -28,6 +28,7 @@ from tests.support.gpu_rehearsal import (
     image_python,
     wheels,
 )
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.burnin
 
@@ -79,7 +80,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ImagePython, Pa
     site = work / "site"
     argv = [image.python, "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
     argv += ["--no-compile", "--target", site, *sorted(carried.glob("*.whl"))]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(300))
     assert done.returncode == 0, done.stderr[-2000:]
     return image, carried, site
 
@@ -116,7 +117,7 @@ def test_every_requirement_is_met_offline(installed: tuple[ImagePython, Path, Pa
         capture_output=True,
         text=True,
         env=_env(site),
-        timeout=120,
+        timeout=scaled(120),
     )
     # Only the image's own extras may be unmet here (packages listed but not installed on
     # this machine); nothing the carried set needs.
@@ -136,7 +137,11 @@ def test_every_module_the_steps_import_loads_the_carried_ones_from_the_carried_f
         "print(json.dumps(found))\n"
     )
     done = subprocess.run(
-        [image.python, "-c", code], capture_output=True, text=True, env=_env(site), timeout=300
+        [image.python, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(site),
+        timeout=scaled(300),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.support import REPO
+from tests.support.timing import scaled
 
 
 def test_the_scale_benchmark_runs_at_twenty_nodes(tmp_path: Path) -> None:
@@ -20,7 +21,7 @@ def test_the_scale_benchmark_runs_at_twenty_nodes(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=scaled(240),
         check=False,
     )
     assert done.returncode == 0, done.stderr

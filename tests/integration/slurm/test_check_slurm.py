@@ -19,8 +19,9 @@ import pytest
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
-from tests.support.cli import nodes_of, run_cli
+from tests.support.cli import nodes_of, run_cli, start_cli
 from tests.support.cluster import needs_slurm
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
 
@@ -52,7 +53,7 @@ def _check(cluster: SimCluster, out: Path, *args: str, env: dict[str, str] | Non
         *args,
         cwd=REPO,
         env={**os.environ, **cluster.slurm_env(), **(env or {})},
-        timeout=240,
+        timeout=scaled(240),
     )
     doc = json.loads(done.stdout) if done.stdout.strip() else {}
     return done, doc
@@ -205,9 +206,9 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         # The node side started from its cache (not the command that stores the code,
         # whose temp file is <name>.zip.<pid>).
         running = f"bringup/code/{build_node_code().file_name} "
-        assert cluster.wait_for_process("node02", running, 60) is not None
+        assert cluster.wait_for_process("node02", running, scaled(60)) is not None
         cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
-        stdout, stderr = cli.communicate(timeout=120)
+        stdout, stderr = cli.communicate(timeout=scaled(120))
     finally:
         cluster.thaw("node02")
         if cli.poll() is None:
@@ -246,20 +247,13 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "bringup.cli", *argv],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cli = start_cli(*argv, cwd=REPO, env=env)
     running = f"bringup/code/{build_node_code().file_name} "
     try:
         for name in cluster.names:
-            assert cluster.wait_for_process(name, running, 60) is not None, name
+            assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
         cli.send_signal(signal.SIGINT)
-        stdout, stderr = cli.communicate(timeout=60)
+        stdout, stderr = cli.communicate(timeout=scaled(60))
     finally:
         if cli.poll() is None:
             cli.kill()
@@ -274,6 +268,6 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     for name in cluster.names:
         # The node side and its probe (a session of its own, which neither Slurm's process
         # group nor srun's signal reaches: it dies with the node side).
-        assert _gone_within(cluster, name, running, 5.0) is not None, name
+        assert _gone_within(cluster, name, running, scaled(5.0)) is not None, name
     running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
     assert running_jobs.stdout.split() == []

@@ -23,6 +23,7 @@ from bringup.sim.faults import nvml_state
 from bringup.sim.nvml import write_state
 from tests.support import REPO
 from tests.support.cluster import needs_slurm
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
 
@@ -79,7 +80,7 @@ def _drained_reasons(cluster: SimCluster) -> dict[str, str]:
 
 def _wait_idle(cluster: SimCluster, name: str) -> str:
     """A node's state once its last job has left it (draining -> drained)."""
-    end = time.monotonic() + 30
+    end = time.monotonic() + scaled(30)
     while time.monotonic() < end:
         state = _states(cluster)[name][0]
         if state not in ("draining", "mixed", "allocated", "completing"):
@@ -199,12 +200,12 @@ def test_slurmd_runs_it_as_the_health_check_program(
         )
         # Planted once Slurm is up (its start waits for every node to be idle).
         write_state(nvml_state("row_remap"), cluster.node("node01").nvml_state)
-        end = time.monotonic() + 60
+        end = time.monotonic() + scaled(60)
         while time.monotonic() < end and "node01" not in _drained_reasons(cluster):
             time.sleep(1)
         assert _drained_reasons(cluster) == {"node01": REMAP}
         write_state(nvml_state("healthy"), cluster.node("node01").nvml_state)
-        end = time.monotonic() + 60
+        end = time.monotonic() + scaled(60)
         while time.monotonic() < end and "node01" in _drained_reasons(cluster):
             time.sleep(1)
         assert _drained_reasons(cluster) == {}
@@ -252,14 +253,14 @@ def test_as_prolog_a_faulty_node_refuses_the_job_and_keeps_bringups_reason(
         wrapper.chmod(0o755)
         cluster.start_slurm([f"Prolog={wrapper}", f"Epilog={wrapper}"])
         write_state(nvml_state("row_remap"), cluster.node("node01").nvml_state)
-        job = _client(cluster, "srun", "-w", "node01", "-t", "1", "echo", "ran", timeout=60)
+        job = _client(cluster, "srun", "-w", "node01", "-t", "1", "echo", "ran", timeout=scaled(60))
         assert job.returncode != 0
         assert "ran" not in job.stdout
         assert "prolog failed" in job.stderr.lower(), job.stderr
         assert _wait_idle(cluster, "node01") == "drained"
         assert _drained_reasons(cluster) == {"node01": REMAP}
         # A healthy node runs its job: its prolog and epilog pass.
-        job = _client(cluster, "srun", "-w", "node02", "-t", "1", "echo", "ran", timeout=60)
+        job = _client(cluster, "srun", "-w", "node02", "-t", "1", "echo", "ran", timeout=scaled(60))
         assert (job.returncode, job.stdout) == (0, "ran\n"), job.stderr
         write_state(nvml_state("healthy"), cluster.node("node01").nvml_state)
         fixed = _in_node(cluster, "node01", "--out", str(tmp_path / "after"))

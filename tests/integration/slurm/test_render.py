@@ -18,6 +18,7 @@ import pytest
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cluster import needs_slurm
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
 
@@ -93,14 +94,14 @@ def test_sbatch_reads_the_quoted_values_and_runs_the_command(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         cwd=tmp_path,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.strip().split(";")[0]
     # Not `sbatch --wait`: it does not return here (22.05 in a namespace); the job is short.
-    end = time.monotonic() + 60
+    end = time.monotonic() + scaled(60)
     while time.monotonic() < end and _in_queue(env, job_id):
         time.sleep(0.5)
     log = tmp_path / f"slurm-{job_id}.out"
@@ -136,7 +137,7 @@ def _in_queue(env: dict[str, str], job_id: str) -> bool:
         env=env,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=scaled(30),
         check=False,
     )
     return done.stdout.strip() not in ("", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
@@ -195,13 +196,13 @@ def test_a_rendered_check_runs_under_sbatch_and_leaves_its_run_directory(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         cwd=tmp_path,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.strip().split(";")[0]
-    end = time.monotonic() + 180
+    end = time.monotonic() + scaled(180)
     while time.monotonic() < end and _in_queue(env, job_id):
         time.sleep(1)
     log = tmp_path / f"slurm-{job_id}.out"

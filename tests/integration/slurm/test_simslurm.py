@@ -14,6 +14,7 @@ import pytest
 from bringup.sim.cluster import NETNS_DIR, SimCluster
 from tests.support import REPO
 from tests.support.cluster import needs_slurm
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slurm, needs_slurm]
 
@@ -24,7 +25,7 @@ def _srun(cluster: SimCluster, *argv: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, **cluster.slurm_env()},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
     )
 
@@ -96,7 +97,7 @@ def test_a_crashed_runs_slurm_is_swept_at_the_next_start(tmp_path: Path) -> None
         [sys.executable, "-c", CRASHING_OWNER, str(tmp_path / "crashed")],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=scaled(90),
         check=False,
         cwd=REPO,
     )

@@ -18,6 +18,7 @@ import pytest
 from bringup.fleet.node_code import NodeCode, build_node_code, remote_command, upload_command
 from bringup.fleet.transport import TransportError
 from tests.support.sshd import XID_REQUEST, LocalSshd, connector, needs_sshd, run
+from tests.support.timing import scaled
 
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 CODE = build_node_code()
@@ -35,7 +36,7 @@ def empty_cache(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def _sh(command: str, env: dict[str, str], data: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["sh", "-c", command], input=data, capture_output=True, env=env, timeout=60
+        ["sh", "-c", command], input=data, capture_output=True, env=env, timeout=scaled(60)
     )
 
 
@@ -114,7 +115,7 @@ def test_an_upload_cut_short_over_ssh_is_refused_then_the_next_run_stores_it(
     conn = connector()
     transport = conn.connect(sshd.host())
     try:
-        channel = transport.open_session(timeout=30)
+        channel = transport.open_session(timeout=scaled(30))
         channel.exec_command(upload_command(CODE, sshd.host().python))
         channel.sendall(CODE.data[: len(CODE.data) // 2])
         channel.close()  # the link goes mid-upload
@@ -196,7 +197,7 @@ def test_reuse_touches_the_version_so_the_clean_up_keeps_it(sshd: LocalSshd) -> 
     conn = connector()
     transport = conn.connect(sshd.host())
     try:
-        channel = transport.open_session(timeout=30)
+        channel = transport.open_session(timeout=scaled(30))
         channel.exec_command(upload_command(other, sshd.host().python))
         channel.sendall(other.data)
         channel.shutdown_write()

@@ -23,6 +23,7 @@ from bringup.fleet.local import run_local
 from bringup.fleet.node_code import build_node_code, node_files
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 from tests.support.sshd import XID_REQUEST, LocalSshd, connector, keygen, needs_sshd, run
+from tests.support.timing import scaled
 
 # --- the zip, run by a bare python3 -----------------------------------------------------
 
@@ -60,7 +61,7 @@ def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env={"PATH": os.environ["PATH"]},
-        timeout=60,
+        timeout=scaled(60),
     )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout.splitlines()[0])

@@ -7,11 +7,12 @@ pins the exact per-node result while the other nodes' findings stay complete.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ from bringup.fleet.inventory import Host
 from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
 from bringup.fleet.node_code import build_node_code
 from bringup.sim.demo import demo_nodes
-from tests.support.cli import nodes_of, run_cli
+from tests.support.cli import nodes_of, run_cli, start_cli
 from tests.support.sshd import LocalSshd, free_port, sshd_unavailable
+from tests.support.timing import scaled, wait_until
 
 pytestmark = pytest.mark.skipif(sshd_unavailable() is not None, reason=str(sshd_unavailable()))
 
@@ -89,6 +91,22 @@ def script(path: Path, text: str) -> Path:
     path.write_text(text)
     path.chmod(0o755)
     return path
+
+
+def probe_run(path: Path, misbehaves: str) -> Path:
+    """A node's python3 that runs `misbehaves` (sh) instead when it runs the probe code (the
+    zip), and is the real python3 for all else: storing the code (its `python3 -I -c` check)
+    works, so the test sees the same on a node whose code cache is cold as on a warm one."""
+    return script(
+        path,
+        f'#!/bin/sh\ncase "$1" in\n  *.zip) {misbehaves} ;;\n'
+        '  *) exec /usr/bin/python3 "$@" ;;\nesac\n',
+    )
+
+
+def cold_cache(sshd: LocalSshd) -> None:
+    """No probe code cached on the node: the next run stores it first."""
+    shutil.rmtree(sshd.cache / "bringup", ignore_errors=True)
 
 
 def test_fleet_matrix_with_a_planted_fault_and_an_unreachable_node(
@@ -216,9 +234,10 @@ def test_a_node_that_dies_mid_run_keeps_what_it_recorded(
     sshd: LocalSshd, files: dict[str, Path], tmp_path: Path
 ) -> None:
     """The node side prints its first record, then the node's processes are killed."""
-    dies = script(
+    cold_cache(sshd)
+    dies = probe_run(
         tmp_path / "python3",
-        '#!/bin/sh\n/usr/bin/python3 "$@" | { read -r line; echo "$line"; kill -9 $$; }\n',
+        '/usr/bin/python3 "$@" | { read -r line; echo "$line"; kill -9 $$; }',
     )
     hosts = inventory(
         tmp_path / "hosts.ini",
@@ -248,7 +267,8 @@ def test_a_silent_node_is_given_up_at_its_probe_deadline(
 ) -> None:
     """A node side that never answers: the probe's timeout (+ grace) ends the wait."""
     monkeypatch.setattr(ssh, "PROBE_GRACE_S", 0.5)
-    silent = script(tmp_path / "python3", "#!/bin/sh\ncat >/dev/null; sleep 60\n")
+    cold_cache(sshd)
+    silent = probe_run(tmp_path / "python3", f"cat >/dev/null; sleep {scaled(120):.0f}")
     host = sshd.host(python=str(silent))
     request = {"probes": [{"name": "xid", "params": {}, "timeout_s": 1.0}]}
     connector = ssh.Connector(ssh.SshSettings(ssh_config=None))
@@ -256,7 +276,7 @@ def test_a_silent_node_is_given_up_at_its_probe_deadline(
     with pytest.raises(ssh.TransportError) as info:
         list(ssh.run_ssh(host, request, 600, connector=connector, code=build_node_code()))
     assert str(info.value) == ("probe xid gave no answer within 1.5 s (node hung or network down)")
-    assert time.monotonic() - started < 30  # not the 600 s node deadline
+    assert time.monotonic() - started < scaled(30)  # not the 600 s node deadline
 
 
 def test_resume_reruns_only_what_did_not_finish(
@@ -299,29 +319,24 @@ def test_resume_reruns_only_what_did_not_finish(
 def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     sshd: LocalSshd, files: dict[str, Path], tmp_path: Path
 ) -> None:
-    stalls = script(
+    cold_cache(sshd)
+    stalls = probe_run(
         tmp_path / "python3",
-        '#!/bin/sh\n/usr/bin/python3 "$@" | { read -r line; echo "$line"; sleep 60; }\n',
+        f'/usr/bin/python3 "$@" | {{ read -r line; echo "$line"; sleep {scaled(120):.0f}; }}',
     )
     hosts = inventory(
         tmp_path / "hosts.ini", sshd, {"slow": f"ansible_python_interpreter={stalls}"}
     )
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bringup.cli", "check", "--nodes", hosts, "--suite",
-         files["suite"], "--json", "--out", out],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    proc = start_cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
     facts = out / "facts" / "slow.json"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if facts.exists() and '"gpu"' in facts.read_text():
-            break
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=30)
+    try:
+        first = wait_until(lambda: facts.exists() and '"gpu"' in facts.read_text(), 60)
+        assert first, "the node's first record never arrived"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=scaled(30))  # the node stalls for 120 s
+    finally:
+        proc.kill()
     assert proc.returncode == 1, stderr
     doc = json.loads(stdout)
     assert nodes_of(doc)["slow"]["state"] == "interrupted"
@@ -329,6 +344,39 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     assert run_error[0]["message"] == "run interrupted; 1 probe(s) recorded are kept"
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     assert list(json.loads(facts.read_text())["probes"]) == ["gpu"]
+
+
+def test_ctrl_c_while_the_probe_code_is_stored_stops_at_once(
+    sshd: LocalSshd, files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A node slow to store the probe code (its check of the upload hangs): Ctrl-C ends the
+    run without waiting for the upload's own deadline (70 s)."""
+    cold_cache(sshd)
+    storing = tmp_path / "storing"
+    hangs = script(
+        tmp_path / "python3",
+        f'#!/bin/sh\ncase "$1" in\n  -I) echo $$ > {storing}; exec sleep {scaled(300):.0f} ;;\n'
+        '  *) exec /usr/bin/python3 "$@" ;;\nesac\n',
+    )
+    hosts = inventory(tmp_path / "hosts.ini", sshd, {"slow": f"ansible_python_interpreter={hangs}"})
+    out = tmp_path / "run"
+    proc = start_cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
+    try:
+        assert wait_until(lambda: storing.exists() and storing.read_text().strip(), 60)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=scaled(30))
+    finally:
+        proc.kill()
+        if storing.exists():  # the node's hanging check, which the closed session leaves
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(storing.read_text()), signal.SIGKILL)
+    assert proc.returncode == 1, stderr
+    doc = json.loads(stdout)
+    assert nodes_of(doc)["slow"]["state"] == "interrupted"
+    run_error = [f for f in doc["findings"] if f["check"] == "node.run"]
+    assert run_error[0]["message"] == "run interrupted"
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    assert not sshd.cached_zip(build_node_code()).exists()  # an unchecked upload is not kept
 
 
 def test_proxyjump_goes_through_one_shared_bastion_connection(sshd: LocalSshd) -> None:
