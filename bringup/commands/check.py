@@ -36,6 +36,7 @@ from bringup.commands.common import (
     SuiteOpt,
     TimeOpt,
     create_run,
+    err,
     fail,
     finish_run,
     load_facts,
@@ -377,7 +378,8 @@ def probe_fleet(
     options: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
-    from bringup.fleet.plan import FleetError, plan_node
+    from bringup.commands.show import plain
+    from bringup.fleet.plan import FleetError, disk_writes, plan_node
     from bringup.fleet.run import run as run_fleet
     from bringup.rundir import RunDir, RunDirError
 
@@ -414,6 +416,10 @@ def probe_fleet(
             if chosen.nodes_file is not None:
                 _record_target(run, chosen, dirs, suite_name)
             record_slurm(run, nodes)
+        # Gigabytes written to the nodes' disks are said before they are (stderr: --json
+        # keeps stdout to its one document).
+        for line in disk_writes(plans):
+            err.print(plain(line), soft_wrap=True)
         outcomes = run_fleet(plans, run, forks=chosen.forks)
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes
