@@ -112,13 +112,56 @@ def judge_node_model(node: NodeFacts) -> tuple[Profile | None, Finding]:
 
 
 def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
-    """The node's findings by the profile given, or with AUTO by its own GPU's."""
+    """The node's findings by the profile given, or with AUTO by its own GPU's.
+
+    With AUTO and no profile that fits, every check still has its finding, as the report
+    counts them: the checks of WITHOUT_PROFILE are judged, those of a probe that could not
+    run are ERRORs with its reason (they read nothing of a profile), and those of a probe
+    that measured are ERRORs "measured, not judged" that keep its figures (the NVMe
+    figures of a GPU-less node are shown, never passed).
+    """
     if isinstance(profile, Profile):
         return judge_node(node, profile)
     chosen, said = judge_node_model(node)
     if chosen is not None:
         return [said, *judge_node(node, chosen)]
-    free = node.model_copy(
-        update={"probes": {k: r for k, r in node.probes.items() if k in WITHOUT_PROFILE}}
-    )
-    return [said, *judge_node(free, NO_PROFILE)]
+    free = {k: r for k, r in node.probes.items() if k in WITHOUT_PROFILE or not r.ok}
+    measured = {k: r for k, r in node.probes.items() if k not in free}
+    judged = judge_node(node.model_copy(update={"probes": free}), NO_PROFILE)
+    unjudged = judge_node(node.model_copy(update={"probes": measured}), _stand_in())
+    return [said, *judged, *_not_judged(unjudged, said)]
+
+
+def _stand_in() -> Profile:
+    """A profile to read figures with when none fits: its thresholds never reach a verdict."""
+    from bringup.profile import load
+
+    return load(available()[0])
+
+
+def _not_judged(findings: list[Finding], said: Finding) -> list[Finding]:
+    """Each finding of a measured probe as an ERROR: its figure kept, no threshold, no pass.
+
+    The message names the check (so that a console does not fold them into one line as it
+    does the checks of a probe that could not run) and why nothing judged it.
+    """
+    from bringup.checks.catalog import CHECKS
+
+    described = {c.name: c.description for c in CHECKS}
+    out = []
+    for f in findings:
+        what = described.get(f.check, f.check)
+        crashed = f.message.startswith("check crashed")
+        out.append(
+            f.model_copy(
+                update={
+                    "status": Status.ERROR,
+                    "message": f"{what}: measured, not judged: no profile fits this node's GPU",
+                    "value": None if crashed else f.value,
+                    "unit": None if crashed else f.unit,
+                    "expected": None,
+                    "action": said.action,
+                }
+            )
+        )
+    return out

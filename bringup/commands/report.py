@@ -108,16 +108,17 @@ def build_report(
 ) -> Report:
     """Judge what the run as a whole shows, then build its report from facts and findings."""
     from bringup.checks.catalog import CHECKS
-    from bringup.checks.completeness import judge_completeness
     from bringup.checks.regression import judge_regressions
-    from bringup.checks.stragglers import judge_stragglers
+    from bringup.checks.whole_run import judge_run, node_findings
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
 
     limits = tolerances(prof)
     now = measure_fleet(run.facts, prof)
-    judged = judge_completeness(run)
-    judged += judge_stragglers(now, limits)
+    # What `check` recorded of the whole run is judged again here, by the same function.
+    if run.findings is not None:
+        run.findings = node_findings(run.findings)
+    judged = judge_run(run, prof, now)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
         judged += judge_regressions(now, then, limits, baseline.path.name)
