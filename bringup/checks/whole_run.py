@@ -15,8 +15,6 @@ talked into less by the file it reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from bringup.checks.completeness import RunContents, judge_completeness
 from bringup.checks.stragglers import judge_stragglers
 from bringup.findings import Finding
@@ -29,11 +27,6 @@ def is_whole_run(check: str) -> bool:
     if check.startswith("report."):
         return True
     return check.startswith("fleet.") and check.removeprefix("fleet.") in METRICS
-
-
-def node_findings(findings: Sequence[Finding]) -> list[Finding]:
-    """The findings a run recorded, less those judged again here."""
-    return [f for f in findings if not is_whole_run(f.check)]
 
 
 def judge_run(

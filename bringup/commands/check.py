@@ -169,6 +169,8 @@ def check(
         findings, run, outcomes = probe_fleet(
             "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
+    from bringup.commands.report import judge_whole
+
     findings += judge_fleet(run, findings, golden_fields, golden)
     findings += judge_whole(run)
     code = finish_run(run, findings)
@@ -224,28 +226,6 @@ def judge_fleet(
     found = judge_consistency(fleet, flagged)
     if golden is not None:
         found += judge_golden(golden, fleet, str(source))
-    run.add_findings(found)
-    return found
-
-
-def judge_whole(run: RunDir) -> list[Finding]:
-    """What only the whole run shows (its gaps against the plan, its stragglers), judged
-    by the function `report` calls on the same directory afterwards, and recorded: the
-    console, the exit code and the report then count the same findings."""
-    from bringup.checks.whole_run import judge_run
-    from bringup.commands.report import resolve_profile
-    from bringup.report.rundata import RunDataError, load
-
-    try:
-        data = load(run.path)
-    except RunDataError:
-        return []  # nothing written at all: nothing for a report to read either
-    # Judged as the run will stand once closed: its status final, its exit code these
-    # findings' own (not yet written).
-    status = "complete" if run.manifest.status == "running" else run.manifest.status
-    if data.manifest is not None:
-        data.manifest = data.manifest.model_copy(update={"status": status, "exit_code": None})
-    found = judge_run(data, resolve_profile(None, data))
     run.add_findings(found)
     return found
 

@@ -18,8 +18,10 @@ from bringup.commands.common import JsonOpt, LimitOpt, ProfileOpt, QuietOpt, fai
 
 if TYPE_CHECKING:
     from bringup import profile as profile_mod
+    from bringup.findings import Finding
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
+    from bringup.rundir import RunDir
 
 FORMATS = ("html", "md", "junit", "json")
 DEFAULT_FORMATS = ("html", "md")
@@ -109,7 +111,7 @@ def build_report(
     """Judge what the run as a whole shows, then build its report from facts and findings."""
     from bringup.checks.catalog import CHECKS
     from bringup.checks.regression import judge_regressions
-    from bringup.checks.whole_run import judge_run, node_findings
+    from bringup.checks.whole_run import is_whole_run, judge_run
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
 
@@ -117,7 +119,7 @@ def build_report(
     now = measure_fleet(run.facts, prof)
     # What `check` recorded of the whole run is judged again here, by the same function.
     if run.findings is not None:
-        run.findings = node_findings(run.findings)
+        run.findings = [f for f in run.findings if not is_whole_run(f.check)]
     judged = judge_run(run, prof, now)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
@@ -126,12 +128,54 @@ def build_report(
     return build(run, prof, judged, order, baseline, generated_at, measurements=now)
 
 
+def judge_whole(run: RunDir) -> list[Finding]:
+    """What only the whole run shows (its gaps against the plan, its stragglers), judged
+    by the function `report` calls on the same directory afterwards, and recorded: the
+    console, the exit code and the report then count the same findings."""
+    from bringup.checks.whole_run import judge_run
+    from bringup.report.rundata import RunDataError, load
+
+    try:
+        data = load(run.path)
+    except RunDataError:
+        return []  # nothing written at all: nothing for a report to read either
+    # Judged as the run will stand once closed: its status final, its exit code these
+    # findings' own (not yet written).
+    status = "complete" if run.manifest.status == "running" else run.manifest.status
+    if data.manifest is not None:
+        data.manifest = data.manifest.model_copy(update={"status": status, "exit_code": None})
+    found = judge_run(data, resolve_profile(None, data))
+    run.add_findings(found)
+    return found
+
+
+def _refuse_incomplete_burnin(path: Path) -> None:
+    """A --baseline whose burn-in baseline lacks figures is bad input (exit 2, one line):
+    compared against nulls, a later run would look neither better nor worse."""
+    from bringup import baseline as baselines
+
+    has_burnin = (path / "baseline.json").exists()
+    if baselines.is_bundle(path):
+        try:
+            has_burnin = any(p.kind == "burnin" for p in baselines.load_bundle(path).parts)
+        except baselines.BundleError:
+            return  # the report says what is wrong with the bundle
+    if not has_burnin:
+        return  # a check run: compared by its facts
+    try:
+        baselines.load_complete(path)
+    except baselines.BaselineError as exc:
+        fail(f"--baseline {exc}")
+
+
 def make_report(
     run_dir: Path, baseline_dir: Path | None, profile_name: str | None, limit: str | None = None
 ) -> tuple[Report, profile_mod.Profile | None]:
     """Read the run (and baseline) directories and build the report; bad input exits 2."""
     from bringup.report.rundata import RunDataError, load
 
+    if baseline_dir is not None and baseline_dir.is_dir():
+        _refuse_incomplete_burnin(baseline_dir)
     try:
         run = load(run_dir)
         baseline = load(baseline_dir) if baseline_dir is not None else None

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bringup.commands.check import judge_whole
 from bringup.commands.common import finish_run
-from bringup.commands.report import make_report
+from bringup.commands.report import judge_whole, make_report
 from bringup.findings import Finding, Status, exit_code
 from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
