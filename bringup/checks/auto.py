@@ -1,8 +1,9 @@
 """--profile auto: each node is judged by the shipped profile of its own GPU model.
 
 The model comes from the node's facts: the gpu probe's names, else the GPU the gemm,
-burn-in or nccl probe ran on. profile.for_gpu maps it to a profile (exactly, else by
-family). A node with no GPU, or one whose model no profile knows, gets one ERROR finding
+burn-in or nccl probe ran on, else the names the telemetry probe read (diagnose --watch).
+profile.for_gpu maps it to a profile (exactly, else by family).
+A node with no GPU, or one whose model no profile knows, gets one ERROR finding
 naming the model and the profiles there are: it is never judged by a profile chosen for
 it silently (a B300 profile on an H100 fails every figure, for the wrong reason).
 """
@@ -20,7 +21,7 @@ from bringup.profile import Profile, available, for_gpu
 CHECK = "profile.auto"
 
 # Probes whose facts name the GPU, the most direct first.
-_MODEL_PROBES = ("gpu", "gemm", "burnin", "nccl")
+_MODEL_PROBES = ("gpu", "gemm", "burnin", "nccl", "telemetry")
 # nccl-tests' device line, as the nccl facts keep it: "node005 device 0 [0x18] NVIDIA H100".
 _NCCL_DEVICE = re.compile(r"\[[^\]]*\]\s*(?P<name>.+)$")
 
@@ -36,7 +37,13 @@ def gpu_model(probe: str, facts: Any) -> str | None:
         names = [getattr(facts, "device_name", None) or ""]
     elif probe == "nccl":
         names = [m["name"] for d in facts.devices if (m := _NCCL_DEVICE.search(d))]
+    elif probe == "telemetry":
+        names = [facts.gpu_names[k] for k in sorted(facts.gpu_names, key=_index)]
     return next((n.strip() for n in names if n and n.strip() and n.strip() != "cpu"), None)
+
+
+def _index(key: str) -> int:
+    return int(key) if key.isdigit() else 1 << 30
 
 
 def node_model(node: NodeFacts) -> tuple[str | None, str | None]:

@@ -102,3 +102,14 @@ def test_report_judges_again_what_check_recorded_of_the_whole_run(tmp_path: Path
     report, _ = make_report(tmp_path / "run", None, None)
     assert not [f for f in report.findings if f.message == "planted"]
     assert exit_code(report.findings) == 1
+
+
+def test_handover_demo_counts_what_check_demo_counts(tmp_path: Path) -> None:
+    """The same fleet, the same findings: handover judges each node by its own GPU's
+    profile (--profile auto, as check does), so no profile.auto verdict goes missing."""
+    checked = json.loads(invoke("check", "--demo", "--out", tmp_path / "c", "--json").stdout)
+    handed = json.loads(invoke("handover", "--demo", "--out", tmp_path / "h", "--json").stdout)
+    assert _keys(handed["findings"]) == _keys(checked["findings"])
+    assert Counter(f["status"] for f in handed["findings"]) == Counter(
+        f["status"] for f in checked["findings"]
+    )
