@@ -276,13 +276,12 @@ def load(path: Path) -> Baseline:
 # run): a baseline without one of them on a node says nothing and is refused.
 REQUIRED_FIGURES = {
     "step_time_median_s": "step time",
-    "tokens_per_s_per_gpu": "tokens/s",
     "model_flops_per_s_per_gpu": "model FLOP/s",
 }
 
 
 def missing_figures(baseline: Baseline) -> list[str]:
-    """What each node of the baseline lacks: "n01: no steps measured", "n02: tokens/s"."""
+    """What each node of the baseline lacks: "n01: no steps measured", "n02: step time"."""
     lines = []
     if not baseline.nodes:
         return ["no node"]

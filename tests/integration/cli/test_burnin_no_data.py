@@ -110,8 +110,8 @@ def _null_baseline(path: Path) -> Path:
 def test_a_baseline_with_missing_figures_is_refused_by_plan_and_report(tmp_path: Path) -> None:
     nulls = _null_baseline(tmp_path / "burnin")
     said = (
-        "the baseline lacks figures (n01: no steps measured, step time, tokens/s, model "
-        "FLOP/s): it is not of a completed burn-in"
+        "the baseline lacks figures (n01: no steps measured, step time, model FLOP/s): "
+        "it is not of a completed burn-in"
     )
     plan = run_cli("plan", "--model", "tiny", "--method", "lora", "--baseline", nulls)
     assert plan.returncode == 2, plan.stdout + plan.stderr
