@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.commands.common import finish_run
-from bringup.commands.report import judge_whole, make_report
+from bringup.commands.report import make_report
 from bringup.findings import Finding, Status, exit_code
 from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
@@ -34,6 +34,8 @@ def _misnamed(
 def test_a_probe_answered_under_another_name_is_the_same_error_in_check_and_report(
     tmp_path: Path,
 ) -> None:
+    from bringup.commands.report import judge_whole
+
     suite = load_suite("quick")
     plan = plan_node(Host("n01", "127.0.0.1"), _misnamed, suite, load_profile("b300"), remote=False)
     plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] == "xid"]}

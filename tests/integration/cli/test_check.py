@@ -317,8 +317,16 @@ def test_auto_profile_on_a_gpu_less_node_is_one_error_naming_the_profiles(
     assert said["status"] == "ERROR"
     assert said["message"].startswith("no GPU model in the facts (gpu probe: no NVIDIA driver")
     assert "available: a100, b200, b300, h100, h200" in said["message"]
-    # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is.
-    assert {f["check"].split(".")[0] for f in findings} <= {"profile", "xid", "dcgm"}
+    # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is. Every other
+    # check is shown, never passed: the ERRORs of a probe that could not run carry its
+    # reason, those of one that measured say it was not judged (the report counts the same).
+    others = [f for f in findings if f["check"].split(".")[0] not in ("profile", "xid", "dcgm")]
+    assert {f["check"].split(".")[0] for f in others} == {"gpu", "topology", "host"}
+    assert {f["status"] for f in others} == {"ERROR"}
+    host = [f for f in others if f["check"].startswith("host.")]
+    assert all(
+        f["message"].endswith("measured, not judged: no profile fits this node's GPU") for f in host
+    )
 
 
 def test_snapshot_says_why_a_probe_failed_and_exits_1(tmp_path: Path, cli) -> None:
