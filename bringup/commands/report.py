@@ -133,17 +133,19 @@ def judge_whole(run: RunDir) -> list[Finding]:
     by the function `report` calls on the same directory afterwards, and recorded: the
     console, the exit code and the report then count the same findings."""
     from bringup.checks.whole_run import judge_run
-    from bringup.report.rundata import RunDataError, load
+    from bringup.report.rundata import RunDataError, load, planned_probes
 
     try:
         data = load(run.path)
     except RunDataError:
         return []  # nothing written at all: nothing for a report to read either
-    # Judged as the run will stand once closed: its status final, its exit code these
+    # Judged as the run will stand once closed: its manifest as this process holds it (a
+    # burn-in sets its profile in memory), its status final, its exit code these
     # findings' own (not yet written).
     status = "complete" if run.manifest.status == "running" else run.manifest.status
-    if data.manifest is not None:
-        data.manifest = data.manifest.model_copy(update={"status": status, "exit_code": None})
+    data.manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    data.manifest_problem = None
+    data.planned, data.plan_problem = planned_probes(data.manifest)
     found = judge_run(data, resolve_profile(None, data))
     run.add_findings(found)
     return found

@@ -115,3 +115,23 @@ def test_handover_demo_counts_what_check_demo_counts(tmp_path: Path) -> None:
     assert Counter(f["status"] for f in handed["findings"]) == Counter(
         f["status"] for f in checked["findings"]
     )
+
+
+def test_the_whole_run_is_judged_by_the_manifest_the_run_will_close_with(
+    tmp_path: Path,
+) -> None:
+    """A burn-in chooses its profile while judging (in memory, saved when it closes): the
+    console must not say report.profile where the report on the closed run will not."""
+    from bringup.commands.report import judge_whole
+
+    run = RunDir.create(tmp_path / "run", "burnin", None, "burnin", probes=["xid"])
+    facts = {"events": [], "lines_read": 3, "source": "dmesg", "window_s": 60}
+    run.add_nodes(["n01"])
+    run.add_record("n01", {"probe": "xid", "ok": True, "facts": facts, "params": {}})
+    run.add_findings([Finding(node="n01", check="xid.events", status=Status.PASS, message="ok")])
+    run.manifest.profile = "h200"  # chosen by the judge, not yet on disk
+    found = judge_whole(run)
+    assert not [f for f in found if f.check == "report.profile"], found
+    finish_run(run, [*found])
+    report, _ = make_report(run.path, None, None)
+    assert not [f for f in report.findings if f.check == "report.profile"]
