@@ -16,12 +16,15 @@ from typing import Any
 
 from bringup.checks.auto import NO_PROFILE, WITHOUT_PROFILE, gpu_model, judge_gpu_model
 from bringup.checks.catalog import judge_probe
+from bringup.checks.gpu.identity import judge_count
 from bringup.files import InputError
 from bringup.files import read_text as read_file
 from bringup.findings import Finding
+from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
+from bringup.node.timeline import Timeline
 from bringup.profile import Profile
 
 
@@ -33,11 +36,20 @@ class Kind:
     parse: Callable[[str], Any]
     probe: str  # whose checks judge the facts
     checks: tuple[str, ...] | None = None  # only these (the output shows only part of a probe)
+    # A per-GPU listing judged by another probe's checks (a dmon series): the GPUs it shows,
+    # so that gpu.count judges them as it judges every other kind.
+    listed: Callable[[Any], GpuFacts] | None = None
 
 
 def _looks_like_topo(text: str) -> bool:
     # A matrix row starts with GPU<n> followed by cells such as X, NV18, SYS, PIX.
     return bool(re.search(r"^\s*GPU\d+\s+(X|NV\d+|SYS|SOC|NODE|PHB|PXB|PIX)\b", text, re.M))
+
+
+def listed_gpus(timeline: Timeline, source: str) -> GpuFacts:
+    """The GPUs a sampled series shows (one per index), for gpu.count."""
+    indices = sorted({sample.gpu for sample in timeline.samples})
+    return GpuFacts(source=source, gpus=[Gpu(index=i, name="") for i in indices])
 
 
 def _looks_like_smi_q(text: str) -> bool:
@@ -56,6 +68,7 @@ KINDS: list[Kind] = [
         dmon.detect_q_series,
         dmon.parse_q_series,
         "telemetry",
+        listed=lambda timeline: listed_gpus(timeline, "nvidia-smi -q series"),
     ),
     Kind("smi-q", "nvidia-smi -q", _looks_like_smi_q, smi_text.parse_q_text, "gpu"),
     Kind("nccl", "nccl-tests output", nccl.detect, nccl.parse_nccl_tests, "nccl"),
@@ -66,7 +79,7 @@ KINDS: list[Kind] = [
         nvlink_status.detect,
         lambda text: nvlink_status.gpu_facts_from_nvlink(nvlink_status.parse_nvlink_status(text)),
         "gpu",
-        checks=("gpu.nvlink",),
+        checks=("gpu.count", "gpu.nvlink"),
     ),
     # Before smi-csv: a timestamped --query-gpu series also looks like one capture.
     Kind(
@@ -75,9 +88,17 @@ KINDS: list[Kind] = [
         dmon.detect_csv_series,
         dmon.parse_csv_series,
         "telemetry",
+        listed=lambda timeline: listed_gpus(timeline, "nvidia-smi --query-gpu series"),
     ),
     Kind("smi-csv", "nvidia-smi --query-gpu", smi_csv.detect, smi_csv.parse_query_csv, "gpu"),
-    Kind("dmon", "nvidia-smi dmon", dmon.detect, dmon.parse_dmon, "telemetry"),
+    Kind(
+        "dmon",
+        "nvidia-smi dmon",
+        dmon.detect,
+        dmon.parse_dmon,
+        "telemetry",
+        listed=lambda timeline: listed_gpus(timeline, "nvidia-smi dmon"),
+    ),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
 ]
 KIND_NAMES = [k.name for k in KINDS]
@@ -96,6 +117,53 @@ class Inspection:
 
     def facts_json(self) -> Any:
         return dataclasses.asdict(self.facts) if self.facts is not None else None
+
+    @property
+    def read(self) -> str:
+        """What was read, in words: "7 GPUs (NVIDIA B300 SXM6 AC)"; "" when nothing to say."""
+        return what_was_read(self.facts)
+
+
+def what_was_read(facts: Any) -> str:
+    """The summary of parsed facts an operator checks first: the model, how many GPUs, the
+    NICs, the DCGM tests. "" for facts that name none of these."""
+    if isinstance(facts, GpuFacts):
+        return _gpus_read(facts)
+    if isinstance(facts, topology.TopologyFacts):
+        model = f" ({', '.join(facts.gpu_models)})" if facts.gpu_models else ""
+        bonded = sum(nic.bonded for nic in facts.nic_details)
+        nics = f", {_count(len(facts.nics), 'NIC')}" + (f" ({bonded} bonded)" if bonded else "")
+        return f"{_count(facts.gpu_count, 'GPU')}{model}{nics}"
+    if isinstance(facts, dcgm.DcgmFacts):
+        report = facts.report
+        version = f"DCGM {report.dcgm_version}, " if report.dcgm_version else ""
+        ids = sorted(set(report.device_ids))
+        gpus = f"{_count(len(report.device_ids), 'GPU')} ({', '.join(ids)}), " if ids else ""
+        return f"{version}{gpus}tests: {', '.join(t.name for t in report.tests)}"
+    if isinstance(facts, Timeline):
+        gpus = len({sample.gpu for sample in facts.samples})
+        return f"{_count(gpus, 'GPU')}, {_count(len(facts.samples), 'sample')}"
+    return ""
+
+
+def _gpus_read(facts: GpuFacts) -> str:
+    models = list(dict.fromkeys(g.name for g in facts.gpus if g.name))
+    shown = len(facts.gpus)
+    text = _count(shown, "GPU")
+    if facts.attached_gpus is not None and facts.attached_gpus > shown:
+        text = f"{shown} of {facts.attached_gpus} GPUs"
+    if models:
+        text += f" ({', '.join(models)})"
+    selected = [g.pci_bus_id for g in facts.gpus if g.by_bus_id and g.pci_bus_id]
+    if selected:
+        text += f" at {', '.join(selected)}"
+    if facts.driver_version:
+        text += f", driver {facts.driver_version}"
+    return text
+
+
+def _count(number: int, word: str) -> str:
+    return f"{number} {word}" if number == 1 else f"{number} {word}s"
 
 
 def read_text(path: Path) -> str:
@@ -146,6 +214,8 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
+    if kind.listed is not None and facts is not None and profile is not NO_PROFILE:
+        findings = [*judge_count(kind.listed(facts), profile), *findings]
     name = profile.name if isinstance(profile, Profile) else None
     return Inspection(kind.name, facts, [*said, *findings], name)
 

@@ -39,6 +39,8 @@ def gpu_model(probe: str, facts: Any) -> str | None:
         names = [m["name"] for d in facts.devices if (m := _NCCL_DEVICE.search(d))]
     elif probe == "telemetry":
         names = [facts.gpu_names[k] for k in sorted(facts.gpu_names, key=_index)]
+    elif probe == "topology":  # an environment dump names the GPUs above the matrix
+        names = list(getattr(facts, "gpu_models", []))
     return next((n.strip() for n in names if n and n.strip() and n.strip() != "cpu"), None)
 
 

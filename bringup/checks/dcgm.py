@@ -11,7 +11,7 @@ import re
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.node.parsers.dcgm_diag import DiagResult, DiagTest
+from bringup.node.parsers.dcgm_diag import STATUSES, DiagResult, DiagTest, worst
 from bringup.node.probes.dcgm import DcgmFacts
 from bringup.profile import Profile
 
@@ -50,6 +50,17 @@ _SKIPPED = (
     "support); run it where it applies, or accept the gap knowingly"
 )
 _NOT_RUN = "the test could not run: see DCGM's message and the host engine's log; rerun"
+# DCGM's own harness failed ("There was an internal error during the test: 'Output of child
+# process (N) couldn't be parsed ...'"): no GPU was judged, so the test proves nothing. A
+# shared node (another job's CPU binding, a Slurm step without the whole node) is the
+# known cause (NVIDIA/DCGM#253).
+_INTERNAL = re.compile(r"internal error", re.I)
+_HARNESS = (
+    "DCGM itself failed, not a GPU: rerun with the node to itself (`sbatch --exclusive`, no "
+    "other job on it), then check DCGM: `systemctl status nvidia-dcgm`, the host engine's "
+    "log (`nv-hostengine -f dcgm.log --log-level debug`) and `dcgmi diag -r {test} "
+    "--debugLogFile diag.log`"
+)
 
 
 def judge_diag(facts: DcgmFacts, profile: Profile) -> list[Finding]:
@@ -85,10 +96,21 @@ def judge_diag(facts: DcgmFacts, profile: Profile) -> list[Finding]:
 
 
 def _results(test: DiagTest) -> list[DiagResult]:
-    """The test's verdicts by GPU; its own verdict when it gave none by GPU."""
-    if test.results:
-        return test.results
-    return [DiagResult(None, test.status, list(test.messages))]
+    """The test's verdicts by GPU; its own verdict too when it gave none by GPU, or when it
+    is worse than every GPU's (DCGM 4.x: the test row says Fail while each GPU row says
+    Pass, as when DCGM's harness failed): the test's own verdict stands."""
+    own = DiagResult(None, test.status, list(test.messages))
+    if not test.results:
+        return [own]
+    if STATUSES.index(test.status) > STATUSES.index(worst([r.status for r in test.results])):
+        return [*test.results, own]
+    return test.results
+
+
+def _internal_error(test: DiagTest, result: DiagResult) -> bool:
+    """True when DCGM's own words for this result are an internal (harness) error."""
+    said = result.messages or (test.messages if result.gpu is None else [])
+    return bool(said) and all(_INTERNAL.search(m) for m in said)
 
 
 def _finding(check: str, test: DiagTest, result: DiagResult, level: int) -> Finding:
@@ -97,16 +119,18 @@ def _finding(check: str, test: DiagTest, result: DiagResult, level: int) -> Find
     text = f"{test.name} {_VERB[result.status]}{where}"
     if test.category and test.category != test.name:
         text = f"{test.category} test {text}"
+    if test.results and all(r is not result for r in test.results):  # the test's own row
+        passed = sum(r.status == "pass" for r in test.results)
+        text += f" (DCGM's verdict on the test; {passed}/{len(test.results)} GPU rows passed)"
+    status, action = _STATUS[result.status], _action(test, result, level)
+    if result.status in ("fail", "error", "warn") and _internal_error(test, result):
+        status, action = Status.ERROR, _HARNESS.format(test=test.name)
+        text = f"{test.name}: DCGM could not run the test (internal error{where})"
+        if test.category and test.category != test.name:
+            text = f"{test.category} test {text}"
     if said:
         text += ": " + "; ".join(said)
-    return finding(
-        check,
-        _STATUS[result.status],
-        text,
-        value=test.name,
-        expected="Pass",
-        action=_action(test, result, level),
-    )
+    return finding(check, status, text, value=test.name, expected="Pass", action=action)
 
 
 def _only_bad(test: DiagTest, result: DiagResult) -> bool:

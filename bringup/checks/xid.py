@@ -9,13 +9,14 @@ Any Xid in an acceptance window deserves a look, which is why even "info" is not
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import GpuFacts, gpu_by_pci, gpu_label
 from bringup.node.probes.xid import XidEvent, XidFacts, event_utc
 from bringup.profile import Profile
+from bringup.xid_catalogue import CATALOGUE_URL, CatalogueEntry, catalogue
 
 SEVERITY_STATUS: dict[str, Status] = {
     "fatal": Status.FAIL,
@@ -31,8 +32,6 @@ _MEANING = {
     "info": "informational",
 }
 
-CATALOGUE_URL = "https://docs.nvidia.com/deploy/xid-errors/"
-
 
 @dataclass(frozen=True)
 class XidInfo:
@@ -41,6 +40,36 @@ class XidInfo:
     name: str
     severity: str  # "fatal" | "reset" | "app" | "info"
     action: str
+    mnemonic: str = ""  # NVIDIA's: "NVLINK_PRIV_ERR"
+    # What brings the GPU back (RECOVERIES): a GPU reset, a drain then reset, a reboot, ...
+    recovery: str = "none"
+    # Where severity and action come from: NVIDIA's buckets, or bringup's own reading where
+    # the catalogue gives no bucket (Xid 162-172) or is refined by real logs (curated below).
+    source: str = "catalogue"
+
+    @property
+    def needs_reset(self) -> bool:
+        """The GPU must be reset (or the node rebooted) before it is trusted again."""
+        return self.recovery in ("reset", "drain and reset", "reboot")
+
+    @property
+    def needs_drain(self) -> bool:
+        """The jobs must leave the GPU (or the node) first."""
+        return self.recovery in ("drain and reset", "reboot")
+
+
+# The recoveries, from NVIDIA's "Fault Resolution Buckets" (catalogue, Guidance Class).
+RECOVERIES = (
+    "none",
+    "restart the application",
+    "restart the VM",
+    "reset",
+    "drain and reset",
+    "reboot",
+    "reseat",
+    "update software",
+    "as the message says",
+)
 
 
 _APP_ACTION = (
@@ -52,9 +81,10 @@ _NVLINK_ACTION = (
     "reseat the GPU/baseboard if it repeats, RMA if it persists"
 )
 
-# NVIDIA's Xid catalogue (r590, docs.nvidia.com/deploy/xid-errors/, "Resolution Bucket"),
-# summarised in docs/reference.md#xid-catalogue; names follow the catalogue's descriptions.
-XID_CATALOGUE: dict[int, XidInfo] = {
+# The codes whose severity and action bringup states itself, from the catalogue's buckets
+# and the real logs of tests/fixtures/xid/ (docs/reference.md#xid-catalogue); every other
+# code takes the catalogue's buckets as _BUCKETS reads them.
+_CURATED: dict[int, XidInfo] = {
     8: XidInfo("GPU stopped processing (channel idle timeout)", "app", _APP_ACTION),
     13: XidInfo("Graphics Engine Exception", "app", _APP_ACTION),
     31: XidInfo("GPU memory page fault (MMU fault)", "app", _APP_ACTION),
@@ -148,6 +178,124 @@ XID_CATALOGUE: dict[int, XidInfo] = {
         "do the recovery action the driver asks for",
     ),
 }
+
+# NVIDIA's resolution buckets ("Fault Resolution Buckets" / Guidance Class sheet of the
+# catalogue) as bringup judges them: (severity, recovery, what to do, in NVIDIA's sense).
+_BUCKETS: dict[str, tuple[str, str, str]] = {
+    "RESTART_APP": ("app", "restart the application", "restart the application"),
+    "RESET_GPU": ("reset", "reset", "reset the GPU (`nvidia-smi -r`); a reboot is not needed"),
+    "RESTART_BM": ("fatal", "reboot", "drain and restart the node"),
+    "RESTART_VM": ("reset", "restart the VM", "restart the VM that owns the GPU"),
+    "IGNORE": ("info", "none", "no action required"),
+    "CONTACT_SUPPORT": ("info", "none", "contact your support organisation with the log"),
+    "CHECK_MECHANICALS": (
+        "fatal",
+        "reseat",
+        "check the GPU's seating and every connection to it (auxiliary power)",
+    ),
+    "UPDATE_SWFW": ("app", "update software", "update firmware and software to the latest"),
+    "CHECK_UVM": ("info", "none", "with UVM or vGPU in use reset the GPU, otherwise nothing"),
+    "XID_154": ("reset", "as the message says", "do the recovery action the message names"),
+    "WORKFLOW_XID_45": (
+        "app",
+        "none",
+        "alone: restart Fabric Manager; with other Xids: follow those",
+    ),
+    "WORKFLOW_XID_48": (
+        "reset",
+        "drain and reset",
+        "reset the GPU (with Xid 63 or 64: drain it, then reset)",
+    ),
+    "WORKFLOW_NVLINK_ERR": (
+        "fatal",
+        "reset",
+        "decode the message's registers (catalogue); reset the GPU or reboot the node",
+    ),
+    "WORKFLOW_NVLINK5_ERR": (
+        "reset",
+        "as the message says",
+        "decode intrInfo/errorStatus with the catalogue's 'XID 144-150 Decode' sheet; a "
+        "Fatal line needs a GPU reset",
+    ),
+}
+# The investigatory buckets: what to look at when the Xid recurs.
+_INVESTIGATE: dict[str, str] = {
+    "CONTACT_SUPPORT": "contact your support organisation",
+    "CHECK_APP/CUDA": "the application likely passed bad data to the GPU (the message's pid "
+    "names it); report it if the driver is at fault",
+    "WORKFLOW_XID_13": "repeats on the same TPC/GPC: run `dcgmi diag -r 3`, then field "
+    "diagnostics; otherwise check the application (compute-sanitizer)",
+    "WORKFLOW_XID_31": "repeat MMU faults on the same GPU: run `dcgmi diag -r 3`, then field "
+    "diagnostics; on different GPUs: check the application",
+    "WORKFLOW_XID_48": "alone: run field diagnostics; SRAM: check the SRAM threshold flag",
+    "XID_137_FLOW": "an illegal NVLink peer-to-peer access, usually the application: run it "
+    "under cuda-gdb or compute-sanitizer",
+    "INVESTIGATE_SW": "a software problem (user or NVIDIA): the message's pid names the source",
+    "INVESTIGATE_SW_USER": "a software or user action, if not expected",
+    "INVESTIGATE_LINK_SI": "check the link's signal integrity (NVLink telemetry)",
+    "IGNORE": "nothing more",
+    "IGNORE (sympathetic)": "a sympathetic error: resolve the other Xids first",
+    "SYMPATHETIC_REPORT_SOLO": "a sympathetic error: resolve the other Xids first; report it "
+    "if it comes alone",
+    "N/A Informational only regarding another Xid": "informational: see the other Xid",
+    "Solo: RESTART_FM Not Solo: IGNORE (follow other Xid)": "alone: restart Fabric Manager",
+    "UPDATE_SWFW": "update firmware and software; the guest driver may not match the host",
+    "WORKFLOW_NVLINK5_ERR": "decode the message with the catalogue's 'XID 144-150 Decode' sheet",
+}
+# Xid 162-172: the catalogue gives words or nothing instead of a bucket; bringup's reading.
+_NO_BUCKET: dict[int, tuple[str, str, str]] = {
+    162: ("info", "none", "informational: power smoothing is engaged again"),
+    167: (
+        "reset",
+        "reset",
+        "a fatal PCIe timeout: reset the GPU; check the PCIe link (`nvidia-smi -q -d PCIE`, "
+        "AER in the kernel log); contact the vendor if it repeats",
+    ),
+    169: ("reset", "reset", "an internal micro-controller halt (as Xid 62): reset the GPU"),
+    171: ("reset", "drain and reset", "details of an Xid 48 (DRAM): follow Xid 48"),
+    172: ("reset", "drain and reset", "details of an Xid 48 (SRAM): follow Xid 48"),
+}
+# The catalogue's own words (its note) decide these: power smoothing and CC-mode codes.
+_NOTE_SEVERITY = {163: "info", 164: "info", 165: "info", 166: "info", 168: "reset", 170: "info"}
+
+
+def _from_catalogue(entry: CatalogueEntry) -> XidInfo:
+    """What the catalogue's buckets say about one code, as bringup judges it."""
+    if entry.code in _NO_BUCKET:
+        severity, recovery, action = _NO_BUCKET[entry.code]
+        return XidInfo(entry.name, severity, action, entry.mnemonic, recovery, "bringup")
+    if entry.immediate not in _BUCKETS:
+        severity = _NOTE_SEVERITY.get(entry.code, "info")
+        recovery = "reset" if severity == "reset" else "none"
+        action = entry.note or f"look up Xid {entry.code} in NVIDIA's catalogue ({CATALOGUE_URL})"
+        return XidInfo(entry.name, severity, action, entry.mnemonic, recovery)
+    severity, recovery, action = _BUCKETS[entry.immediate]
+    if entry.investigatory and entry.investigatory != entry.immediate:
+        action += f"; if it recurs: {_INVESTIGATE.get(entry.investigatory, entry.investigatory)}"
+    return XidInfo(entry.name, severity, action, entry.mnemonic, recovery)
+
+
+def _merged() -> dict[int, XidInfo]:
+    """Every catalogue code, the curated ones with bringup's words and the mnemonic."""
+    table = {code: _from_catalogue(entry) for code, entry in catalogue().items()}
+    for code, info in _CURATED.items():
+        known = table.get(code)
+        mnemonic = known.mnemonic if known else ""
+        recovery = known.recovery if known else "none"
+        # bringup's severity asks for more than the bucket (Xid 63: a pending remap is only
+        # applied by a reset): the recovery follows the severity.
+        if info.severity in ("reset", "fatal") and recovery not in (
+            "reset",
+            "drain and reset",
+            "reboot",
+            "as the message says",
+        ):
+            recovery = "reset"
+        table[code] = replace(info, mnemonic=mnemonic, recovery=recovery, source="bringup")
+    return table
+
+
+XID_CATALOGUE: dict[int, XidInfo] = _merged()
 
 _BLACKWELL_NVLINK = range(144, 151)
 _FATAL_WORD = re.compile(r"(?<![Nn]on-)(?<![Nn]on)\b[Ff]atal\b")

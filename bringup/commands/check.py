@@ -578,12 +578,14 @@ def inspect(
         data = {
             "source": str(file),
             "kind": result.kind,
+            "read": result.read,
             "profile": result.profile,
             "facts": parsed,
         }
         print_envelope(result.findings, data=data)
     elif not quiet:
-        out.print(plain(file, style="bold") + plain(f": {result.kind}"))
+        read = f" — {result.read}" if result.read else ""
+        out.print(plain(file, style="bold") + plain(f": {result.kind}{read}"))
         if show_facts:
             out.print_json(data=result.facts_json())
         title = f"findings — profile {result.profile}" if result.profile else "findings"
@@ -615,7 +617,14 @@ def _inspect_facts(
             for n in nodes
             for probe, record in n.probes.items()
         ]
-        data = {"source": str(path), "kind": "facts", "profile": name, "facts": parsed}
+        read = f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} of recorded facts"
+        data = {
+            "source": str(path),
+            "kind": "facts",
+            "read": read,
+            "profile": name,
+            "facts": parsed,
+        }
         print_envelope(findings, nodes=recorded_entries(nodes), data=data)
     else:
         for node in nodes if not quiet else []:

@@ -106,6 +106,13 @@ class Gpu:
     # Why this GPU could not be read at all ("GPU is lost": it fell off the bus); its other
     # fields are then unknown, and gpu.count names it.
     error: str | None = None
+    # The fields the GPU answered with an error instead of a value ("ECC Mode Current" for
+    # `ECC Mode: Current : Unknown Error`): not "not reported", a GPU that cannot tell.
+    unreadable: list[str] = field(default_factory=list)
+    # The output shows this GPU by its bus id only (`nvidia-smi -q -i 52:00.0` of a node of
+    # 8): `index` is its place in the output, not nvidia-smi's index, so findings name it by
+    # its bus id.
+    by_bus_id: bool = False
 
 
 @dataclass
@@ -151,4 +158,11 @@ def gpu_by_pci(gpus: list[Gpu], address: str | None) -> Gpu | None:
 
 def gpu_label(gpu: Gpu) -> str:
     """How a finding names one GPU: "GPU 6 (serial 1654922001234)", or "GPU 6" without one."""
-    return f"GPU {gpu.index} (serial {gpu.serial})" if gpu.serial else f"GPU {gpu.index}"
+    name = f"GPU {gpu_selector(gpu)}"
+    return f"{name} (serial {gpu.serial})" if gpu.serial else name
+
+
+def gpu_selector(gpu: Gpu) -> str:
+    """What `nvidia-smi -i` takes for this GPU: its index, or its bus id when the output
+    did not show the index (a partial `-i` selection)."""
+    return gpu.pci_bus_id if gpu.by_bus_id and gpu.pci_bus_id else str(gpu.index)

@@ -43,12 +43,14 @@ def test_every_function_that_returns_findings_is_a_judge() -> None:
             returns = str(inspect.signature(function).return_annotation)
             if "Finding" in returns and not name.startswith("judge_"):
                 misnamed.append(f"{module.__name__}.{name}")
-    # Not judgements: the one Finding every GPU check gives when there is no GPU to judge,
-    # and the two that complete a judged finding's action (bringup/checks/actions.py).
+    # Not judgements: the Findings every GPU check gives when there is no GPU to judge or
+    # the GPU answered "Unknown Error", and the two that complete a judged finding's action
+    # (bringup/checks/actions.py).
     assert sorted(misnamed) == [
         "bringup.checks.actions.name_the_gpu",
         "bringup.checks.actions.with_action",
         "bringup.checks.gpu.per_gpu.no_gpus",
+        "bringup.checks.gpu.per_gpu.unreadable_finding",
     ]
 
 

@@ -20,6 +20,7 @@ A100_3X = "awsdt-efa-cheatsheet-p4de-a100x8-dcgm3.3.3-r2-pass.txt"
 A10G_4X = "dcgm-124-dcgm4.4.2-r2-single-gpu-pass-newfmt.txt"
 ROWREMAP = "mleng-diag-deployment-rowremap-pending-excerpt.txt"
 THERMAL = "mleng-diag-r2-gpu-memory-fail-thermal-warning-excerpt.txt"
+B200_PCIE = "dcgm-253-dcgm4.4.1-r2-b200x8-pcie-internal-error-fail.txt"
 
 PROFILE = h100_profile()
 
@@ -44,7 +45,7 @@ def judged(output: str) -> list[tuple[Status, str]]:
 
 def test_every_fixture_is_recognised() -> None:
     names = sorted(p.name for p in FIXTURES.glob("*.txt"))
-    assert names == sorted([A100_3X, A10G_4X, ROWREMAP, THERMAL])
+    assert names == sorted([A100_3X, A10G_4X, ROWREMAP, THERMAL, B200_PCIE])
     assert all(detect(text(n)) for n in names)
 
 
@@ -447,3 +448,91 @@ def test_argv() -> None:
     ]
     with pytest.raises(ProbeError, match="level must be 1, 2, 3 or 4"):
         diag_argv("dcgmi", Params(level=5), True)
+
+
+# --- issue 25: DCGM's verdict on the test row, device ids read whole ------------------------
+
+
+def test_b200_table_device_ids_read_whole_not_cut_at_the_cell() -> None:
+    # "2901, 2901, ..., 2901" fills all 46 characters of its field; a message chunk is 45.
+    report = parse_diag(text(B200_PCIE))
+    assert (report.dcgm_version, report.driver_version) == ("4.4.1", "570.172.08")
+    assert report.device_ids == ["2901"] * 8
+
+
+def test_b200_table_pcie_row_fail_while_every_gpu_row_passes() -> None:
+    report = parse_diag(text(B200_PCIE))
+    gpus = [(i, "pass") for i in range(8)]
+    assert verdicts(report) == [
+        ("Deployment", "software", "pass", gpus),
+        ("Hardware", "memory", "pass", gpus),
+        ("Integration", "pcie", "fail", gpus),
+    ]
+    assert report.tests[2].messages == [
+        "There was an internal error during the test: 'Output of child process (11167) "
+        "couldn't be parsed: '* Line 1, Column 1   Syntax error: value, object or array "
+        "expected. '' Check DCGM and system logs for errors. Reset GPU. Restart DCGM. "
+        "Rerun diagnostics."
+    ]
+
+
+def test_b200_pcie_internal_error_is_an_error_not_accepted() -> None:
+    # On main this was one PASS, "3 tests passed on 8 GPUs: software, memory, pcie".
+    findings = judge_diag(facts_from_output(text(B200_PCIE)), PROFILE)
+    assert [(f.status, f.value) for f in findings] == [(Status.ERROR, "pcie")]
+    (only,) = findings
+    assert only.message.startswith(
+        "Integration test pcie: DCGM could not run the test (internal error): There was an "
+        "internal error during the test: 'Output of child process (11167) couldn't be parsed"
+    )
+    assert "--exclusive" in only.action and "check DCGM" in only.action
+    assert "dcgmi diag -r pcie" in only.action
+
+
+def test_a_test_row_fail_without_internal_error_fails_though_gpus_pass() -> None:
+    # The same real table with DCGM's warning taken out (derived here, not a fixture): the
+    # test row's own Fail stands as a FAIL.
+    lines = text(B200_PCIE).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Warning"))
+    derived = "\n".join(lines[:start] + lines[start + 6 :]) + "\n"
+    findings = judge_diag(facts_from_output(derived), PROFILE)
+    assert [(f.status, f.message) for f in findings] == [
+        (
+            Status.FAIL,
+            "Integration test pcie failed (DCGM's verdict on the test; 8/8 GPU rows passed)",
+        )
+    ]
+
+
+def test_device_ids_wrapped_onto_continuation_rows() -> None:
+    # DCGM wraps a device-id list longer than its cell onto rows without a name; a cut
+    # inside an id ("290" / "1, ...") joins without a space. The rows are the real B200
+    # table's, its id row split in two (derived here: no real >8-GPU table was found).
+    head = "| GPU Device IDs Detected   | 2901, 2901, 2901, 2901, 2901, 2901, 2901, 290  |"
+    more = "|                           | 1, 2901                                        |"
+    lines = text(B200_PCIE).splitlines()
+    row = next(i for i, line in enumerate(lines) if "Device IDs" in line)
+    report = parse_diag("\n".join([*lines[:row], head, more, *lines[row + 1 :]]))
+    assert report.device_ids == ["2901"] * 9
+
+
+def test_json_4x_test_summary_fail_with_every_gpu_passing_is_not_a_pass() -> None:
+    # The JSON layout of DCGM's source (dcgm_diag_schema.json), built here as the real
+    # B200 table says it: pcie's summary Fails with DCGM's internal error, each GPU Passes.
+    internal = (
+        "There was an internal error during the test: 'Output of child process (11167) "
+        "couldn't be parsed'"
+    )
+    doc = json.loads(json_4x())
+    doc["DCGM Diagnostic"]["test_categories"][1]["tests"] = [
+        {
+            "name": "pcie",
+            "results": [
+                {"entity_group": "GPU", "entity_id": i, "status": "Pass"} for i in range(2)
+            ],
+            "test_summary": {"status": "Fail", "warnings": [{"warning": internal}]},
+        }
+    ]
+    findings = judge_diag(facts_from_output(json.dumps(doc)), PROFILE)
+    assert [(f.status, f.value) for f in findings] == [(Status.ERROR, "pcie")]
+    assert findings[0].message.endswith(internal)

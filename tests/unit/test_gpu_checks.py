@@ -300,13 +300,13 @@ def test_model_on_log_excerpts() -> None:
     finding = only(judge("gpu.model", a100))
     assert (finding.status, finding.message) == (
         Status.FAIL,
-        "GPU 0: 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H100 80GB HBM3'",
+        "GPU 00000000:10:1C.0: 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H100 80GB HBM3'",
     )
     a100_profile = make_profile(gpu={"model": "NVIDIA A100-SXM4-80GB"})
     named = only(judge("gpu.model", a100, a100_profile))
     assert (named.status, named.message) == (
         Status.PASS,
-        "1/1 GPUs: NVIDIA A100-SXM4-80GB, memory size not reported on GPU 0",
+        "1/1 GPUs: NVIDIA A100-SXM4-80GB, memory size not reported on GPU 00000000:10:1C.0",
     )
     ecc = parse_q_text(read("mleng-ecc-sram-uncorrectable-excerpt.txt"))
     unnamed = only(judge("gpu.model", ecc))
@@ -410,8 +410,9 @@ def test_remapped_rows_pending_on_the_real_a100_excerpt() -> None:
     finding = only(judge("gpu.remapped_rows", facts))
     assert (finding.status, finding.message, finding.action) == (
         Status.FAIL,
-        "GPU 0: row remap pending",
-        "reset GPU 0 (`nvidia-smi -r -i 0`) to apply the pending row remap",
+        "GPU 00000000:10:1C.0: row remap pending",
+        "reset GPU 00000000:10:1C.0 (`nvidia-smi -r -i 00000000:10:1C.0`) to apply the pending "
+        "row remap",
     )
 
 

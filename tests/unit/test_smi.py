@@ -57,6 +57,9 @@ KIND = {
     "ugpuexp-h100-nvlink-s.txt": "nvlink-s",
     "ugpuexp-h100-mig-nvlink-s.txt": "nvlink-s",
     "ugpuexp-l40s-nvlink-s-unsupported.txt": "nvlink-s",
+    "gpu-uncorrectable-runbook-q-ecc-rowremap-i-52-annotated.txt": "smi-q",
+    "xe9780-b300x7-of-8-driver-name-cc.csv.txt": "smi-csv",
+    "xe9780-b300x7-of-8-nvlink-status.txt": "nvlink-s",
 }
 
 

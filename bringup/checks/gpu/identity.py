@@ -212,6 +212,8 @@ def judge_driver(facts: GpuFacts, profile: Profile) -> list[Finding]:
         return [no_gpus(check)]
     branch = f" ({sw.driver_branch} branch)" if sw.driver_branch else ""
     action = f"install driver >= {sw.min_driver}{branch}"
+    if facts.cuda_driver_version is None and facts.driver_version is not None:
+        return [_driver_alone(check, facts.driver_version, sw.min_driver, sw.min_cuda, action)]
     found = [
         f
         for f in (
@@ -232,6 +234,24 @@ def judge_driver(facts: GpuFacts, profile: Profile) -> list[Finding]:
             expected=f">= {sw.min_driver}",
         )
     ]
+
+
+def _driver_alone(check: str, have: str, need: str, cuda: str, action: str) -> Finding:
+    """The floor judged by the driver version when the output names no CUDA version (a
+    `--query-gpu=driver_version,...` CSV): every profile's minimum driver supports at least
+    its minimum CUDA (docs/reference.md#driver-cuda-and-provisioning), so the driver alone
+    decides."""
+    found = _version_finding(check, "driver", have, need, action)
+    if found is not None:
+        return found
+    return finding(
+        check,
+        Status.PASS,
+        f"driver {have}: >= {need} (the output names no CUDA version; a driver >= {need} "
+        f"supports CUDA >= {cuda})",
+        value=have,
+        expected=f">= {need}",
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bringup.checks import finding
-from bringup.checks.gpu.per_gpu import gpu_label, judge_each_gpu, plural
+from bringup.checks.gpu.per_gpu import gpu_label, judge_each_gpu, plural, unreadable_finding
 from bringup.findings import Finding, Status
-from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 from bringup.profile import Profile
 
 # ---------------------------------------------------------------------------------------
@@ -16,9 +16,14 @@ def _ecc_one(gpu: Gpu) -> list[Finding] | None:
     """ECC on, and no uncorrected error since the last reset (volatile) or ever (aggregate)."""
     check, name = "gpu.ecc", gpu_label(gpu)
     volatile, aggregate = gpu.ecc_uncorrected_volatile, gpu.ecc_uncorrected_aggregate
-    if gpu.ecc_mode is None and volatile is None and aggregate is None:
-        return None
     found = []
+    unknown = [field for field in gpu.unreadable if field.startswith("ECC Mode")]
+    if gpu.ecc_mode is None and unknown:
+        # The driver asked and the GPU answered with an error (seen after an uncorrectable
+        # error, before the reset): not "not reported", a GPU that cannot tell.
+        found.append(unreadable_finding("gpu.ecc", gpu, unknown))
+    elif gpu.ecc_mode is None and volatile is None and aggregate is None:
+        return None
     if gpu.ecc_mode is False:
         found.append(
             finding(
@@ -27,7 +32,7 @@ def _ecc_one(gpu: Gpu) -> list[Finding] | None:
                 f"{name}: ECC disabled",
                 value="disabled",
                 expected="enabled",
-                action=f"enable ECC: `nvidia-smi -i {gpu.index} -e 1`, then reset the GPU",
+                action=f"enable ECC: `nvidia-smi -i {gpu_selector(gpu)} -e 1`, then reset the GPU",
             )
         )
     if volatile:
@@ -39,7 +44,7 @@ def _ecc_one(gpu: Gpu) -> list[Finding] | None:
                 value=volatile,
                 expected="0",
                 unit="errors",
-                action=f"reset {name} (`nvidia-smi -r -i {gpu.index}`); if it recurs, RMA",
+                action=f"reset {name} (`nvidia-smi -r -i {gpu_selector(gpu)}`); if it recurs, RMA",
             )
         )
     elif aggregate:
@@ -108,7 +113,7 @@ def _remapped_rows_one(gpu: Gpu) -> list[Finding] | None:
                 f"{name}: row remap pending",
                 value="pending",
                 expected="none pending",
-                action=f"reset {name} (`nvidia-smi -r -i {gpu.index}`) "
+                action=f"reset {name} (`nvidia-smi -r -i {gpu_selector(gpu)}`) "
                 "to apply the pending row remap",
             )
         )

@@ -11,10 +11,23 @@ from collections.abc import Callable, Iterable
 
 from bringup.checks import finding
 from bringup.findings import Finding, Status
-from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 
 # Statuses that mean "something is wrong here": any of them replaces the PASS finding.
 PROBLEMS = (Status.WARN, Status.FAIL, Status.ERROR)
+
+# The `nvidia-smi -q` sections each check reads: a field there the GPU answered with
+# "Unknown Error" (Gpu.unreadable) is that check's FAIL, not a "not reported" SKIP.
+_SECTIONS: dict[str, tuple[str, ...]] = {
+    "gpu.ecc": ("ECC Mode", "ECC Errors"),
+    "gpu.remapped_rows": ("Remapped Rows",),
+    "gpu.persistence": ("Persistence Mode",),
+    "gpu.pcie": ("PCI GPU Link Info",),
+    "gpu.power": ("GPU Power Readings", "Power Readings"),
+    "gpu.thermal": ("Temperature",),
+    "gpu.clock_events": ("Clocks Event Reasons", "Clocks Throttle Reasons"),
+    "gpu.fabric": ("Fabric",),
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -22,13 +35,14 @@ PROBLEMS = (Status.WARN, Status.FAIL, Status.ERROR)
 
 
 def gpu_label(gpu: Gpu) -> str:
-    """'GPU 3': how every message names a GPU (the index nvidia-smi and NVML use)."""
-    return f"GPU {gpu.index}"
+    """'GPU 3': how every message names a GPU (the index nvidia-smi and NVML use); 'GPU
+    00000000:52:00.0' when the output showed it by bus id only."""
+    return f"GPU {gpu_selector(gpu)}"
 
 
 def gpu_list(gpus: Iterable[Gpu]) -> str:
     """'GPU 0, 1, 5': several GPUs named in one message."""
-    return "GPU " + ", ".join(str(gpu.index) for gpu in gpus)
+    return "GPU " + ", ".join(gpu_selector(gpu) for gpu in gpus)
 
 
 def plural(count: int, word: str) -> str:
@@ -71,7 +85,10 @@ def judge_each_gpu(
     for gpu in facts.gpus:
         found = judge_one(gpu)
         if found is None:
-            missing.append(gpu)
+            if unknown := unreadable(gpu, check):
+                findings.append(unreadable_finding(check, gpu, unknown))
+            else:
+                missing.append(gpu)
             continue
         clean += not found
         findings.extend(found)
@@ -83,3 +100,23 @@ def judge_each_gpu(
         where = "" if not judged else f" on {gpu_list(missing)}"
         findings.append(finding(check, Status.SKIP, f"{unreported}{where}"))
     return findings
+
+
+def unreadable(gpu: Gpu, check: str) -> list[str]:
+    """The fields of the check's sections the GPU answered with "Unknown Error"."""
+    sections = _SECTIONS.get(check, ())
+    return [name for name in gpu.unreadable if sections and name.startswith(sections)]
+
+
+def unreadable_finding(check: str, gpu: Gpu, fields: list[str]) -> Finding:
+    """A GPU that answers a query with an error (NVML's "Unknown Error", seen on a GPU in a
+    bad state, e.g. after an uncorrectable error): FAIL, naming the fields."""
+    name = gpu_label(gpu)
+    return finding(
+        check,
+        Status.FAIL,
+        f"{name}: the GPU cannot report {', '.join(fields)} (Unknown Error)",
+        value="Unknown Error",
+        action=f"reset {name} (`nvidia-smi -r -i {gpu_selector(gpu)}`) and query it again; "
+        "RMA if it still cannot",
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from bringup.checks import finding
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu
 from bringup.findings import Finding, Status
-from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 from bringup.profile import Profile
 
 # nvidia-smi prints watts with two decimals and NVML reports milliwatts: half a watt
@@ -35,7 +35,7 @@ def _power_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
                 value=limit,
                 expected=f">= {default:.0f}",
                 unit="W",
-                action=f"`nvidia-smi -i {gpu.index} -pl {default:.0f}`",
+                action=f"`nvidia-smi -i {gpu_selector(gpu)} -pl {default:.0f}`",
             )
         ]
     wanted = profile.gpu.power_limit_w
@@ -49,7 +49,7 @@ def _power_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
                 expected=f">= {wanted:.0f}",
                 unit="W",
                 action=f"check the board SKU of {name}; if the limit can go higher: "
-                f"`nvidia-smi -i {gpu.index} -pl {wanted:.0f}`",
+                f"`nvidia-smi -i {gpu_selector(gpu)} -pl {wanted:.0f}`",
             )
         ]
     return []

@@ -136,6 +136,7 @@ def parse_table(text: str) -> DiagReport:
     test: DiagTest | None = None
     message: _Message | None = None
     v4_results: set[int] = set()  # id() of tests whose rows were 4.x "GPU0: Pass"
+    metadata, value_text = "", ""  # the last metadata row, with its wrapped continuations
 
     def close_message() -> None:
         nonlocal message, test
@@ -159,9 +160,18 @@ def parse_table(text: str) -> DiagReport:
             continue
         name, raw = _cells(line)
         value = raw.strip()
-        if category == "Metadata" and name:
+        if category == "Metadata":
+            # A metadata value is not a 45-character message chunk: read the whole cell, and
+            # a row without a name continues the value above it (a device-id list longer
+            # than the cell wraps onto such rows).
             close_message()
-            _metadata(report, name, value)
+            whole = _whole_cell(line)
+            if name:
+                metadata, value_text = name, whole
+            elif metadata and whole:
+                # A cut inside an id ("290" / "1, 2901") joins without a space.
+                value_text += (" " if value_text.endswith(",") else "") + whole
+            _metadata(report, metadata, value_text)
             continue
         if name:
             close_message()
@@ -202,11 +212,21 @@ def _cells(line: str) -> tuple[str, str]:
     return name, cell.strip() + " "
 
 
+def _whole_cell(line: str) -> str:
+    """The result cell of a row, stripped, however wide: '2901, 2901, ..., 2901'."""
+    parts = line.split("|")
+    return parts[2].strip() if len(parts) > 2 else ""
+
+
 def _metadata(report: DiagReport, name: str, value: str) -> None:
     if name in _METADATA:
         setattr(report, _METADATA[name], value or None)
-    elif name.endswith("Device IDs Detected") and name.startswith("GPU"):
+    elif _is_device_ids(name):
         report.device_ids = [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _is_device_ids(name: str) -> bool:
+    return name.startswith("GPU") and name.endswith("Device IDs Detected")
 
 
 def _gpu(group: str | None, index: str | None) -> int | None:

@@ -47,6 +47,11 @@ _TEXT_REASONS = {
 # "Key     : value": the key is separated from the colon by spaces, which tells it from a
 # header such as "GPU 00000000:00:09.0" whose colons have none.
 _KEY_VALUE = re.compile(r"(\S.*?)\s+:(?:\s(.*))?")
+# A human's mark after a value in a paste ("Pending : Yes   <===", "<-- here"): not the
+# tool's, so it is dropped before the value is read.
+_ANNOTATION = re.compile(r"\s+(?:<[=-]{2,}|<<+|={2,}>|-{2,}>|←).*$")
+# What the driver prints when the GPU answered a query with an error, not "not supported".
+_UNREADABLE = "unknown error"
 _GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)")
 # Sections that only appear inside a GPU: an excerpt that starts inside one (no "GPU ..."
 # header) is read as one GPU when it has any of them.
@@ -109,7 +114,7 @@ def _outline(text: str) -> _Node:
         key, value = (match.group(1), match.group(2) or "") if match else (stripped, None)
         while stack[-1][0] >= indent:
             stack.pop()
-        node = _Node(None if value is None else value.strip())
+        node = _Node(None if value is None else _ANNOTATION.sub("", value).strip())
         # A repeated key (the entries under "Processes") keeps its first occurrence.
         stack[-1][1].children.setdefault(key, node)
         stack.append((indent, node))
@@ -128,13 +133,31 @@ def parse_q_text(text: str) -> GpuFacts:
         sections = [(None, root)]  # an excerpt from inside one GPU's section
     if not sections:
         raise ParseError("nvidia-smi -q: no GPU section found")
+    attached = whole(root.get("Attached GPUs"), "", "Attached GPUs")
+    gpus = [_gpu_from_text(i, bus_id, node) for i, (bus_id, node) in enumerate(sections)]
+    # -q prints no index: a section's place is nvidia-smi's index only when every attached
+    # GPU is shown. A selection (`-i 52:00.0` of 8) is named by bus id instead.
+    if attached is not None and attached > len(gpus):
+        for gpu in gpus:
+            gpu.by_bus_id = gpu.pci_bus_id is not None
     return GpuFacts(
         source="nvidia-smi -q",
         driver_version=reported(root.get("Driver Version")),
         cuda_driver_version=reported(root.get("CUDA Version")),
-        attached_gpus=whole(root.get("Attached GPUs"), "", "Attached GPUs"),
-        gpus=[_gpu_from_text(i, bus_id, node) for i, (bus_id, node) in enumerate(sections)],
+        attached_gpus=attached,
+        gpus=gpus,
     )
+
+
+def _unreadable(node: _Node, path: tuple[str, ...] = ()) -> list[str]:
+    """The fields under a GPU section the GPU answered with "Unknown Error"."""
+    found = []
+    for key, child in node.children.items():
+        where = (*path, key)
+        if child.value is not None and child.value.strip("[]").lower() == _UNREADABLE:
+            found.append(" ".join(where))
+        found += _unreadable(child, where)
+    return found
 
 
 def detect(text: str) -> bool:
@@ -235,6 +258,7 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
         ),
         fabric_state=fabric_state(gpu.get("Fabric", "State")),
         fabric_status=fabric_status(gpu.get("Fabric", "Status")),
+        unreadable=_unreadable(gpu),
     )
 
 

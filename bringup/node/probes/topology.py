@@ -24,7 +24,12 @@ RAW_FILE = "nvidia-smi-topo-m.txt"
 # Every path word the driver prints (the Legend of `nvidia-smi topo -m`, old and new).
 _LINK = re.compile(r"X|NV\d{1,3}|NVB|SYS|SOC|NODE|PHB|PXB|PIX")
 _NEAR = ("PIX", "PXB")  # at most PCIe bridges between: GPUDirect RDMA stays off the CPU
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# ANSI escapes (`nvidia-smi` underlines the header on a terminal), and their remnants in a
+# paste that lost the ESC byte: "[4mGPU0 ... GPU NUMA ID[0m" (sglang's check_env).
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]*m(?=\S|$)")
+# The GPU models an environment dump prints above the matrix (sglang's check_env: "GPU
+# 0,1,2,3,4,5,6,7: NVIDIA B300 SXM6 AC"; vLLM's collect_env: "GPU 0: NVIDIA B200").
+_MODEL_LINE = re.compile(r"\s*GPU \d+(?:\s*,\s*\d+)*\s*:\s*(?P<name>\S.*?)\s*(?:\(UUID:.*)?")
 # Device column names; very old drivers glue them together ("GPU0GPU1...GPU7mlx5_0").
 _DEVICE_NAME = re.compile(r"GPU\d+|NIC\d+|.+?(?=GPU\d|NIC\d|$)")
 _GPU_NAME = re.compile(r"GPU(\d{1,4})")
@@ -62,6 +67,9 @@ class TopoNic:
     column: str  # the column as printed: "NIC0" or, in old drivers, "mlx5_0"
     nearest_gpus: list[int] = field(default_factory=list)  # GPUs at PIX/PXB
     links: dict[str, str] = field(default_factory=dict)  # "GPU0" -> "PIX"
+    # The RDMA device of a Linux bond ("mlx5_bond_0": two ports as one, usually the
+    # front-end or storage network), not one GPU's rail.
+    bonded: bool = False
 
 
 @dataclass
@@ -76,6 +84,9 @@ class TopologyFacts:
     nic_details: list[TopoNic] = field(default_factory=list)
     complete: bool = True  # False when rows (or the header) of the matrix were missing
     notes: list[str] = field(default_factory=list)
+    # GPU models printed above the matrix by an environment dump, in order, each once;
+    # `nvidia-smi topo -m` itself names none.
+    gpu_models: list[str] = field(default_factory=list)
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -122,7 +133,20 @@ def parse_topo(text: str) -> TopologyFacts:
         matrix = _headerless(lines, cut_at_end)
     else:
         matrix = _with_header(lines[header_at], lines[header_at + 1 :], cut_at_end)
-    return _facts(matrix, _nic_legend(lines))
+    facts = _facts(matrix, _nic_legend(lines))
+    above = lines[:header_at] if header_at is not None else lines
+    facts.gpu_models = _models(above)
+    return facts
+
+
+def _models(lines: list[str]) -> list[str]:
+    """The GPU models named above the matrix, each once, in order."""
+    models: list[str] = []
+    for line in lines:
+        match = _MODEL_LINE.fullmatch(line)
+        if match and match.group("name") not in models:
+            models.append(match.group("name"))
+    return models
 
 
 def _find_header(lines: list[str]) -> int | None:
@@ -325,7 +349,8 @@ def _nic(column: str, name: str, gpu_names: list[str], matrix: _Matrix) -> TopoN
         if link is not None:
             links[gpu] = link
     nearest = [_gpu_index(g) for g, link in links.items() if link in _NEAR]
-    return TopoNic(name=name, column=column, nearest_gpus=nearest, links=links)
+    bonded = "_bond" in name or name.startswith("bond")
+    return TopoNic(name=name, column=column, nearest_gpus=nearest, links=links, bonded=bonded)
 
 
 def _nvlinks(link: str) -> int:

@@ -18,7 +18,7 @@ def _kind_of(path: Path) -> str:
             return "smi-xml"
         if ".csv" in name:
             return "smi-csv"
-        return "nvlink" if "nvlink-s" in name else "smi-q"
+        return "nvlink" if "nvlink-s" in name or "nvlink-status" in name else "smi-q"
     kinds = {
         "topo": "topo",
         "fio": "fio",
@@ -111,6 +111,21 @@ def test_inspect_as_text_prints_a_table(cli) -> None:
     assert result.code in (0, 1)
     assert "smi-q" in result.stdout
     assert "gpu.ecc" in result.stdout
+
+
+def test_inspect_says_what_it_read_on_its_first_line(cli) -> None:
+    topo = FIXTURES / "topo" / "sglang-26039-b300x8-check-env-tabs-esc-less-ansi-9nic-bond.txt"
+    result = cli("inspect", topo)
+    assert result.code == 0, result.stdout
+    first = " ".join(result.stdout.split("findings")[0].split())
+    assert first.endswith(": topo — 8 GPUs (NVIDIA B300 SXM6 AC), 9 NICs (1 bonded)")
+    dcgm = FIXTURES / "dcgm" / "dcgm-253-dcgm4.4.1-r2-b200x8-pcie-internal-error-fail.txt"
+    result = cli("inspect", dcgm)
+    assert result.code == 1
+    first = " ".join(result.stdout.split("findings")[0].split())
+    assert first.endswith(": dcgm — DCGM 4.4.1, 8 GPUs (2901), tests: software, memory, pcie")
+    doc = cli("inspect", dcgm, "--json").json()
+    assert doc["data"]["read"] == "DCGM 4.4.1, 8 GPUs (2901), tests: software, memory, pcie"
 
 
 def test_inspect_a_snapshot_directory_and_a_facts_file(tmp_path: Path, cli) -> None:

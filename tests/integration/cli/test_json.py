@@ -68,7 +68,7 @@ def test_inspect_a_file_and_a_directory_give_one_shape(
 ) -> None:
     one = valid(cli("inspect", SMI, "-p", "a100", "--json"), "inspect", 1)["data"]
     many = valid(cli("inspect", demo["out"], "--json"), "inspect", 1)["data"]
-    assert set(one) == set(many) == {"source", "kind", "profile", "facts"}
+    assert set(one) == set(many) == {"source", "kind", "read", "profile", "facts"}
     assert [set(item) for item in one["facts"]] == [{"node", "probe", "facts"}]
     assert {item["probe"] for item in many["facts"]} >= {"gpu", "topology", "host"}
 
