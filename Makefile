@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup setup-test demo test test-fast lint docs-cli clean
+.PHONY: setup setup-test demo test test-fast gpu-rehearsal lint docs-cli clean
 
 # The controller and the dev tools: enough for the demo, check, inspect and report.
 $(BIN)/bringup: pyproject.toml
@@ -41,6 +41,11 @@ test: setup-test lint ## lint, then every test (root-only and apt-backed tests s
 # in-process on the CPU, so it installs what `make test` installs (torch among them).
 test-fast: setup-test ## the unit tests only, in about a minute
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
+
+# benchmarks/gpu_check.sh end to end on this CPU as the lent GPU machine runs it (docs/gpu-run.md):
+# the tree as it travels, the carried wheels offline, the simulated NVML, a 600 s cap.
+gpu-rehearsal: setup-test ## rehearse the one GPU run on the CPU, in a few minutes
+	$(BIN)/python -m tests.support.gpu_rehearsal
 
 docs-cli: setup ## rewrite docs/cli.md, the option table, from the commands themselves
 	$(BIN)/python -m bringup.commands.options docs/cli.md

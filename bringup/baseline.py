@@ -10,22 +10,32 @@ handover (acceptance check, NCCL, diagnose, burn-in), each a part with its kind,
 manifest.json listing them. `--baseline` takes a bundle wherever it takes a run directory.
 
 Everything here is a pure function of the burn-in facts and the peaks; only `load`,
-`write` and the bundle's `load_bundle`/`write_bundle` touch the disk.
+`write` and the bundle's `load_bundle`/`write_bundle`/`part_record`/`bundle_changes` touch
+the disk.
+
+A bundle is evidence as a whole: its manifest.json records each part's status, exit code
+and the SHA-256 of the part's manifest.json (which holds the hash of every evidence file
+of the part), and the SHA-256 of every rendered report. `bundle_changes` says where the
+bundle no longer matches it; a signature over manifest.json (`bringup verify --sign`)
+then covers every byte of the bundle.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
 
 from bringup import __version__
-from bringup.files import InputError, read_text, write_atomic
+from bringup.files import InputError, read_bytes, read_in, read_text, write_atomic
 from bringup.node.probes.burnin import BurninFacts, measured, tokens_per_s_per_gpu
 from bringup.node.timeline import Timeline
+from bringup.provenance import sha256_file
 from bringup.schema import Strict, describe
 
 SCHEMA_VERSION = 1
@@ -260,10 +270,12 @@ def load(path: Path) -> Baseline:
         if not parts:
             raise BaselineError(f"{path}: the handover bundle holds no burn-in run")
         path = path / parts[-1].path
-    if path.is_dir():
-        path = path / "baseline.json"
     try:
-        text = read_text(path, "baseline")
+        if path.is_dir():  # a burn-in run: its baseline.json, no symlink followed
+            text = read_in(path, "baseline.json", "baseline")
+            path = path / "baseline.json"
+        else:
+            text = read_text(path, "baseline")
     except InputError as exc:
         raise BaselineError(str(exc)) from None
     try:
@@ -319,6 +331,11 @@ class BundlePart(Strict):
     kind: str  # the command that made the run directory (PART_KINDS)
     path: str  # relative to the bundle
     exit_code: int | None = None  # the run's, as its manifest records it
+    # The part as it was gathered, so that an edit to it shows (`bringup verify`, report):
+    # its manifest's status and the SHA-256 of its manifest.json, which holds the hashes of
+    # every evidence file of the part. None: a bundle from before bringup recorded them.
+    status: str | None = None
+    manifest_sha256: str | None = None
 
 
 class Bundle(Strict):
@@ -337,6 +354,10 @@ class Bundle(Strict):
     exit_code: int | None = None
     nodes: list[str] = Field(default_factory=list)
     parts: list[BundlePart]
+    # Each rendered report of the bundle (report.html, report.md, report.json) -> its
+    # SHA-256: what the renter reads is evidence too. None: not rendered yet, or a bundle
+    # from before bringup recorded them.
+    reports_sha256: dict[str, str] | None = None
 
 
 class BundleError(InputError):
@@ -345,11 +366,10 @@ class BundleError(InputError):
 
 def is_bundle(path: Path) -> bool:
     """Whether `path` is a bundle directory (its manifest.json says so)."""
-    file = path / "manifest.json"
-    if not file.is_file():
+    if not (path / "manifest.json").is_file():
         return False
     try:
-        data = json.loads(read_text(file, "manifest"))
+        data = json.loads(read_in(path, "manifest.json", "manifest"))
     except (InputError, ValueError, RecursionError):
         # Not JSON, or nested past Python's stack: a run's broken manifest, said by whoever
         # reads the run.
@@ -361,7 +381,7 @@ def is_bundle(path: Path) -> bool:
 def load_bundle(path: Path) -> Bundle:
     """A bundle's manifest; each part's path must stay inside the bundle."""
     try:
-        bundle = Bundle.model_validate_json(read_text(path / "manifest.json", "bundle manifest"))
+        bundle = Bundle.model_validate_json(read_in(path, "manifest.json", "bundle manifest"))
     except InputError as exc:
         raise BundleError(str(exc)) from None
     except ValidationError as exc:
@@ -375,3 +395,153 @@ def load_bundle(path: Path) -> Bundle:
 
 def write_bundle(path: Path, bundle: Bundle) -> None:
     write_atomic(path / "manifest.json", bundle.model_dump_json(indent=2) + "\n")
+
+
+# --- what a bundle's manifest covers -------------------------------------------------------
+
+# The files a bundle holds besides its parts and its rendered reports.
+BUNDLE_FILES = ("manifest.json", "manifest.json.sig")
+
+
+@dataclass(frozen=True)
+class BundleChange:
+    """One way a bundle differs from what its manifest.json records."""
+
+    kind: Literal["modified", "missing", "added", "unrecorded"]
+    path: str  # relative to the bundle: "check/manifest.json", "report.html", "nccl/"
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
+
+
+def part_record(bundle_path: Path, kind: str, path: str) -> BundlePart:
+    """A part as it lies in the bundle now: its manifest's status and exit code, and the
+    SHA-256 of the very bytes they were read from (BundleError: the manifest cannot be read).
+
+    A manifest that is not JSON still gets its hash: the part is then judged as the broken
+    run it is (report.manifest), not refused here.
+    """
+    file = bundle_path / path / "manifest.json"
+    try:
+        data = read_bytes(file, "manifest")
+    except InputError as exc:
+        raise BundleError(str(exc)) from None
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError):
+        manifest = None
+    fields = manifest if isinstance(manifest, dict) else {}
+    status, code = fields.get("status"), fields.get("exit_code")
+    return BundlePart(
+        kind=kind,
+        path=path,
+        # bool is an int to Python; a manifest's exit code never is one.
+        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        status=status if isinstance(status, str) else None,
+        manifest_sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def bundle_changes(path: Path, bundle: Bundle, everything: bool = True) -> list[BundleChange]:
+    """Where the bundle differs from its manifest.json: each part (there, its manifest.json's
+    SHA-256, status and exit code as recorded), each rendered report, and anything in the
+    bundle the manifest does not list.
+
+    `everything` False: the parts only, and directories the manifest does not list (what a
+    report of the bundle judges: it renders the reports again, and may write others).
+    """
+    changes = [c for part in bundle.parts for c in _part_changes(path, part)]
+    if not bundle.parts:
+        changes.append(BundleChange("missing", "parts", "the manifest.json lists no part"))
+    if everything:
+        changes += _report_changes(path, bundle.reports_sha256)
+        if not changes:
+            changes += _rendered_from(path, bundle)
+    listed = {*(p.path.split("/")[0] for p in bundle.parts), *BUNDLE_FILES}
+    listed.update(bundle.reports_sha256 or {})
+    try:
+        entries = sorted(path.iterdir())
+    except OSError:
+        entries = []  # the manifest was just read from it; said by whoever reads the parts
+    for entry in entries:
+        folder = entry.is_dir() and not entry.is_symlink()
+        if entry.name not in listed and (everything or folder):
+            where = entry.name + ("/" if folder else "")
+            changes.append(BundleChange("added", where, "not listed in the bundle's manifest.json"))
+    return changes
+
+
+def _part_changes(path: Path, part: BundlePart) -> list[BundleChange]:
+    where = f"{part.path}/manifest.json"
+    try:
+        now = part_record(path, part.kind, part.path)
+    except BundleError as exc:
+        return [BundleChange("missing", where, f"part {part.path}: {exc}")]
+    if part.manifest_sha256 is None:
+        why = "the bundle's manifest.json records no SHA-256 of it (made by an older bringup)"
+        return [BundleChange("unrecorded", where, why)]
+    changes = []
+    if now.manifest_sha256 != part.manifest_sha256:
+        recorded = f"the bundle's manifest.json records sha256 {part.manifest_sha256}"
+        changes.append(BundleChange("modified", where, recorded))
+    for name, label in (("status", "status"), ("exit_code", "exit code")):
+        then, there = getattr(part, name), getattr(now, name)
+        if then != there:
+            detail = f"part {part.path}: {label} {then} there, {there} in {where}"
+            changes.append(BundleChange("modified", "manifest.json", detail))
+    return changes
+
+
+def _report_changes(path: Path, recorded: dict[str, str] | None) -> list[BundleChange]:
+    if recorded is None:
+        why = "the bundle's manifest.json records no SHA-256 of its rendered reports"
+        return [BundleChange("unrecorded", "report.*", why)]
+    changes = []
+    for name, digest in sorted(recorded.items()):
+        file = path / name
+        if "/" in name or name in ("", ".", "..") or name in BUNDLE_FILES:
+            changes.append(BundleChange("modified", "manifest.json", f"{name!r} is no report"))
+        elif file.is_symlink() or not file.is_file():
+            changes.append(BundleChange("missing", name, "a rendered report"))
+        elif sha256_file(file) != digest:
+            changes.append(BundleChange("modified", name, f"recorded sha256 {digest}"))
+    return changes
+
+
+_REPORT_BYTES = 1 << 30
+
+
+def _rendered_from(path: Path, bundle: Bundle) -> list[BundleChange]:
+    """Whether the manifest's parts and verdict are those its report.json was rendered
+    from: a part taken out of the manifest together with its directory, or the exit code
+    set to 0, leaves every other hash as it was, but not what the report says.
+
+    report.json is the report's JSON (bringup/report/render.py `summary_json`): the parts'
+    manifest hashes under run.parts_sha256, the verdict under verdict.accepted.
+    """
+    if "report.json" not in (bundle.reports_sha256 or {}):
+        return []
+    try:
+        # Its hash matched already: the report handover wrote, ~40 kB a node, past the
+        # 64 MiB cap of a file a user names at a few thousand nodes.
+        summary = json.loads(read_text(path / "report.json", "report", limit=_REPORT_BYTES))
+        shown = dict(summary["run"]["parts_sha256"])
+        accepted = summary["verdict"]["accepted"]
+    except (InputError, ValueError, RecursionError, KeyError, TypeError):
+        return [BundleChange("modified", "report.json", "not the report bringup rendered")]
+    recorded = {p.path: p.manifest_sha256 for p in bundle.parts}
+    changes = [
+        BundleChange(
+            "modified",
+            "manifest.json",
+            f"report.json was rendered from part {part} (sha256 {sha}), which it does not list",
+        )
+        for part, sha in sorted(shown.items())
+        if recorded.get(part) != sha
+    ]
+    if bundle.exit_code is not None and (bundle.exit_code == 0) != (accepted is True):
+        verdict = "ACCEPTED" if accepted is True else "NOT ACCEPTED"
+        detail = f"exit code {bundle.exit_code}, but report.json's verdict is {verdict}"
+        changes.append(BundleChange("modified", "manifest.json", detail))
+    return changes

@@ -1,5 +1,6 @@
 """Files the command line reads and writes: one reader for every file a user names, one
-atomic writer for the run directory.
+reader for the files inside a run directory, and one atomic writer for every file bringup
+writes.
 
 Every file the CLI reads (profiles, suites, recipes, baselines, facts, manifests, tool
 outputs for `inspect`) goes through `read_text`, so a wrong file fails the same way
@@ -12,31 +13,134 @@ which the command prints and exits 2 with. What is refused:
                                 never runs without end
     not UTF-8 text              a binary file given where text is expected
 
+A run directory may come from someone else (a provider's handover, a copied bundle), so a
+file inside one is read with `read_in`: every path component below the run directory is
+opened without following a symbolic link (bringup never writes one there), so a planted
+`raw -> /etc` or `findings.jsonl -> /dev/zero` is refused, naming the file, and never read.
+`walk_files` lists a run directory's files the same way, without descending a link.
+
+Every file bringup writes goes through `write_atomic`: a fresh random temporary name
+created with O_CREAT|O_EXCL|O_NOFOLLOW in the target's own directory, written, fsynced and
+renamed over the final name. A symlink planted at the final name is replaced, one planted
+at a temporary name is never hit (the name is random and O_EXCL refuses what exists), and
+the directory written into is opened with O_NOFOLLOW: a symlinked output directory is
+refused (`make_dir`), never followed.
+
 The parsers above then turn malformed content (YAML, JSON, schema) into the same
 exception type, or a subclass of it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 MAX_BYTES = 64 * 1024 * 1024  # the cap on any file the command line reads (docs/troubleshooting)
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 
 
 class InputError(Exception):
     """A file (or option) the user gave cannot be used; the message is one line."""
 
 
+class OutputError(OSError):
+    """A place bringup was asked to write to cannot be used safely; the message is one line."""
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
 def read_bytes(path: Path, what: str, limit: int = MAX_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; `what` names it in errors."""
     try:
         # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    return _read_fd(fd, path, what, limit)
+
+
+def read_text(path: Path, what: str, limit: int = MAX_BYTES, lenient: bool = False) -> str:
+    """The UTF-8 text of a file (see read_bytes); `lenient` replaces undecodable bytes
+    instead of refusing them (tool outputs that may carry a stray byte)."""
+    return _decode(read_bytes(path, what, limit), path, what, lenient)
+
+
+def read_in(
+    root: Path, relative: str, what: str, limit: int = MAX_BYTES, lenient: bool = False
+) -> str:
+    """The UTF-8 text of the file `relative` (a POSIX path) inside the run directory `root`,
+    refused (InputError naming it) when any component below `root` is a symbolic link, or
+    the file is not a regular file, larger than `limit`, or not UTF-8 (unless `lenient`)."""
+    return _decode(read_bytes_in(root, relative, what, limit), root / relative, what, lenient)
+
+
+def read_bytes_in(root: Path, relative: str, what: str, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of `relative` inside `root`, read as `read_in` says."""
+    path = root / relative
+    parts = Path(relative).parts
+    if not parts or any(part in ("..", "/") for part in parts):
+        raise InputError(f"{path}: not a path inside {root}")
+    try:
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"cannot read {root}: {exc.strerror}") from None
+    try:
+        for index, part in enumerate(parts[:-1]):
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                where = root.joinpath(*parts[: index + 1])
+                raise InputError(f"cannot read {path}: {_why(exc, where)}") from None
+            os.close(folder)
+            folder = inner
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(parts[-1], flags, dir_fd=folder)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {_why(exc, path)}") from None
+    finally:
+        os.close(folder)
+    return _read_fd(fd, path, what, limit)
+
+
+def is_link(path: Path) -> bool:
+    """Whether `path` itself is a symbolic link (False when it is not there)."""
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def walk_files(root: Path, folder: str) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative POSIX path, lstat) of every entry below `root/folder` that is not a
+    directory, without following a symbolic link: a link (to a file or a directory) is
+    listed as itself, never descended, so a planted `raw -> /usr` lists one entry."""
+    base = root / folder
+    if not os.path.lexists(base):
+        return
+    info = os.lstat(base)
+    if not stat.S_ISDIR(info.st_mode):
+        yield folder, info
+        return
+    for here, dirs, names in os.walk(base, followlinks=False):
+        for name in sorted(dirs):
+            entry = Path(here, name)
+            if stat.S_ISLNK(os.lstat(entry).st_mode):
+                yield entry.relative_to(root).as_posix(), os.lstat(entry)
+        for name in sorted(names):
+            entry = Path(here, name)
+            yield entry.relative_to(root).as_posix(), os.lstat(entry)
+
+
+def _read_fd(fd: int, path: Path, what: str, limit: int) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -54,10 +158,7 @@ def read_bytes(path: Path, what: str, limit: int = MAX_BYTES) -> bytes:
     return data
 
 
-def read_text(path: Path, what: str, limit: int = MAX_BYTES, lenient: bool = False) -> str:
-    """The UTF-8 text of a file (see read_bytes); `lenient` replaces undecodable bytes
-    instead of refusing them (tool outputs that may carry a stray byte)."""
-    data = read_bytes(path, what, limit)
+def _decode(data: bytes, path: Path, what: str, lenient: bool) -> str:
     if lenient:
         return data.decode("utf-8", errors="replace")
     try:
@@ -69,33 +170,149 @@ def read_text(path: Path, what: str, limit: int = MAX_BYTES, lenient: bool = Fal
         ) from None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step: a reader sees the old or the new content.
+def _why(exc: OSError, where: Path) -> str:
+    """Why opening a component without following links failed, in words."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(where):
+        return f"{where} is a symbolic link (not followed in a run directory)"
+    return exc.strerror or str(exc)
 
-    The temporary file gets a fresh random name and is created with O_EXCL|O_NOFOLLOW, so a
-    symlink planted under the name it will take is never followed.
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def make_dir(path: Path) -> None:
+    """Create the directory `path` (and its parents) if missing; an existing `path` that is
+    a symbolic link, or not a directory, is refused (OutputError, one line)."""
+    if is_link(path):
+        raise OutputError(
+            errno.ELOOP, f"{path} is a symbolic link; give the directory it points to"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(errno.ENOTDIR, f"{path} exists and is not a directory") from None
+
+
+def write_atomic(
+    path: Path, data: str | bytes, mode: int = 0o666, root: Path | None = None
+) -> None:
+    """Replace `path` with `data` (text is written as UTF-8) in one step: a reader sees the
+    old or the new content, and after a crash one of them is on disk.
+
+    The temporary file gets a fresh random name in the same directory and is created with
+    O_EXCL|O_NOFOLLOW; the directory is opened with O_NOFOLLOW and every step is made
+    relative to it, so no symlink planted at the directory, the temporary or the final name
+    is followed: one at the final name is replaced by the file. With `root` (a run
+    directory), every directory between it and `path` is opened (or made) the same way.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    content = data.encode("utf-8") if isinstance(data, str) else data
+    folder = _open_dir(path.parent) if root is None else _open_dir_under(root, path.parent)
     try:
-        fd = os.open(tmp, flags, 0o666)
-    except FileNotFoundError:  # the folder is made on first use (a run writes it often)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, flags, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        tmp, fd = _create_temporary(folder, path.name, mode)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+            os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def copy_tree(
+    source: Path, target: Path, strict: bool = False, limit: int = MAX_BYTES
+) -> list[str]:
+    """Copy the regular files below `source` into `target` (made as write_atomic makes a
+    directory), never following a symbolic link nor opening a FIFO or device: those are
+    left out and returned (their paths relative to `source`); with `strict`, any of them
+    is an InputError naming them, before anything is copied. A file that cannot be read
+    (over `limit`, gone) is an InputError naming it."""
+    entries = [
+        (Path(relative).relative_to(source.name).as_posix(), info)
+        for relative, info in walk_files(source.parent, source.name)
+    ]
+    left_out = [relative for relative, info in entries if not stat.S_ISREG(info.st_mode)]
+    if strict and left_out:
+        more = f" and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+        raise InputError(
+            f"{source}: {', '.join(left_out[:3])}{more}: not a regular file"
+            " (a symlink, FIFO or device), refused"
+        )
+    make_dir(target)
+    for relative, info in entries:
+        if stat.S_ISREG(info.st_mode):
+            data = read_bytes_in(source, relative, "run", limit)
+            write_atomic(target / relative, data, root=target)
+    return left_out
+
+
+def _create_temporary(folder: int, name: str, mode: int) -> tuple[str, int]:
+    """A new file beside `name` in the directory `folder`, under a random name: (name, fd).
+    O_EXCL|O_NOFOLLOW: whatever already stands at a name (a symlink planted there) is never
+    opened; another random name is drawn instead."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    for attempt in range(8):
+        tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+        try:
+            return tmp, os.open(tmp, flags, mode, dir_fd=folder)
+        except FileExistsError:
+            if attempt == 7:
+                raise
+    raise AssertionError("unreachable")
 
 
 def append_lines(path: Path, text: str) -> None:
     """Append whole lines to a regular file, never through a symlink."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
     with os.fdopen(os.open(path, flags, 0o666), "a", encoding="utf-8") as out:
         out.write(text)
+
+
+def _open_dir(path: Path) -> int:
+    """A file descriptor of the directory `path`, made (with its parents) on first use; a
+    symlink at `path` itself is refused, never followed."""
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except FileNotFoundError:  # the folder is made on first use (a run writes it often)
+        make_dir(path)
+        return os.open(path, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(path):
+            raise OutputError(
+                errno.ELOOP, f"{path} is a symbolic link; give the directory it points to"
+            ) from None
+        raise
+
+
+def _open_dir_under(root: Path, path: Path) -> int:
+    """A file descriptor of `path`, a directory at or below `root`: each component below
+    `root` opened with O_NOFOLLOW, or made when missing; a symlink among them is refused."""
+    folder = _open_dir(root)
+    try:
+        for index, part in enumerate(path.relative_to(root).parts):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=folder)
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                where = root.joinpath(*path.relative_to(root).parts[: index + 1])
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(where):
+                    raise OutputError(
+                        errno.ELOOP, f"{where} is a symbolic link (not followed in a run)"
+                    ) from None
+                raise
+            os.close(folder)
+            folder = inner
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
 
 
 def _read_at_most(fd: int, count: int) -> bytes:

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from bringup.data import data_dir
+from bringup.node import gpu_ids
 from bringup.schema import Strict, locate, read_yaml, shipped, validate
 
 
@@ -26,8 +27,12 @@ class GpuSpec(Strict):
     bf16_dense_tflops: float
     fp8_dense_tflops: float | None = None
     bf16_achievable_tflops: float | None = None  # measured matmul ceiling, not datasheet
-    pcie_gen: int
+    pcie_gen: int  # the GPU's own (device) maximum generation
     pcie_width: int
+    # The host side's maximum where it is below the GPU's (a Grace CPU's Gen5 ports on a
+    # Gen6 Blackwell): the link can train no higher, so that is full speed. None: the host
+    # is no limit (or the facts report the link's own maximum, which then decides).
+    pcie_host_gen: int | None = None
 
 
 class NvlinkSpec(Strict):
@@ -35,6 +40,12 @@ class NvlinkSpec(Strict):
     links_per_gpu: int
     per_pair: int  # the NV# expected between every GPU pair in `nvidia-smi topo -m`
     link_speed_gb_s: float  # per link, per direction, GB/s as `nvidia-smi nvlink -s` prints
+    # GPUs in one NVLink domain: 8 on an HGX board, 72 across the trays of an NVL72 rack.
+    # None: the node's own GPUs (gpu.count). A job of more ranks crosses domains (RDMA).
+    domain_gpus: int | None = Field(default=None, ge=1)
+    # The tray's GPUs reach each other only through the NVLink fabric (NVL72): fabric
+    # registration (Fabric Manager / NVLink subnet manager, the IMEX domain) must complete.
+    fabric_required: bool = False
 
 
 class ThermalSpec(Strict):
@@ -49,10 +60,27 @@ class SoftwareSpec(Strict):
 
 
 class NcclSpec(Strict):
-    allreduce_busbw_min_gb_s: float  # large-message busbw floor, GB/s (1e9 B/s)
-    # The floor for a job over 2 nodes (the network, not NVLink, bounds it). None: no
-    # published figure for this system; multi-node runs are then reported, not judged.
+    """All-reduce floors by scope (inside one NVLink domain, or across domains over RDMA)
+    and rank count; GB/s = 1e9 B/s, large messages (docs/reference.md#nccl-floors)."""
+
+    # Inside one NVLink domain, a job over all of it (8 ranks on HGX, 72 on NVL72).
+    allreduce_busbw_min_gb_s: float
+    # Inside the domain, smaller jobs: rank count -> floor; a job is judged by the entry of
+    # the largest rank count it reaches. A job smaller than every entry (and than the
+    # domain) has no published floor: reported, not judged.
+    allreduce_busbw_min_gb_s_by_ranks: dict[int, float] = Field(default_factory=dict)
+    # Across NVLink domains (the RDMA fabric bounds it; 2 nodes of HGX, 2 racks of NVL72).
+    # None: no published figure for this system; such runs are reported, not judged.
     allreduce_busbw_multinode_min_gb_s: float | None = None
+
+
+class NetworkSpec(Strict):
+    """The compute (east-west) NICs of the node's reference design."""
+
+    # Every compute rail port's rate, Gb/s as ibstat prints it (a rail trained lower FAILs).
+    # None: no expectation; the ports are judged only for being up at one rate.
+    compute_rate_gbit_s: float | None = None
+    compute_ports: int | None = Field(default=None, ge=1)  # rails per node, informational
 
 
 class NvmeSpec(Strict):
@@ -108,6 +136,7 @@ class Profile(Strict):
     nccl: NcclSpec
     nvme: NvmeSpec = NvmeSpec()
     host: HostSpec = HostSpec()
+    network: NetworkSpec = NetworkSpec()
     uplink: UplinkSpec = UplinkSpec()
     # Metric name ("nccl.busbw", ...) -> tolerance; every known metric is present.
     tolerances: dict[str, MetricTolerance] = Field(default_factory=default_tolerances)
@@ -158,12 +187,14 @@ def parse(data: object, origin: str) -> Profile:
 AUTO = "auto"
 
 
-def for_gpu(model: str | None) -> Profile | None:
+def for_gpu(model: str | None, device_id: str | None = None) -> Profile | None:
     """The shipped profile of a GPU model as NVML or nvidia-smi names it: the one naming
     exactly that model, else the one of its family ("NVIDIA H100 PCIe" -> h100), a family
-    being the profile's name as a word of the model. This is the one detector: every
-    command's --profile auto goes through it."""
-    if not model:
+    being the profile's name as a word of the model; a GPU the driver could not name (its
+    "NVIDIA Graphics Device", or no name) is identified by its PCI device id
+    (bringup/node/gpu_ids.py, from pci.ids). This is the one detector: every command's
+    --profile auto goes through it."""
+    if not model and not device_id:
         return None
     loaded = []
     for name in available():
@@ -171,9 +202,15 @@ def for_gpu(model: str | None) -> Profile | None:
             loaded.append(load(name))
         except ProfileError:
             continue
-    exact = [p for p in loaded if p.gpu.model == model]
-    if exact:
-        return exact[0]
-    words = set(re.split(r"[^a-z0-9]+", model.lower()))
-    family = [p for p in loaded if p.name.lower() in words]
-    return family[0] if len(family) == 1 else None
+    if model:
+        exact = [p for p in loaded if p.gpu.model == model]
+        if exact:
+            return exact[0]
+        words = set(re.split(r"[^a-z0-9]+", model.lower()))
+        family = [p for p in loaded if p.name.lower() in words]
+        if len(family) == 1:
+            return family[0]
+    if model and not gpu_ids.is_generic(model):
+        return None  # the driver named a GPU of its own: not one of ours, whatever its id
+    by_id = gpu_ids.profile_name(device_id)
+    return next((p for p in loaded if p.name == by_id), None)

@@ -17,15 +17,20 @@ and is kept through replay and resume.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 import socket
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from bringup.files import walk_files
 
 Mode = Literal["live", "demo", "replay", "resume"]
 
@@ -95,8 +100,15 @@ def redact(argv: Iterable[str]) -> list[str]:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    """The SHA-256 of the regular file `path`, read without following a symlink at it nor
+    waiting on a FIFO (OSError naming it, otherwise)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        digest = hashlib.sha256()
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -107,27 +119,44 @@ def manifest_sha256(run_path: Path) -> str:
     return sha256_file(run_path / MANIFEST)
 
 
+# In place of a hash: what an evidence entry is when it is no regular file. Never a
+# SHA-256, so it never matches a recorded one (`compare` names it).
+NOT_REGULAR = {"symlink": "!symlink", "other": "!not-a-regular-file"}
+
+
 def evidence_files(run_path: Path) -> list[str]:
-    """The run's evidence files, as POSIX paths relative to the run directory, sorted."""
-    found = [name for name in EVIDENCE_FILES if (run_path / name).is_file()]
+    """The run's evidence entries, as POSIX paths relative to the run directory, sorted:
+    every file below raw/ and facts/, and the evidence files, none reached through a
+    symbolic link (a link is listed as itself, and `evidence_hashes` marks it)."""
+    found = [name for name in EVIDENCE_FILES if os.path.lexists(run_path / name)]
     for folder in EVIDENCE_DIRS:
-        base = run_path / folder
-        if base.is_dir():
-            found += [p.relative_to(run_path).as_posix() for p in base.rglob("*") if p.is_file()]
+        found += [name for name, _ in walk_files(run_path, folder)]
     # A file an interrupted atomic write left (bringup/files.py): not part of the record.
     return sorted(f for f in found if not Path(f).name.endswith(".tmp"))
 
 
 def evidence_hashes(run_path: Path) -> dict[str, str]:
-    """Relative path -> SHA-256 of every evidence file of the run."""
-    return {name: sha256_file(run_path / name) for name in evidence_files(run_path)}
+    """Relative path -> SHA-256 of every evidence file of the run; a symlink or a file
+    that is no regular file (FIFO, device) maps to a NOT_REGULAR mark, never read."""
+    hashes = {}
+    for name in evidence_files(run_path):
+        mode = os.lstat(run_path / name).st_mode
+        if stat.S_ISLNK(mode):
+            hashes[name] = NOT_REGULAR["symlink"]
+        elif not stat.S_ISREG(mode):
+            hashes[name] = NOT_REGULAR["other"]
+        else:
+            hashes[name] = sha256_file(run_path / name)
+    return hashes
 
 
 @dataclass(frozen=True)
 class Change:
     """One evidence file that differs from what the manifest recorded."""
 
-    kind: Literal["modified", "missing", "added"]
+    # "symlink": a link stands where evidence goes (never followed: it is no evidence);
+    # "not a regular file": a FIFO, device or socket does (never read).
+    kind: Literal["modified", "missing", "added", "symlink", "not a regular file"]
     path: str
 
     def line(self) -> str:
@@ -137,8 +166,12 @@ class Change:
 def compare(recorded: dict[str, str], now: dict[str, str]) -> list[Change]:
     """What changed between the recorded hashes and the files now, by path."""
     changes = []
+    marks = {mark: kind for kind, mark in NOT_REGULAR.items()}
     for path in sorted(set(recorded) | set(now)):
-        if path not in now:
+        if now.get(path) in marks:
+            kind = marks[now[path]]
+            changes.append(Change("symlink" if kind == "symlink" else "not a regular file", path))
+        elif path not in now:
             changes.append(Change("missing", path))
         elif path not in recorded:
             changes.append(Change("added", path))

@@ -14,13 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bringup.checks.auto import NO_PROFILE, WITHOUT_PROFILE, gpu_model, judge_gpu_model
+from bringup.checks.auto import (
+    NO_PROFILE,
+    WITHOUT_PROFILE,
+    gpu_device_id,
+    gpu_model,
+    judge_gpu_model,
+)
 from bringup.checks.catalog import judge_probe
 from bringup.checks.gpu.identity import judge_count
 from bringup.files import InputError
 from bringup.files import read_text as read_file
 from bringup.findings import Finding
+from bringup.node import gpu_ids
 from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.nccl_facts import NcclFacts
 from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
 from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
@@ -140,6 +148,8 @@ def what_was_read(facts: Any) -> str:
         ids = sorted(set(report.device_ids))
         gpus = f"{_count(len(report.device_ids), 'GPU')} ({', '.join(ids)}), " if ids else ""
         return f"{version}{gpus}tests: {', '.join(t.name for t in report.tests)}"
+    if isinstance(facts, NcclFacts):
+        return _ranks_read(facts)
     if isinstance(facts, Timeline):
         gpus = len({sample.gpu for sample in facts.samples})
         return f"{_count(gpus, 'GPU')}, {_count(len(facts.samples), 'sample')}"
@@ -154,12 +164,37 @@ def _gpus_read(facts: GpuFacts) -> str:
         text = f"{shown} of {facts.attached_gpus} GPUs"
     if models:
         text += f" ({', '.join(models)})"
+    # A driver older than the GPU names it "NVIDIA Graphics Device": its PCI id says which.
+    generic = {g.pci_device_id for g in facts.gpus if gpu_ids.is_generic(g.name)}
+    if generic - {None}:
+        text += f", PCI device id {', '.join(sorted(i for i in generic if i))}"
     selected = [g.pci_bus_id for g in facts.gpus if g.by_bus_id and g.pci_bus_id]
     if selected:
         text += f" at {', '.join(selected)}"
     if facts.driver_version:
         text += f", driver {facts.driver_version}"
     return text
+
+
+def _ranks_read(facts: NcclFacts) -> str:
+    """ "all_reduce, 72 ranks on 18 nodes, device list trimmed (1 of 72 ranks shown),
+    NVIDIA Graphics Device": the ranks from the highest rank number, not the lines shown."""
+    ranks = facts.nranks or facts.launched_ranks
+    parts = [facts.collective or "collective not named"]
+    parts.append(_count(ranks, "rank") if ranks else "ranks not shown")
+    if facts.nodes:
+        parts[-1] += f" on {_count(facts.nodes, 'node')}"
+    if facts.devices_trimmed:
+        parts.append(f"device list trimmed ({len(facts.devices)} of {ranks} ranks shown)")
+    models = dict.fromkeys(m for d in facts.devices if (m := _device_model(d)))
+    if models:
+        parts.append(", ".join(models))
+    return ", ".join(parts)
+
+
+def _device_model(device: str) -> str | None:
+    """The GPU name of an nccl-tests device line as the facts keep it."""
+    return gpu_model("nccl", NcclFacts(collective=None, nranks=None, devices=[device]))
 
 
 def _count(number: int, word: str) -> str:
@@ -205,11 +240,17 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
             profile = NO_PROFILE  # its checks need none: nothing to choose, nothing to say
         else:
             model = gpu_model(kind.probe, facts) if facts is not None else None
+            device_id = gpu_device_id(kind.probe, facts) if facts is not None else None
             chosen, finding = judge_gpu_model(
-                model, error or f"{kind.description} names no GPU model"
+                model, error or f"{kind.description} names no GPU model", device_id=device_id
             )
             if chosen is None:
-                return Inspection(kind.name, facts, [finding])
+                # What needs no profile is still judged: ECC, row remaps, fabric, link
+                # states, nccl-tests' #wrong (checks/auto.py).
+                free = judge_probe(kind.probe, facts, error, NO_PROFILE, profile_free_only=True)
+                if kind.checks is not None:
+                    free = [f for f in free if f.check in kind.checks]
+                return Inspection(kind.name, facts, [finding, *free])
             profile, said = chosen, [finding]
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:

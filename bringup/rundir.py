@@ -15,7 +15,6 @@ by the threads of a fleet run: every write holds its lock.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +23,15 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bringup import __version__
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.files import InputError, append_lines, read_text, write_atomic
+from bringup.files import (
+    InputError,
+    append_lines,
+    copy_tree,
+    is_link,
+    read_in,
+    read_text,
+    write_atomic,
+)
 from bringup.findings import Finding
 from bringup.provenance import Provenance, Resumed, evidence_hashes
 
@@ -109,6 +116,8 @@ class RunDir:
         probes: list[str] | None = None,
     ) -> RunDir:
         try:
+            if is_link(path):
+                raise RunDirError(f"{path} is a symbolic link; choose another --out")
             if path.exists() and not path.is_dir():
                 raise RunDirError(f"{path} exists and is not a directory; choose another --out")
             if path.exists() and any(path.iterdir()):
@@ -183,11 +192,11 @@ class RunDir:
                 self.save_manifest()
             self._save_facts(facts)
         folder = source / "raw" / file_name(facts.node) if source is not None else None
-        if folder is not None and folder.is_dir() and not folder.is_symlink():
-            target = self.path / "raw" / file_name(facts.node)
-            # Regular files only: a link in a directory someone sent must not copy what
-            # it points to (any file of this machine) into the evidence.
-            shutil.copytree(folder, target, symlinks=True, ignore=_links, dirs_exist_ok=True)
+        if folder is not None and folder.is_dir() and not is_link(folder):
+            # Regular files only: a link, FIFO or device in a directory someone sent must
+            # not copy what it points to (any file of this machine) into the evidence, nor
+            # hang the replay.
+            copy_tree(folder, self.path / "raw" / file_name(facts.node))
 
     def facts_of(self, node: str) -> NodeFacts:
         """A copy of what is recorded for a node so far. Its own map of probe records:
@@ -214,7 +223,9 @@ class RunDir:
         parsed = ProbeRecord.model_validate(record)
         for name, text in dict(raw).items():
             names = (node, parsed.probe, str(name))
-            write_atomic(self.path.joinpath("raw", *map(file_name, names)), str(text))
+            write_atomic(
+                self.path.joinpath("raw", *map(file_name, names)), str(text), root=self.path
+            )
         with self._lock:
             facts = self._facts.get(node) or self.add_node(node)
             facts.probes[parsed.probe] = parsed
@@ -225,7 +236,7 @@ class RunDir:
             node_lock = self._node_locks.setdefault(node, threading.Lock())
             node_lock.acquire()
         try:
-            write_atomic(self._facts_path(node), text)
+            write_atomic(self._facts_path(node), text, root=self.path)
         finally:
             node_lock.release()
         return parsed
@@ -247,15 +258,11 @@ class RunDir:
 
     def _save_facts(self, facts: NodeFacts) -> None:
         with self._node_locks.setdefault(facts.node, threading.Lock()):
-            write_atomic(self._facts_path(facts.node), facts.model_dump_json(indent=2) + "\n")
+            text = facts.model_dump_json(indent=2) + "\n"
+            write_atomic(self._facts_path(facts.node), text, root=self.path)
 
     def _facts_path(self, node: str) -> Path:
         return self.path / "facts" / f"{file_name(node)}.json"
-
-
-def _links(folder: str, names: list[str]) -> list[str]:
-    """copytree's ignore: the symbolic links of a folder."""
-    return [name for name in names if Path(folder, name).is_symlink()]
 
 
 def load_facts(path: Path) -> list[NodeFacts]:
@@ -271,7 +278,7 @@ def load_facts(path: Path) -> list[NodeFacts]:
         raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
     nodes = []
     for file in files:
-        text = _read(file, "facts")
+        text = _read(file, "facts", path if path.is_dir() else None)
         try:
             nodes.append(NodeFacts.model_validate_json(text))
         except ValidationError as exc:
@@ -286,7 +293,7 @@ def load_manifest(path: Path) -> Manifest:
         raise RunDirError(f"{path}: not a directory (not a run directory)")
     if not file.exists() and not file.is_symlink():
         raise RunDirError(f"{path}: no manifest.json (not a run directory)")
-    text = _read(file, "manifest")
+    text = _read(file, "manifest", path)
     try:
         return Manifest.model_validate_json(text)
     except ValidationError as exc:
@@ -304,8 +311,11 @@ def load_resumable(path: Path) -> tuple[Manifest, list[NodeFacts]]:
     return manifest, recorded
 
 
-def _read(file: Path, what: str) -> str:
+def _read(file: Path, what: str, run: Path | None) -> str:
+    """A file of a run directory `run` (no symlink followed inside it), or one file given."""
     try:
+        if run is not None:
+            return read_in(run, file.relative_to(run).as_posix(), what)
         return read_text(file, what)
     except InputError as exc:
         raise RunDirError(str(exc)) from None

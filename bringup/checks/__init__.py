@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bringup.findings import Expected, Finding, Status
+from bringup.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ class Check:
     description: str
     # Another probe whose facts the judge also reads (None when the node did not record it).
     context: str | None = None
+    # Judged for any GPU, even one no profile fits: the check reads nothing of the profile,
+    # or only behind has_profile() (its PASS then says what was not judged). Xids, DCGM,
+    # ECC and row remaps, fabric and NVLink link states, nccl-tests' own #wrong.
+    profile_free: bool = False
+
+
+def has_profile(profile: object) -> bool:
+    """Whether a check was given a profile (not auto.NO_PROFILE: a GPU none fits)."""
+    return isinstance(profile, Profile)
 
 
 def finding(

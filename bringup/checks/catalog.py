@@ -50,8 +50,8 @@ CHECKS: list[Check] = [
 ]
 
 
-def checks_for(probe: str) -> list[Check]:
-    return [c for c in CHECKS if c.probe == probe]
+def checks_for(probe: str, profile_free_only: bool = False) -> list[Check]:
+    return [c for c in CHECKS if c.probe == probe and (c.profile_free or not profile_free_only)]
 
 
 def judge_probe(
@@ -60,8 +60,10 @@ def judge_probe(
     error: str | None,
     profile: Profile,
     context: Mapping[str, Any] | None = None,
+    profile_free_only: bool = False,
 ) -> list[Finding]:
     """Findings of every check that reads `probe`; an unmeasured probe makes each an ERROR.
+    With `profile_free_only` (a GPU no profile fits), only the checks that need none.
 
     `context` holds the node's other probes' facts (probe -> facts), for the checks that
     read another probe as evidence; without it they judge `facts` alone. Every ERROR of an
@@ -72,7 +74,7 @@ def judge_probe(
     CHECK_ACTIONS (bringup/checks/actions.py).
     """
     findings: list[Finding] = []
-    for check in checks_for(probe):
+    for check in checks_for(probe, profile_free_only):
         if error is not None:
             action = unmeasured_action(probe, error)
             findings.append(finding(check.name, Status.ERROR, error, action=action))
@@ -89,8 +91,9 @@ def judge_probe(
     return findings
 
 
-def judge_node(node: NodeFacts, profile: Profile) -> list[Finding]:
-    """Findings for every probe recorded for a node, each stamped with the node's name."""
+def judge_node(node: NodeFacts, profile: Profile, profile_free_only: bool = False) -> list[Finding]:
+    """Findings for every probe recorded for a node, each stamped with the node's name
+    (with `profile_free_only`, of the checks that need no profile: see judge_probe)."""
     decoded: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for record in node.probes.values():
@@ -109,7 +112,9 @@ def judge_node(node: NodeFacts, profile: Profile) -> list[Finding]:
     findings: list[Finding] = []
     for record in node.probes.values():
         probe = record.probe
-        judged = judge_probe(probe, decoded.get(probe), errors.get(probe), profile, decoded)
+        judged = judge_probe(
+            probe, decoded.get(probe), errors.get(probe), profile, decoded, profile_free_only
+        )
         if probe == "gpu":  # NVML's index: the serial names the same GPU (not a CUDA index)
             judged = [name_the_gpu(f, decoded.get("gpu")) for f in judged]
         findings.extend(judged)

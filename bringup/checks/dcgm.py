@@ -154,5 +154,11 @@ def _action(test: DiagTest, result: DiagResult, level: int) -> str:
 
 
 CHECKS = [
-    Check("dcgm.diag", "dcgm", judge_diag, "NVIDIA's DCGM diagnostic: every test on every GPU"),
+    Check(
+        "dcgm.diag",
+        "dcgm",
+        judge_diag,
+        "NVIDIA's DCGM diagnostic: every test on every GPU",
+        profile_free=True,
+    ),
 ]

@@ -147,7 +147,9 @@ def judge_iommu(facts: HostFacts, profile: Profile) -> list[Finding]:
 
 
 def judge_ib_ports(facts: HostFacts, profile: Profile) -> list[Finding]:
-    """Every RDMA port is ACTIVE/LinkUp, and all ports trained at the same rate."""
+    """Every RDMA port is ACTIVE/LinkUp; the compute rails run at the profile's rate, port
+    by port (a 400G rail on an 800G design FAILs); without a rate in the profile, all ports
+    trained at one rate."""
     name = "host.ib_ports"
     ports = facts.ib_ports
     if not ports:
@@ -155,15 +157,65 @@ def judge_ib_ports(facts: HostFacts, profile: Profile) -> list[Finding]:
     problems = [_port_down(name, p) for p in ports if not _port_up(p)]
     active = [p for p in ports if _port_up(p)]
     rates = Counter(p.rate for p in active)
-    if len(rates) > 1:
+    spec = profile.network
+    slow: list[IbPort] = []
+    extra = ""
+    if spec.compute_rate_gbit_s is not None:
+        slow, extra = _slow_rails(active, spec.compute_rate_gbit_s, spec.compute_ports)
+        problems += [_rail_slow(name, p, spec.compute_rate_gbit_s, profile.name) for p in slow]
+    if len(rates) > 1 and not slow and not extra:
         common = rates.most_common(1)[0][0]
         problems += [_port_slow(name, p, common) for p in active if p.rate != common]
     if problems:
         return problems
     summary = ", ".join(f"{n} at {rate}" for rate, n in rates.items())
     layers = "/".join(sorted({p.link_layer or "unknown link layer" for p in ports}))
-    message = f"{len(ports)}/{len(ports)} RDMA ports ACTIVE/LinkUp ({layers}): {summary}"
+    message = f"{len(ports)}/{len(ports)} RDMA ports ACTIVE/LinkUp ({layers}): {summary}{extra}"
     return [finding(name, Status.PASS, message)]
+
+
+def _gbit_s(port: IbPort) -> float | None:
+    """A port's rate in Gb/s (sysfs's figure), or None when not reported."""
+    if port.rate_bytes_per_s is None:
+        return None
+    return port.rate_bytes_per_s * 8 / 1e9
+
+
+def _slow_rails(
+    active: list[IbPort], rate_gbit_s: float, rails: int | None
+) -> tuple[list[IbPort], str]:
+    """The compute rails below the profile's rate, and a note on the slower ports that are
+    not rails. The node has `rails` compute rails (one per GPU): when at least that many
+    ports run at the rate, a slower port is another network's (a front-end NIC), named in
+    the PASS; otherwise every slower port may be a rail that trained low, and FAILs."""
+    known = [p for p in active if _gbit_s(p) is not None]
+    fast = [p for p in known if (_gbit_s(p) or 0.0) >= rate_gbit_s]
+    slow = [p for p in known if (_gbit_s(p) or 0.0) < rate_gbit_s]
+    if rails is not None and len(fast) >= rails:
+        if not slow:
+            return [], ""
+        names = ", ".join(f"{p.device} port {p.port}" for p in slow)
+        return [], (
+            f"; {len(fast)} compute rails at >= {rate_gbit_s:g} Gb/s, {names} slower: "
+            "taken as another network's (front-end)"
+        )
+    return slow, ""
+
+
+def _rail_slow(name: str, port: IbPort, rate_gbit_s: float, profile: str) -> Finding:
+    where = f"{port.device} port {port.port}"
+    return finding(
+        name,
+        Status.FAIL,
+        f"{where} at {port.rate}, the {profile} profile's compute rails run at "
+        f"{rate_gbit_s:g} Gb/s",
+        value=_gbit_s(port),
+        expected=f">= {rate_gbit_s:g}",
+        unit="Gb/s",
+        action=f"check {where}'s cable/transceiver, switch port and the NIC's link speed "
+        f"setting (`ibstat {port.device}`, `mlxlink -d {port.device}`): an {rate_gbit_s:g}G "
+        "rail trained lower, or a slower NIC than the reference design",
+    )
 
 
 def _port_up(port: IbPort) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bringup.checks import Check, finding
+from bringup.checks import Check, finding, has_profile
 from bringup.findings import Finding, Status
 from bringup.node.nccl_facts import NcclFacts, NcclRow
 from bringup.profile import Profile
@@ -29,8 +29,20 @@ def judge_allreduce_busbw(facts: NcclFacts, profile: Profile) -> list[Finding]:
         return [_single_rank(facts) if facts.launched_ranks == 1 else _all_zero(), *others]
     findings = _validation(facts)
     findings.extend(others)
-    findings.append(_bandwidth(facts, profile))
+    findings.append(_bandwidth(facts, profile) if has_profile(profile) else _unjudged(facts))
     return findings
+
+
+def _unjudged(facts: NcclFacts) -> Finding:
+    """SKIP: no profile fits the GPUs, so no floor; the run's correctness was judged."""
+    ranks = facts.nranks or facts.launched_ranks
+    over = f" over {ranks} ranks" if ranks else ""
+    return finding(
+        CHECK,
+        Status.SKIP,
+        f"no profile fits these GPUs: busbw not judged (peak "
+        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s{over}); its values were checked",
+    )
 
 
 def _other_collective(facts: NcclFacts) -> list[Finding]:
@@ -129,21 +141,14 @@ def _bandwidth(facts: NcclFacts, profile: Profile) -> Finding:
             f"no floor for {what} in the profile; peak busbw "
             f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s",
         )
-    multinode = (facts.nodes or 1) > 1
-    floor = (
-        profile.nccl.allreduce_busbw_multinode_min_gb_s
-        if multinode
-        else profile.nccl.allreduce_busbw_min_gb_s
-    )
-    if floor is None:
+    floor = allreduce_floor(facts, profile)
+    if floor.gb_s is None:
         return finding(
             CHECK,
             Status.SKIP,
-            f"{facts.nodes}-node job: the profile has no multi-node floor "
-            f"(nccl.allreduce_busbw_multinode_min_gb_s), and the one-node NVLink floor does "
-            f"not apply; peak busbw {_gb(facts.peak_busbw_bytes_per_s)} GB/s",
+            f"{_no_floor(facts, floor)}; peak busbw {_gb(facts.peak_busbw_bytes_per_s)} GB/s",
         )
-    floor_gb_s = floor
+    floor_gb_s = floor.gb_s
     expected = f">= {floor_gb_s:g} GB/s"
     largest = max(facts.rows, key=lambda r: r.size_bytes)
     large = [r for r in facts.rows if r.size_bytes >= LARGE_BYTES]
@@ -169,8 +174,7 @@ def _bandwidth(facts: NcclFacts, profile: Profile) -> Finding:
         f"all_reduce busbw {busbw_gb_s:.2f} GB/s at {size_text(best.size_bytes)} "
         f"(best of messages >= 1 GiB; {_gb(_busbw(largest))} GB/s at the largest, "
         f"{size_text(largest.size_bytes)}), "
-        f"{f'{facts.nodes}-node floor' if multinode else 'floor'} {floor_gb_s:g} GB/s"
-        f"{f' over {facts.nranks} ranks' if facts.nranks else ''}; {avg}, not judged"
+        f"{floor.label} {floor_gb_s:g} GB/s{floor.job}; {avg}, not judged"
     )
     ok = busbw_gb_s >= floor_gb_s
     return finding(
@@ -184,6 +188,84 @@ def _bandwidth(facts: NcclFacts, profile: Profile) -> Finding:
         if ok
         else "check NVLink/NVSwitch (`nvidia-smi topo -m`, `nvidia-smi nvlink -s`) and, across "
         "nodes, the NICs (ib_write_bw per NIC, NCCL_ALGO=RING); compare with a one-node run",
+    )
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The all-reduce floor a job is judged by, and how the message names it."""
+
+    gb_s: float | None  # None: no published floor for this job
+    label: str  # "floor", "2-node floor", "4-rank floor"
+    job: str  # " over 72 ranks on 18 nodes, inside one NVLink domain of 72 GPUs (...)"
+    across: bool  # the job crosses NVLink domains (the RDMA fabric bounds it)
+
+
+def _domain(profile: Profile) -> int:
+    """GPUs in one NVLink domain: the profile's, else the node's own (an HGX board)."""
+    if profile.nvlink is not None and profile.nvlink.domain_gpus is not None:
+        return profile.nvlink.domain_gpus
+    return profile.gpu.count
+
+
+def _job(facts: NcclFacts, profile: Profile, across: bool) -> str:
+    """ " over 72 ranks on 18 nodes, inside one NVLink domain of 72 GPUs": what the job was.
+    HGX jobs say only their ranks, as they always have; a domain wider than a node (NVL72)
+    says its scope, and a trimmed device list says so."""
+    ranks = facts.nranks or facts.launched_ranks
+    text = f" over {ranks} ranks" if ranks else ""
+    domain = _domain(profile)
+    if domain > profile.gpu.count:
+        if facts.nodes:
+            text += f" on {facts.nodes} {'node' if facts.nodes == 1 else 'nodes'}"
+        text += (
+            ", across NVLink domains" if across else f", inside one NVLink domain of {domain} GPUs"
+        )
+    if facts.devices_trimmed:
+        text += (
+            f" (device list trimmed: {len(facts.devices)} of {ranks} ranks shown, "
+            "nodes estimated from its device numbers)"
+        )
+    return text
+
+
+def allreduce_floor(facts: NcclFacts, profile: Profile) -> Floor:
+    """The all-reduce floor for this job's scope and rank count (docs/reference.md#nccl-floors).
+
+    Inside one NVLink domain (at most its GPUs; on one node where the domain is the node,
+    as on HGX): the whole-domain floor, or for a smaller job the floor of the largest rank
+    count it reaches. Across domains: the RDMA fabric's (multi-node) floor.
+    """
+    spec, domain, ranks = profile.nccl, _domain(profile), facts.nranks or facts.launched_ranks
+    across = ((facts.nodes or 1) > 1 and domain <= profile.gpu.count) or (
+        ranks is not None and ranks > domain
+    )
+    job = _job(facts, profile, across)
+    if across:
+        label = f"{facts.nodes}-node floor" if facts.nodes else "across-domain floor"
+        return Floor(spec.allreduce_busbw_multinode_min_gb_s, label, job, across=True)
+    if ranks is None or ranks >= domain:
+        return Floor(spec.allreduce_busbw_min_gb_s, "floor", job, across=False)
+    reached = [n for n in spec.allreduce_busbw_min_gb_s_by_ranks if n <= ranks]
+    if not reached:
+        return Floor(None, "floor", job, across=False)
+    most = max(reached)
+    return Floor(spec.allreduce_busbw_min_gb_s_by_ranks[most], f"{most}-rank floor", job, False)
+
+
+def _no_floor(facts: NcclFacts, floor: Floor) -> str:
+    """Why a job has no floor, naming the profile's key to set."""
+    if floor.across:
+        who = f"{facts.nodes}-node job" if facts.nodes else "job across NVLink domains"
+        return (
+            f"{who}{floor.job}: the profile has no multi-node floor "
+            "(nccl.allreduce_busbw_multinode_min_gb_s: across NVLink domains the RDMA fabric "
+            "sets it), and the NVLink floor does not apply"
+        )
+    ranks = facts.nranks or facts.launched_ranks
+    return (
+        f"{ranks}-rank job{floor.job}: the profile has no floor for {ranks} ranks "
+        "(nccl.allreduce_busbw_min_gb_s_by_ranks), and the whole-domain floor does not apply"
     )
 
 
@@ -361,6 +443,7 @@ CHECKS: list[Check] = [
         judge=judge_allreduce_busbw,
         description="all_reduce (nccl-tests or torch): ran, values correct, large-message "
         "busbw >= floor",
+        profile_free=True,  # #wrong > 0 is a FAIL on any hardware; busbw needs the profile
     ),
 ]
 

@@ -13,12 +13,19 @@ At handover the renter keeps the run directory as the baseline; later,
 - a counter that grew (ECC uncorrected, remapped or retired rows) is a FAIL
   `baseline.counter`; corrected ECC errors that grew are a WARN;
 - an Xid/SXid line that the baseline's kernel log did not hold is a FAIL `baseline.xid`;
-- a node of the baseline absent from the new run is an ERROR `baseline.node`.
+- a node of the baseline absent from the new run is an ERROR `baseline.node`;
+- a node of both runs that cannot be compared (its facts unreadable or absent on either
+  side) is an ERROR `baseline.compare`, and so, once, is a baseline with no node in common
+  with the run: a comparison fails closed, and "nothing changed since handover" means
+  every node was compared.
 
 Pure: over both runs' measurements (bringup/measurements.py) and the profile's tolerances.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from bringup.checks import finding
 from bringup.findings import Finding, Status
@@ -39,20 +46,45 @@ from bringup.measurements import (
 from bringup.profile import MetricTolerance
 
 
+@dataclass(frozen=True)
+class Known:
+    """Every node a run knows of (manifest, facts, findings), and why the facts of some of
+    them cannot be read (node -> why): a node without readable facts is not compared."""
+
+    nodes: Sequence[str]
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+
+
 def judge_regressions(
     current: list[NodeMeasurements],
     baseline: list[NodeMeasurements],
     tolerances: dict[str, MetricTolerance],
     baseline_run: str,
+    known_now: Known | None = None,
+    known_then: Known | None = None,
 ) -> list[Finding]:
     """Every node of both runs against itself in the baseline; nodes only in the baseline.
 
-    Regressions first, then identity changes, new XIDs and missing nodes, each in node order.
+    `known_now`, `known_then`: every node of each run (None: the nodes measured), so that
+    a node with no readable facts is an ERROR, never a node with nothing changed. Nodes
+    that cannot be compared first, then regressions, identity changes, new XIDs and
+    missing nodes, each in node order.
     """
     now = {m.node: m for m in current}
     then = {m.node: m for m in baseline}
     since = f"the baseline {baseline_run}"
-    both = sorted(set(now) & set(then))
+    known_now = known_now or Known(nodes=sorted(now))
+    known_then = known_then or Known(nodes=sorted(then))
+    common = set(known_now.nodes) & set(known_then.nodes)
+    if not common:
+        return [_nothing_in_common(known_now, known_then, since)]
+    gaps = {
+        node: why
+        for node in sorted(common)
+        if (why := _why_not_compared(node, now, then, known_now, known_then, since))
+    }
+    uncompared = [_on(node, _cannot_compare(node, why)) for node, why in gaps.items()]
+    both = sorted(common - set(gaps))
 
     def pair(node: str) -> tuple[NodeMeasurements, NodeMeasurements]:
         return then[node], now[node]
@@ -90,9 +122,52 @@ def judge_regressions(
                 action="include the node in the run (--limit, inventory) and rerun",
             ),
         )
-        for node in sorted(set(then) - set(now))
+        for node in sorted(set(known_then.nodes) - set(known_now.nodes))
     ]
-    return [*regressed, *identity, *settings, *counters, *xids, *missing]
+    return [*uncompared, *regressed, *identity, *settings, *counters, *xids, *missing]
+
+
+def _why_not_compared(
+    node: str,
+    now: Mapping[str, NodeMeasurements],
+    then: Mapping[str, NodeMeasurements],
+    known_now: Known,
+    known_then: Known,
+    since: str,
+) -> str | None:
+    """Why a node of both runs cannot be compared, or None when it can."""
+    for known, measured, where in ((known_then, then, since), (known_now, now, "this run")):
+        if node in known.unreadable:
+            return f"facts unreadable in {where} ({known.unreadable[node]})"
+        # No record at all measures as the empty NodeMeasurements: nothing to compare.
+        if measured.get(node, NodeMeasurements(node=node)) == NodeMeasurements(node=node):
+            return f"{where} records no facts of it"
+    return None
+
+
+def _cannot_compare(node: str, why: str) -> Finding:
+    return finding(
+        "baseline.compare",
+        Status.ERROR,
+        f"cannot compare {node}: {why}: what changed on it since handover is unknown",
+        action="compare with an intact baseline (`bringup verify BASELINE`), or measure "
+        "the node again (`bringup check --limit NODE`)",
+    )
+
+
+def _nothing_in_common(known_now: Known, known_then: Known, since: str) -> Finding:
+    def some(nodes: Sequence[str]) -> str:
+        names = sorted(nodes)
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        return ", ".join(names[:5]) + more if names else "none"
+
+    return finding(
+        "baseline.compare",
+        Status.ERROR,
+        f"{since} has no node in common with this run: nothing was compared "
+        f"(there: {some(known_then.nodes)}; here: {some(known_now.nodes)})",
+        action="compare with the handover of these nodes: `bringup report RUN --baseline HANDOVER`",
+    )
 
 
 def _on(node: str, f: Finding) -> Finding:

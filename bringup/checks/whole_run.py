@@ -29,12 +29,15 @@ def is_whole_run(check: str) -> bool:
     return check.startswith("fleet.") and check.removeprefix("fleet.") in METRICS
 
 
-def judge_run(
+def judge_whole_run(
     run: RunContents,
     profile: Profile | None,
     measured: list[NodeMeasurements] | None = None,
+    complete: list[Finding] | None = None,
 ) -> list[Finding]:
-    """The whole run's findings: what it lacks, then its stragglers. `measured`:
+    """The whole run's findings: what it lacks (`complete` when judged already, as a
+    handover bundle's parts are), then its stragglers. `measured`:
     measure_fleet(run.facts, profile) when the caller has it already."""
+    lacking = judge_completeness(run) if complete is None else list(complete)
     now = measured if measured is not None else measure_fleet(dict(run.facts), profile)
-    return [*judge_completeness(run), *judge_stragglers(now, tolerances(profile))]
+    return [*lacking, *judge_stragglers(now, tolerances(profile))]

@@ -507,11 +507,13 @@ CHECKS: list[Check] = [
         judge=judge_events,
         description="Xid events in the kernel log, judged by NVIDIA's XID catalogue",
         context="gpu",
+        profile_free=True,
     ),
     Check(
         name="xid.sxid",
         probe="xid",
         judge=judge_sxid,
         description="NVSwitch SXid events in the kernel log (fatal ones FAIL)",
+        profile_free=True,
     ),
 ]

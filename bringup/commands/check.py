@@ -25,6 +25,8 @@ from bringup.commands.common import (
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    MaxRawFilesOpt,
+    MaxRawMibOpt,
     NodelistOpt,
     NodesCountOpt,
     NodesOpt,
@@ -63,7 +65,7 @@ from bringup.commands.common import (
 if TYPE_CHECKING:
     from bringup import profile
     from bringup.findings import Finding
-    from bringup.fleet.run import NodeOutcome
+    from bringup.fleet.run import NodeCaps, NodeOutcome
     from bringup.fleet.target import Target
     from bringup.rundir import RunDir
 
@@ -112,6 +114,8 @@ def check(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
+    max_raw_mib: MaxRawMibOpt = 256,
+    max_raw_files: MaxRawFilesOpt = 2000,
     profile_name: ProfileOpt = "auto",
     suite_name: SuiteOpt = "acceptance",
     data_dirs: DataDirOpt = None,
@@ -166,8 +170,11 @@ def check(
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
+        from bringup.fleet.run import NodeCaps
+
+        caps = NodeCaps(raw_bytes=max_raw_mib * 2**20, raw_files=max_raw_files)
         findings, run, outcomes = probe_fleet(
-            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
+            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options, caps
         )
     from bringup.commands.report import judge_whole
 
@@ -235,6 +242,8 @@ def judge_fleet(
 _RUN_OPTIONS = (
     "data_dirs",
     "forks",
+    "max_raw_mib",
+    "max_raw_files",
     "accept_new_hostkeys",
     "connect_timeout",
     *("partition", "nodelist", "nodes_count", "account", "time_limit"),
@@ -259,6 +268,7 @@ def _judge_recorded(
     """
     from bringup.checks.auto import NO_PROFILE, judge_node_by
     from bringup.checks.catalog import judge_probe
+    from bringup.files import InputError
     from bringup.profile import Profile
 
     prof = profile_or_auto(profile_name)
@@ -291,7 +301,10 @@ def _judge_recorded(
     run.manifest.suite_source = original.suite_source
     source = replay if replay is not None and replay.is_dir() else None
     for node in nodes:
-        run.add_recorded(node, source)
+        try:
+            run.add_recorded(node, source)
+        except InputError as exc:  # a raw output of the replayed run that cannot be read
+            fail(f"--replay: {exc}")
     unrecorded = [n for n in original.nodes if n not in {node.node for node in nodes}]
     run.add_nodes(unrecorded)  # planned, never reported: each probe below is not measured
     findings = []
@@ -379,6 +392,7 @@ def probe_fleet(
     out_dir: Path | None,
     resume: Path | None = None,
     options: dict[str, dict[str, Any]] | None = None,
+    caps: NodeCaps | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
     from bringup.commands.show import plain
@@ -423,7 +437,7 @@ def probe_fleet(
         # keeps stdout to its one document).
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
-        outcomes = run_fleet(plans, run, forks=chosen.forks)
+        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=caps)
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes
 

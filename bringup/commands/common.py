@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import signal
 import sys
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +105,27 @@ def not_for(ctx: typer.Context, mode: str, *names: str) -> None:
 _parser_errors = sys.modules[typer.BadParameter.__module__]
 
 
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """While a command runs, SIGTERM ends it as Ctrl-C does (KeyboardInterrupt).
+
+    `timeout`, a scheduler or systemd stop a run with SIGTERM. Python's default dies on
+    the spot, and what the controller started in sessions of its own (the node side, its
+    probes, the trainer ranks) would run on, reparented, loading the GPU under the next
+    run. Raised as KeyboardInterrupt, it takes the one path Ctrl-C takes: fleet.run kills
+    those process trees and finishes the run directory as interrupted.
+    """
+    try:
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    except ValueError:  # not the main thread (an in-process caller): its signals are its own
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class Cli(TyperGroup):
     """The command group: an option the parser refuses (`--forks 0`, a missing argument, an
     unknown option) ends like any other bad input, through `fail`. Its help shows a flag as
@@ -132,7 +155,8 @@ class Cli(TyperGroup):
             _Invocation(json="--json" in args, command=self.command_of(args), argv=list(args))
         )
         try:
-            return super().invoke(ctx)
+            with _sigterm_as_ctrl_c():
+                return super().invoke(ctx)
         except _parser_errors.UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":
                 raise  # `bringup profiles` alone: the help, as asked
@@ -205,6 +229,16 @@ LimitOpt = Annotated[
     typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
 ]
 ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
+# What one node may store (bringup/fleet/run.py NodeCaps; docs/reference.md): a node past
+# either is an ERROR and nothing more of it is written.
+MaxRawMibOpt = Annotated[
+    int,
+    typer.Option("--max-raw-mib", min=1, help="Raw tool output one node may store, in MiB."),
+]
+MaxRawFilesOpt = Annotated[
+    int,
+    typer.Option("--max-raw-files", min=1, help="Raw tool output files one node may store."),
+]
 AcceptOpt = Annotated[
     bool,
     typer.Option("--accept-new-hostkeys", help="Trust (and record) host keys seen the first time."),

@@ -60,11 +60,20 @@ def exporter(
     as_json: JsonOpt = False,
 ) -> None:
     """Serve the latest run's findings and measurements as Prometheus metrics."""
+    import sys
     import threading
 
-    from prometheus_client import write_to_textfile
+    from prometheus_client import generate_latest
 
-    from bringup.report.prometheus import ExporterError, latest_run, registry_for, serve
+    from bringup.files import write_atomic
+    from bringup.report.escape import one_line
+    from bringup.report.prometheus import (
+        ExporterError,
+        latest_run,
+        newest_run,
+        registry_for,
+        serve,
+    )
     from bringup.report.rundata import RunDataError, load
 
     if (run is None) == (runs_dir is None):
@@ -75,11 +84,17 @@ def exporter(
     def source() -> Path:
         return run if run is not None else latest_run(runs_dir)  # type: ignore[arg-type]
 
+    skipped: list[str] = []
     try:
-        first = source()
+        if run is not None:
+            first = run
+        else:
+            first, skipped = newest_run(runs_dir)  # type: ignore[arg-type]
         load(first)
     except (ExporterError, RunDataError) as exc:
         fail(str(exc))
+    for line in skipped:  # a run that cannot be read is said, and never served
+        print(f"bringup exporter: {one_line(line)}", file=sys.stderr)
     if as_json:
         # What a scrape would get now, without listening: the same report, the same metrics.
         from bringup.report.prometheus import metrics_of
@@ -91,7 +106,7 @@ def exporter(
             exit_code=0,  # exporting went fine; the verdict is one of the metrics
             accepted=built.verdict.accepted,
             run_dir=str(first),
-            data={"metrics": families},
+            data={"metrics": families, "skipped": skipped},
         )
         return
     registry = registry_for(source, report_of)
@@ -99,7 +114,9 @@ def exporter(
         if not textfile.name.endswith(".prom"):
             fail(f"--textfile {textfile}: node_exporter reads only files ending in .prom")
         try:
-            write_to_textfile(str(textfile), registry)
+            # Not prometheus_client's write_to_textfile: its temporary name is predictable
+            # and opened following a symlink; the one writer's is neither.
+            write_atomic(textfile, generate_latest(registry), mode=0o644)
         except OSError as exc:
             fail(f"cannot write {textfile}: {exc.strerror}")
         print(f"wrote {textfile} from {first}")

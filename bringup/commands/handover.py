@@ -5,16 +5,18 @@
     bringup handover --demo --out handover/                       the demo fleet's acceptance
 
 The bundle (bringup/baseline.py) holds each run directory as a part (check/, nccl/,
-diagnose/, burnin/), a manifest.json listing the parts with their kind and path, and the
-report of them all (report.html, report.md, report.json). Each part is made by its own
-command's function, exactly as `bringup check`, `nccl`, `diagnose` and `burnin` make it;
-a later `bringup report NEW_RUN --baseline BUNDLE` compares with the whole handover.
+diagnose/, burnin/), a manifest.json listing the parts (kind, path, status, exit code and
+the SHA-256 of each part's manifest.json) and the SHA-256 of each rendered report, and the
+report of them all (report.html, report.md, report.json). `bringup verify BUNDLE` checks
+all of it; `--sign` signs that manifest, and so every byte of the bundle. Each part is
+made by its own command's function, exactly as `bringup check`, `nccl`, `diagnose` and
+`burnin` make it; a later `bringup report NEW_RUN --baseline BUNDLE` compares with the
+whole handover.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -103,11 +105,12 @@ def handover(
     started = now()
     # With --json the one document on stdout is the bundle's: the parts speak on stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
-    with quiet:
-        if sources:
-            parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
-            mode = "from"
-        else:
+    codes: list[int] = []  # of the commands run here
+    if sources:  # gathering prints nothing but a refusal, whose JSON goes to stdout
+        parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
+        mode = "from"
+    else:
+        with quiet:
             steps = _steps(
                 ctx,
                 local=local,
@@ -122,7 +125,8 @@ def handover(
                 profile_name=profile_name,
                 suite_name=suite_name,
             )
-            parts = [_run_part(kind, step, bundle_path) for kind, step in steps]
+            ran = [_run_part(kind, step, bundle_path) for kind, step in steps]
+            parts, codes = [part for part, _ in ran], [code for _, code in ran]
             mode = "demo" if demo else "run"
     bundle = baselines.Bundle(
         mode=mode,
@@ -134,16 +138,22 @@ def handover(
         parts=parts,
     )
     baselines.write_bundle(bundle_path, bundle)
-    code = _report(bundle_path, bundle, as_json)
+    # Bad input in a part (exit 2) is the handover's too, whatever the part's manifest says.
+    refused = 2 in codes or any(p.exit_code == 2 for p in parts)
+    code = _report(bundle_path, bundle, as_json, refused)
     raise typer.Exit(code)
 
 
 def _create(path: Path) -> None:
     """An empty bundle directory (a new one, or an empty one given)."""
+    from bringup.files import is_link, make_dir
+
     try:
+        if is_link(path):
+            fail(f"{path} is a symbolic link; choose another --out")
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             fail(f"{path} exists and is not an empty directory; choose another --out")
-        path.mkdir(parents=True, exist_ok=True)
+        make_dir(path)
     except OSError as exc:
         fail(f"cannot create {path}: {exc.strerror}")
 
@@ -208,10 +218,8 @@ def _steps(ctx: typer.Context, **given: Any) -> list[tuple[str, Callable[[Path],
     return steps
 
 
-def _run_part(kind: str, step: Callable[[Path], None], bundle: Path) -> BundlePart:
-    """One command into bundle/<kind>; its exit code kept (1 is a verdict, not an end)."""
-    from bringup.baseline import BundlePart
-
+def _run_part(kind: str, step: Callable[[Path], None], bundle: Path) -> tuple[BundlePart, int]:
+    """One command into bundle/<kind>, and its exit code (1 is a verdict, not an end)."""
     out.print(f"[bold]handover: {kind}[/]")
     code = 0
     try:
@@ -220,13 +228,27 @@ def _run_part(kind: str, step: Callable[[Path], None], bundle: Path) -> BundlePa
         code = exc.exit_code
     if code == 2 and not (bundle / kind / "manifest.json").exists():
         fail(f"handover: the {kind} part could not start (see above); {bundle} is incomplete")
-    return BundlePart(kind=kind, path=kind, exit_code=code)
+    return _recorded(bundle, kind, kind), code
+
+
+def _recorded(bundle: Path, kind: str, path: str) -> BundlePart:
+    """The part as it lies in the bundle: its manifest's status, exit code and SHA-256,
+    which the bundle's manifest records (and a signature of it covers)."""
+    from bringup.baseline import BundleError, part_record
+
+    try:
+        return part_record(bundle, kind, path)
+    except BundleError as exc:
+        fail(f"handover: the {kind} part cannot be read: {exc}")
 
 
 def _gather(source: Path, bundle: Path, index: int) -> BundlePart:
     """A copy of an existing run directory as a part, named after the command that made it."""
-    from bringup.baseline import PART_KINDS, BundlePart, is_bundle
+    from bringup.baseline import PART_KINDS, is_bundle
+    from bringup.files import InputError, copy_tree, is_link
 
+    if is_link(source):
+        fail(f"--from {source}: a symbolic link; give the run directory itself")
     if not (source / "manifest.json").is_file():
         fail(f"--from {source}: not a run directory (no manifest.json)")
     if is_bundle(source):
@@ -238,20 +260,25 @@ def _gather(source: Path, bundle: Path, index: int) -> BundlePart:
         fail(f"--from {source}: a {command or 'unknown'} run is no handover part")
     name = kind if not (bundle / kind).exists() else f"{kind}-{index + 1}"
     try:
-        shutil.copytree(source, bundle / name, symlinks=True)
+        # Regular files only: a link would carry what it points to (any file of this
+        # machine, or nothing) into the evidence; a FIFO would hang the copy.
+        copy_tree(source, bundle / name, strict=True)
+    except InputError as exc:
+        fail(f"--from {exc}")
     except OSError as exc:
         fail(f"--from {source}: cannot copy it into {bundle}: {exc}")
-    code = manifest.get("exit_code")
-    return BundlePart(kind=kind, path=name, exit_code=code if isinstance(code, int) else None)
+    return _recorded(bundle, kind, name)
 
 
 def _manifest(run: Path) -> dict[str, Any]:
     """A run's manifest.json as plain data ({} when it cannot be read)."""
     import json
 
+    from bringup.files import InputError, read_in
+
     try:
-        data = json.loads((run / "manifest.json").read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_in(run, "manifest.json", "manifest"))
+    except (InputError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -265,17 +292,19 @@ def _first(bundle: Path, parts: list[BundlePart], key: str) -> str | None:
     return None
 
 
-def _report(bundle_path: Path, bundle: Any, as_json: bool) -> int:
+def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int:
     """The bundle's report beside its manifest; the exit code of all it holds."""
     from bringup.baseline import write_bundle
     from bringup.commands.report import make_report, verdict_lines, write
     from bringup.findings import exit_code
+    from bringup.provenance import sha256_file
 
     built, prof = make_report(bundle_path, None, None)
     written = write(built, prof, REPORT_FORMATS, bundle_path)
-    refused = any(p.exit_code == 2 for p in bundle.parts)
     code = 2 if refused else exit_code(built.findings)
     bundle.exit_code = code
+    # What the renter reads is evidence too: the manifest records each report's hash.
+    bundle.reports_sha256 = {path.name: sha256_file(path) for path in written}
     write_bundle(bundle_path, bundle)
     if as_json:
         print_envelope(

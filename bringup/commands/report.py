@@ -8,7 +8,7 @@ exporter uses too.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -81,25 +81,53 @@ def _detected_profile(run: RunData) -> profile_mod.Profile | None:
     return None
 
 
-def restrict(run: RunData, limit: str) -> None:
+def restrict(run: RunData, limit: str) -> set[str]:
     """Keep the nodes an Ansible --limit pattern selects (and the findings of the whole
-    run), and say so in the report."""
+    run), say so in the report, and return the nodes kept.
+
+    It narrows what is shown, never what is judged: the run's completeness (lost verdicts,
+    a status not complete, missing probes) is judged on the whole run before
+    (`judge_run`), and the manifest keeps the whole run's exit code.
+    """
     from bringup.commands.common import select_nodes
-    from bringup.findings import exit_code
 
     every = run.nodes
     kept = set(select_nodes(every, limit, f"the nodes of {run.path}"))
     run.facts = {n: f for n, f in run.facts.items() if n in kept}
     run.facts_problems = {n: p for n, p in run.facts_problems.items() if n in kept}
     if run.findings is not None:
-        run.findings = [f for f in run.findings if not f.node or set(f.node.split(",")) & kept]
+        run.findings = [f for f in run.findings if shown_for(f, kept)]
     if run.manifest is not None:
         nodes = [n for n in run.manifest.nodes if n in kept]
-        update: dict[str, object] = {"nodes": nodes}
-        if run.findings is not None and run.manifest.exit_code is not None:
-            update["exit_code"] = exit_code(run.findings)  # of these nodes: what they show
-        run.manifest = run.manifest.model_copy(update=update)
+        run.manifest = run.manifest.model_copy(update={"nodes": nodes})
     run.notes.append(f"--limit {limit!r}: {len(kept)} of the run's {len(every)} nodes")
+    return kept
+
+
+def shown_for(f: Finding, kept: set[str]) -> bool:
+    """Whether a limited view keeps a finding: the run-wide ones, and its nodes'."""
+    return not f.node or bool(set(f.node.split(",")) & kept)
+
+
+def drop_recorded_whole_run(run: RunData) -> None:
+    """Leave out what `check` recorded of the whole run (checks/whole_run.py): the report
+    judges it again from the facts, by the same functions."""
+    from bringup.checks.whole_run import is_whole_run
+
+    if run.findings is not None:
+        run.findings = [f for f in run.findings if not is_whole_run(f.check)]
+
+
+def judge_run(run: RunData) -> list[Finding]:
+    """What the recorded run lacks (checks/completeness.py), and for a handover bundle each
+    of its parts judged as a run (checks/bundle.py): before any --limit narrows it."""
+    from bringup.checks.bundle import judge_bundle
+    from bringup.checks.completeness import judge_completeness
+
+    judged = judge_completeness(run)
+    if run.parts is not None:
+        judged = judge_bundle(run.parts, run.bundle_changes, judged)
+    return judged
 
 
 def build_report(
@@ -107,23 +135,30 @@ def build_report(
     prof: profile_mod.Profile | None,
     baseline: RunData | None = None,
     generated_at: str | None = None,
+    complete: list[Finding] | None = None,
 ) -> Report:
-    """Judge what the run as a whole shows, then build its report from facts and findings."""
+    """Judge what the run as a whole shows, then build its report from facts and findings.
+
+    `complete`: the run's completeness findings, judged already on the whole run (a view
+    narrowed by --limit); None: judged here."""
     from bringup.checks.catalog import CHECKS
-    from bringup.checks.regression import judge_regressions
-    from bringup.checks.whole_run import is_whole_run, judge_run
+    from bringup.checks.regression import Known, judge_regressions
+    from bringup.checks.whole_run import judge_whole_run
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
 
     limits = tolerances(prof)
     now = measure_fleet(run.facts, prof)
     # What `check` recorded of the whole run is judged again here, by the same function.
-    if run.findings is not None:
-        run.findings = [f for f in run.findings if not is_whole_run(f.check)]
-    judged = judge_run(run, prof, now)
+    drop_recorded_whole_run(run)
+    judged = judge_whole_run(run, prof, now, judge_run(run) if complete is None else complete)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
-        judged += judge_regressions(now, then, limits, baseline.path.name)
+        known_now = Known(run.nodes, run.facts_problems)
+        known_then = Known(baseline.nodes, baseline.facts_problems)
+        judged += judge_regressions(
+            now, then, limits, baseline.path.name, known_now=known_now, known_then=known_then
+        )
     order = [check.name for check in CHECKS]
     return build(run, prof, judged, order, baseline, generated_at, measurements=now)
 
@@ -132,7 +167,7 @@ def judge_whole(run: RunDir) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
     console, the exit code and the report then count the same findings."""
-    from bringup.checks.whole_run import judge_run
+    from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
 
     try:
@@ -146,7 +181,7 @@ def judge_whole(run: RunDir) -> list[Finding]:
     data.manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
     data.manifest_problem = None
     data.planned, data.plan_problem = planned_probes(data.manifest)
-    found = judge_run(data, resolve_profile(None, data))
+    found = judge_whole_run(data, resolve_profile(None, data), None, judge_run(data))
     run.add_findings(found)
     return found
 
@@ -183,23 +218,29 @@ def make_report(
         baseline = load(baseline_dir) if baseline_dir is not None else None
     except RunDataError as exc:
         fail(str(exc))
+    drop_recorded_whole_run(run)  # judged again below, never taken from the file
+    complete = None
     if limit:
-        restrict(run, limit)
+        whole = judge_run(run)  # judged on all the run recorded, then narrowed
+        kept = restrict(run, limit)
+        complete = [f for f in whole if shown_for(f, kept)]
         if baseline is not None:
             restrict(baseline, limit)
     prof = resolve_profile(profile_name, run)
-    return build_report(run, prof, baseline), prof
+    return build_report(run, prof, baseline, complete=complete), prof
 
 
 def write(
     report: Report, prof: profile_mod.Profile | None, formats: list[str], out: Path
 ) -> list[Path]:
-    """Write each format's file into `out` (atomically: temp file, then rename)."""
+    """Write each format's file into `out` (bringup/files.py: a random temporary name,
+    then rename; no symlink at `out` or at a file's name is followed)."""
     # matplotlib and the templates load here, not at start-up: `bringup --help` stays fast.
+    from bringup.files import make_dir, write_atomic
     from bringup.report import junit, render
 
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
     except OSError as exc:
         fail(f"cannot create {out}: {exc.strerror}")
     texts = {
@@ -211,10 +252,8 @@ def write(
     written = []
     for name in formats:
         target = out / FILE_NAMES[name]
-        tmp = target.with_name(f".{target.name}.tmp")
         try:
-            tmp.write_text(texts[name](), encoding="utf-8")
-            os.replace(tmp, target)
+            write_atomic(target, texts[name]())
         except OSError as exc:
             fail(f"cannot write {target}: {exc.strerror}")
         written.append(target)
@@ -252,6 +291,7 @@ def report(
     chosen = parse_formats(formats)
     if limit and out is None:
         fail("--limit reports on part of the run: give --out DIR for it")
+    _not_into_a_bundle(run_dir, out or run_dir)
     built, prof = make_report(run_dir, baseline, profile_name, limit)
     written = write(built, prof, chosen, out or run_dir)
     if as_json:
@@ -264,6 +304,19 @@ def report(
         for path in written if not quiet else []:
             print(f"wrote {path}")
     raise typer.Exit(exit_code(built.findings))
+
+
+def _not_into_a_bundle(run_dir: Path, out: Path) -> None:
+    """A handover bundle's reports are part of its evidence (its manifest.json records
+    their hashes): a report written over them would break the bundle; one elsewhere not."""
+    from bringup.baseline import is_bundle
+
+    with contextlib.suppress(OSError):
+        if is_bundle(run_dir) and out.exists() and out.samefile(run_dir):
+            fail(
+                f"{run_dir} is a handover bundle: its reports are recorded in its "
+                "manifest.json; write this one elsewhere with --out DIR"
+            )
 
 
 def summary(built: Report) -> dict[str, Any]:

@@ -110,7 +110,7 @@ def healthcheck(
     verdict["budget_s"] = budget_s
     _write_verdict(run.path, verdict)
     run.finish("complete", code)
-    hc.prune_runs(runs, keep)
+    hc.prune_runs(runs, keep, current=run.path)
     if as_json:
         print_envelope(findings, exit_code=code, run=run, data={"healthcheck": verdict})
     else:

@@ -12,20 +12,32 @@ carry a detached signature, manifest.json.sig, made and checked by OpenSSH's ssh
 (`-Y sign` / `-Y verify`, namespace "bringup-run"): the key is the user's; bringup
 never reads it.
 
+A handover bundle is verified part by part, then as a whole: its own manifest.json
+records each part's manifest.json (SHA-256), status and exit code and the SHA-256 of each
+rendered report, so a part removed or edited, an exit code changed or a report's text
+changed is named; `--sign` signs that manifest too, and a signature over it covers every
+byte of the bundle. The last line says what was covered (docs/reports.md, "What `verify`
+proves and what it does not").
+
 Exit codes: 0 intact (and the signature good, when checked), 1 a file changed, the
 manifest holds no hashes or the signature does not verify, 2 bad input.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bringup.commands.common import JsonOpt, fail, out, print_envelope
+
+if TYPE_CHECKING:
+    from bringup.baseline import Bundle
 
 NAMESPACE = "bringup-run"  # what a signature is for: a bringup run, nothing else
 _TIMEOUT_S = 60
@@ -59,7 +71,12 @@ def verify(
         fail(f"--sign {sign}: no such key file")
     if allowed_signers is not None and not allowed_signers.is_file():
         fail(f"--allowed-signers {allowed_signers}: no such file")
-    checked = [_verify_run(path, name) for name, path in _runs(run_dir)]
+    bundle = _bundle(run_dir)
+    parts = [(p.path, run_dir / p.path) for p in bundle.parts] if bundle else [("", run_dir)]
+    checked: list[_Verified | _VerifiedBundle] = [_verify_run(path, name) for name, path in parts]
+    if bundle is not None:
+        # Last: the bundle's manifest, which records every part's manifest and report.
+        checked.append(_VerifiedBundle(run_dir, bundle))
     for one in checked:
         if allowed_signers is not None and identity is not None:
             one.signature.update(_check_signature(one.path, allowed_signers, identity))
@@ -67,19 +84,43 @@ def verify(
             _sign(one.path, sign)
             one.signature.update(present=True, signed_with=str(sign))
     code = 0 if all(one.good for one in checked) else 1
+    covers = _covers(bundle)
     if as_json:
         docs = [one.doc() for one in checked]
-        bundle = {"bundle": str(run_dir), "parts": docs} if checked[0].name else docs[0]
+        if bundle is not None:
+            found = {"bundle": str(run_dir), "parts": docs[:-1], "manifest": docs[-1]}
+        else:
+            found = docs[0]
         intact = all(one.intact for one in checked)
-        data = {**bundle, "intact": intact}
+        data = {**found, "intact": intact, "covers": covers}
         print_envelope([], exit_code=code, judged=False, run_dir=str(run_dir), data=data)
         raise typer.Exit(code)
     for one in checked:
         for line in one.lines():
             out.print(plain(line), soft_wrap=True)
+    out.print(plain(f"covers: {covers}"), soft_wrap=True)
     if sign is not None and not all("signed_with" in one.signature for one in checked):
         out.print(plain("not signed: only an intact run with a good signature is signed"))
     raise typer.Exit(code)
+
+
+def _covers(bundle: Bundle | None) -> str:
+    """What verify checked, in one line: and so what it does not (docs/reports.md)."""
+    from bringup.provenance import EVIDENCE_DIRS, EVIDENCE_FILES
+
+    evidence = ", ".join([*(f"{d}/" for d in EVIDENCE_DIRS), *EVIDENCE_FILES])
+    if bundle is None:
+        return (
+            f"the evidence files ({evidence}) against manifest.json; not the rendered "
+            "reports (`bringup report` makes them again from the evidence); a signature, "
+            "checked, shows who signed manifest.json"
+        )
+    reports = ", ".join(sorted(bundle.reports_sha256 or {})) or "none recorded"
+    return (
+        f"each part's evidence files ({evidence}) against its manifest.json; each part's "
+        f"manifest.json, status and exit code, and the reports ({reports}) against the "
+        "bundle's manifest.json; a signature, checked, shows who signed that manifest"
+    )
 
 
 class _Verified:
@@ -139,8 +180,75 @@ class _Verified:
         }
 
 
-def _runs(run_dir: Path) -> list[tuple[str, Path]]:
-    """(name, path) of each run directory to verify: the run, or each part of a bundle."""
+class _VerifiedBundle:
+    """A bundle's own manifest.json checked: each part's manifest, status and exit code as
+    recorded, each rendered report, nothing unlisted (bringup/baseline.py); its signature."""
+
+    def __init__(self, path: Path, bundle: Bundle) -> None:
+        from bringup.baseline import bundle_changes
+        from bringup.provenance import SIGNATURE, manifest_sha256
+
+        self.path = path
+        self.bundle = bundle
+        self.changes = bundle_changes(path, bundle)
+        try:
+            self.digest: str | None = manifest_sha256(path)
+        except OSError:
+            self.digest = None  # read a moment ago: gone since
+        self.signature: dict[str, Any] = {
+            "file": str(path / SIGNATURE),
+            "present": (path / SIGNATURE).is_file(),
+        }
+
+    @property
+    def intact(self) -> bool:
+        return self.digest is not None and not self.changes
+
+    @property
+    def good(self) -> bool:
+        return self.intact and self.signature.get("good", True)
+
+    def verdict(self) -> str:
+        parts, reports = len(self.bundle.parts), len(self.bundle.reports_sha256 or {})
+        covered = (
+            f"{_count(parts, 'part')} and {_count(reports, 'report')} "
+            "the bundle's manifest.json records"
+        )
+        if self.digest is None:
+            return "MISSING: the bundle's manifest.json cannot be read"
+        if any(c.kind == "unrecorded" for c in self.changes):
+            return (
+                "NOT VERIFIED: the bundle's manifest.json does not record the hashes of "
+                "all its parts and reports (a bundle made by an older bringup)"
+            )
+        if self.changes:
+            return f"CHANGED: {_count(len(self.changes), 'difference')} from the {covered}"
+        return f"INTACT: the {covered} match"
+
+    def lines(self) -> list[str]:
+        sha = f" (sha256 {self.digest})" if self.digest else ""
+        found = [c.line() for c in self.changes]
+        return [*found, f"{self.verdict()}{sha}", _signature_line(self.signature)]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.path),
+            "manifest_sha256": self.digest,
+            "intact": self.intact,
+            "parts": len(self.bundle.parts),
+            "reports": sorted(self.bundle.reports_sha256 or {}),
+            "changes": [{"kind": c.kind, "path": c.path, "detail": c.detail} for c in self.changes],
+            "signature": self.signature,
+        }
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _bundle(run_dir: Path) -> Bundle | None:
+    """The bundle's manifest when `run_dir` is a handover bundle; None for a run (whose
+    manifest must be readable); exit 2 when neither is."""
     from bringup.baseline import BundleError, is_bundle, load_bundle
     from bringup.rundir import RunDirError, load_manifest
 
@@ -149,14 +257,12 @@ def _runs(run_dir: Path) -> list[tuple[str, Path]]:
             bundle = load_bundle(run_dir)
         except BundleError as exc:
             fail(str(exc))
-        if not bundle.parts:
-            fail(f"{run_dir}: a handover bundle without parts: nothing to verify")
-        return [(part.path, run_dir / part.path) for part in bundle.parts]
+        return bundle  # without parts: CHANGED, as its manifest was (bundle_changes)
     try:
         load_manifest(run_dir)
     except RunDirError as exc:
         fail(str(exc))
-    return [("", run_dir)]
+    return None
 
 
 def _verify_run(path: Path, name: str) -> _Verified:
@@ -216,16 +322,32 @@ def _last_line(output: bytes) -> str:
     return lines[-1] if lines else "no message"
 
 
+def _read(run_dir: Path, name: str) -> bytes:
+    """A file of the run (bringup/files.py: no symlink followed, no FIFO waited on)."""
+    from bringup.files import InputError, read_bytes_in
+
+    try:
+        return read_bytes_in(run_dir, name, "run")
+    except InputError as exc:
+        fail(str(exc))
+
+
 def _check_signature(run_dir: Path, allowed: Path, identity: str) -> dict[str, Any]:
     """`ssh-keygen -Y verify` of manifest.json.sig: {"good": bool, "detail": text}."""
     from bringup.provenance import MANIFEST, SIGNATURE
 
-    sig = run_dir / SIGNATURE
-    if not sig.is_file():
+    if not os.path.lexists(run_dir / SIGNATURE):
         return {"good": False, "detail": f"no {SIGNATURE} in {run_dir}"}
-    args = [_ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", identity]
-    args += ["-n", NAMESPACE, "-s", str(sig)]
-    done = _run(args, (run_dir / MANIFEST).read_bytes())
+    signature = _read(run_dir, SIGNATURE)
+    manifest = _read(run_dir, MANIFEST)
+    # ssh-keygen reads the signature from a path: a private copy of what was read, so a
+    # link or FIFO at the run's own name is never handed to it.
+    with tempfile.TemporaryDirectory(prefix="bringup-verify-") as private:
+        sig = Path(private, SIGNATURE)
+        sig.write_bytes(signature)
+        args = [_ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", identity]
+        args += ["-n", NAMESPACE, "-s", str(sig)]
+        done = _run(args, manifest)
     detail = _last_line(done.stdout if done.returncode == 0 else done.stderr or done.stdout)
     return {"good": done.returncode == 0, "detail": detail, "identity": identity}
 
@@ -236,7 +358,7 @@ def _sign(run_dir: Path, key: Path) -> None:
     from bringup.provenance import MANIFEST, SIGNATURE
 
     args = [_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", NAMESPACE]
-    done = _run(args, (run_dir / MANIFEST).read_bytes())
+    done = _run(args, _read(run_dir, MANIFEST))
     if done.returncode != 0 or not done.stdout.strip():
         fail(f"ssh-keygen could not sign with {key}: {_last_line(done.stderr)}")
     try:

@@ -12,6 +12,7 @@ The decisions are the small pure functions below (`reason_text`, `decide`,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
+from bringup.files import is_link
 from bringup.findings import Finding, Status
 from bringup.fleet.slurmctl import NodeState
 from bringup.fleet.transport import Runner, Stage, TransportError
@@ -213,11 +215,24 @@ def new_run_path(runs: Path, now: datetime | None = None) -> Path:
     raise OSError(f"{runs}: too many health-check runs in one second")
 
 
-def prune_runs(runs: Path, keep: int) -> list[Path]:
-    """Remove all but the newest `keep` health-check runs under `runs` (only directories
-    named as new_run_path names them); the removed paths."""
-    found = sorted(p for p in runs.iterdir() if p.is_dir() and _RUN_NAME.match(p.name))
-    old = found[: max(len(found) - keep, 0)]
+def prune_runs(runs: Path, keep: int, current: Path | None = None) -> list[Path]:
+    """Remove all but the `keep` most recently modified health-check runs under `runs`
+    (only directories named as new_run_path names them, never a symlink), and never
+    `current`, the run just written; the removed paths.
+
+    By modification time, not by name: a name is the clock's at the start, and a run
+    named from a clock that was ahead would otherwise outlive every run after it, or the
+    run just written be the one removed."""
+    found = []
+    for path in runs.iterdir():
+        if current is not None and path.name == current.name:
+            continue  # kept, and counted as one of the `keep`
+        if _RUN_NAME.match(path.name) and not is_link(path) and path.is_dir():
+            with contextlib.suppress(OSError):  # gone meanwhile: nothing to prune
+                found.append((path.stat().st_mtime_ns, path.name, path))
+    found.sort()
+    others = keep - 1 if current is not None else keep
+    old = [path for _, _, path in found[: max(len(found) - others, 0)]]
     for path in old:
         shutil.rmtree(path, ignore_errors=True)
     return old

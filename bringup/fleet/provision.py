@@ -40,6 +40,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.data import data_dir
+from bringup.files import write_atomic
 from bringup.findings import Finding, Status
 from bringup.rundir import RunDir, now
 
@@ -406,9 +407,7 @@ class _EnvScrubber:
         except ValueError:
             doc = {}
         kept = {k: v for k, v in doc.items() if k != "env"}
-        tmp = self.path.with_name(".command.tmp")
-        tmp.write_text(json.dumps(kept) + "\n")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(kept) + "\n")
 
     def close(self) -> None:
         """Unblock the reader if ansible-runner never wrote (it failed before), then tidy."""

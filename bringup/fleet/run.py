@@ -19,16 +19,24 @@ findings appended. What can happen to a node, and the finding that says so:
 A long probe's progress lines (`{"probe", "progress"}`, bringup/node/progress.py) go to
 the progress display only; they are never records.
 
+A node may be hostile (a provider's node reporting on itself), so what it may store is
+bounded (`RecordGate`): one record per probe it was asked for, and at most
+NodeCaps.raw_bytes of raw tool output in at most NodeCaps.raw_files files. The record
+that breaks a rule is not stored, the node is stopped, and its `node.run` ERROR says why:
+nothing more is written for it, whatever it goes on sending.
+
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from rich.console import Console
 
@@ -45,6 +53,64 @@ from bringup.rundir import RunDir
 
 DEFAULT_FORKS = 64
 State = Literal["complete", "unreachable", "error", "interrupted"]
+
+
+# --- what one node may store: pure ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeCaps:
+    """The most raw tool output one node's records may store (docs/reference.md): far over
+    what the probes write (a few MiB, tens of files), far under a full disk."""
+
+    raw_bytes: int = 256 * 2**20
+    raw_files: int = 2000
+
+
+class Refused(TransportError):
+    """A record the node may not store (a second one of a probe, a probe not asked for,
+    raw output past the caps); the node is stopped. One line."""
+
+
+class RecordGate:
+    """Admits a node's records: one per probe of its request, raw output within the caps."""
+
+    def __init__(self, node: str, planned: list[str], caps: NodeCaps) -> None:
+        self.node = node
+        self.planned = set(planned)
+        self.caps = caps
+        self.seen: set[str] = set()
+        self.raw_bytes = 0
+        self.raw_files = 0
+
+    def admit(self, record: dict[str, object]) -> None:
+        """Count the record in, or Refused saying why it is not stored."""
+        probe = record.get("probe")
+        if not isinstance(probe, str) or probe not in self.planned:
+            raise Refused(
+                f"refused: the node sent a record of probe {str(probe)[:80]!r}, which it was "
+                "not asked to run; not stored, nothing more stored from the node"
+            )
+        if probe in self.seen:
+            raise Refused(
+                f"refused: the node sent a second record of probe {probe!r}; not stored, "
+                "nothing more stored from the node"
+            )
+        raw = record.get("raw") or {}
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise Refused(f"refused: probe {probe!r}'s raw outputs are not text files by name")
+        files = self.raw_files + len(raw)
+        # The bytes that land on disk (a file's name is cut to a bounded length there).
+        size = self.raw_bytes + sum(len(v.encode("utf-8", "replace")) for v in raw.values())
+        if files > self.caps.raw_files or size > self.caps.raw_bytes:
+            raise Refused(
+                f"refused: probe {probe!r} took the node's raw output past the cap of "
+                f"{self.caps.raw_bytes // 2**20} MiB in {self.caps.raw_files} files "
+                f"({size // 2**20} MiB in {files} files); not stored, nothing more stored "
+                "from the node"
+            )
+        self.seen.add(probe)
+        self.raw_files, self.raw_bytes = files, size
 
 
 # --- judging a node's outcome: pure -------------------------------------------------------
@@ -150,6 +216,7 @@ def run(
     rundir: RunDir,
     forks: int = DEFAULT_FORKS,
     console: Console | None = None,
+    caps: NodeCaps | None = None,
 ) -> list[NodeOutcome]:
     """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
 
@@ -166,7 +233,7 @@ def run(
     with progress, ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
         pending: set[Future[NodeOutcome]] = set()
         for plan in plans:
-            future = pool.submit(_run_node, plan, rundir, stop, progress)
+            future = pool.submit(_run_node, plan, rundir, stop, progress, caps or NodeCaps())
             pending.add(future)
             future.add_done_callback(done.put)
         try:
@@ -198,7 +265,11 @@ def run(
 
 
 def _run_node(
-    plan: NodePlan, rundir: RunDir, stop: threading.Event, progress: FleetProgress
+    plan: NodePlan,
+    rundir: RunDir,
+    stop: threading.Event,
+    progress: FleetProgress,
+    caps: NodeCaps,
 ) -> NodeOutcome:
     """One node from connect to findings. Never raises: every failure is an outcome."""
     started = time.monotonic()
@@ -207,6 +278,7 @@ def _run_node(
     if plan.skip:
         return _finish(plan, rundir, "complete", None, 0.0, progress)
     names = [s["name"] for s in plan.request["probes"]]
+    gate = RecordGate(plan.node, names, caps)
     answered = 0
     state: State = "complete"
     reason: str | None = None
@@ -224,13 +296,16 @@ def _run_node(
         progress.doing(plan.node, doing)
 
     progress.doing(plan.node, "starting")
+    records: Iterator[dict[str, Any]] | None = None
     try:
-        for record in plan.runner(plan.request, plan.deadline_s, stop, on_stage):
+        records = plan.runner(plan.request, plan.deadline_s, stop, on_stage)
+        for record in records:
             if is_progress(record):  # what a long probe is doing: shown, not recorded
                 fields = record["progress"]
                 if isinstance(fields, dict):
                     progress.reported(plan.node, str(record["probe"]), fields)
                 continue
+            gate.admit(record)  # Refused: not stored, the node stopped (its runner closed)
             rundir.add_record(plan.node, record)
             answered += 1
             if answered < len(names):
@@ -245,6 +320,11 @@ def _run_node(
         state, reason = "error", str(exc)
     except Exception as exc:  # a controller bug on one node must not lose the others
         state, reason = "error", f"controller error: {type(exc).__name__}: {exc}"
+    finally:
+        # Closed whatever ended the loop: a refused node's transport ends its session now
+        # (and stops reading it), not when the generator is collected.
+        with contextlib.suppress(Exception):  # closing a dead session must not lose the node
+            getattr(records, "close", lambda: None)()
     return _finish(plan, rundir, state, reason, time.monotonic() - started, progress)
 
 

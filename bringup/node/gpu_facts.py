@@ -8,6 +8,7 @@ the source did not report a field (not zero, not false).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Clocks event reasons (nvml.h, nvmlClocksEventReason*; docs/reference.md#nvml).
 CLOCK_EVENT_REASONS: dict[int, str] = {
@@ -21,6 +22,27 @@ CLOCK_EVENT_REASONS: dict[int, str] = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
+
+
+# nvmlValueType_t -> the member of the nvmlValue_t union that holds a field value (nvml.h:
+# NVML_VALUE_TYPE_DOUBLE 0 ... NVML_VALUE_TYPE_UNSIGNED_SHORT 6).
+NVML_VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+
+def nvml_field_number(value: Any) -> float | None:
+    """The number in an nvmlFieldValue_t, read through the union member its valueType
+    names; None for a type this table does not know. Reading another member would take
+    the bytes around the written one, which the driver leaves as they were."""
+    member = NVML_VALUE_MEMBERS.get(value.valueType)
+    return float(getattr(value.value, member)) if member is not None else None
 
 
 def decode_clock_event_reasons(mask: int) -> list[str]:
@@ -73,6 +95,9 @@ class Gpu:
     remapped_rows: RemappedRows | None = None
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None  # the GPU's own maximum (device max where reported)
+    # The link's maximum: the lower of the GPU's and the host's (a Grace CPU's Gen5 ports
+    # under a Gen6 GPU). None when the source does not say it apart from the GPU's own.
+    pcie_link_gen_max: int | None = None
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
     power_draw_w: float | None = None
@@ -90,6 +115,9 @@ class Gpu:
     # at the T.Limit "GPU Slowdown T.Limit Temp" (e.g. -2 C: 2 degrees past the limit).
     tlimit_margin_c: float | None = None
     slowdown_tlimit_c: float | None = None
+    # The HBM's max operating limit on the same T.Limit scale ("Memory Max Operating T.Limit
+    # Temp : 0 C"): the HBM reaches its limit when the T.Limit margin falls to it.
+    memory_max_tlimit_c: float | None = None
     sm_clock_hz: int | None = None
     sm_clock_max_hz: int | None = None
     memory_clock_hz: int | None = None
@@ -103,6 +131,9 @@ class Gpu:
     fabric_state: str | None = None  # "completed", "in_progress", "not_supported", ...
     fabric_status: str | None = None  # "success" or the error
     fabric_health_mask: int | None = None  # NVML's nvmlGpuFabricInfo_v2 healthMask, raw bits
+    # The NVLink clique (partition) the fabric placed the GPU in: 0 on an HGX board (no
+    # multi-node NVLink), the rack's clique on an NVL72 tray.
+    fabric_clique_id: int | None = None
     # Why this GPU could not be read at all ("GPU is lost": it fell off the bus); its other
     # fields are then unknown, and gpu.count names it.
     error: str | None = None

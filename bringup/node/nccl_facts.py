@@ -104,6 +104,10 @@ class NcclFacts:
     backend: str | None = None  # the torch engine's: "nccl" on GPUs, "gloo" on CPU
     launched_ranks: int | None = None  # ranks the probe started, every node together
     nodes: int | None = None  # hosts the ranks ran on; None when the output does not say
+    # The device list is trimmed (vendors print `# Rank 71 ...` alone, or ranks 0, 1, 126,
+    # 127): nranks then comes from the highest rank number, and `nodes` is an estimate
+    # (the ranks over the GPUs per host the device numbers show), never the hosts shown.
+    devices_trimmed: bool = False
     others: list[NcclFacts] = field(default_factory=list)  # more collectives of the same run
     # False where in-place does not exist (torch's alltoall): its columns are then 0, not data.
     in_place_measured: bool = True

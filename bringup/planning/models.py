@@ -8,10 +8,12 @@ ModelShape, so that memory and FLOPs are counted by the same code the trainer us
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bringup import recipe as recipes
+from bringup.files import InputError, read_text
 from bringup.node.burnin.recipe import LoraSpec, ModelShape, Recipe
 
 # The fields a decoder's config.json must state (transformers' names).
@@ -74,11 +76,13 @@ def from_recipe(recipe: Recipe) -> PlannedModel:
 
 def from_config_file(path: Path) -> PlannedModel:
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ModelError(f"cannot read {path}: {exc.strerror}") from None
+        data = json.loads(read_text(path, "config.json"))
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise ModelError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise ModelError(f"{path}: nested too deeply, not a config.json") from None
     shape, notes = shape_from_config(data, str(path))
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.name
     return PlannedModel(
@@ -103,6 +107,8 @@ def shape_from_config(data: object, origin: str) -> tuple[ModelShape, list[str]]
     missing = _missing(data)
     if missing:
         raise ModelError(f"{origin}: not a decoder config.json: no {', '.join(missing)}")
+    for key in (*REQUIRED, "num_key_value_heads", "head_dim"):
+        _finite(data, key, 1, origin, whole=True)
     for key in MOE_KEYS:
         if data.get(key):
             raise ModelError(
@@ -137,14 +143,36 @@ def shape_from_config(data: object, origin: str) -> tuple[ModelShape, list[str]]
             num_kv_heads=kv_heads,
             intermediate_size=data["intermediate_size"],
             vocab_size=data["vocab_size"],
-            rope_theta=float(data.get("rope_theta") or 10000.0),
-            max_position_embeddings=int(data.get("max_position_embeddings") or 8192),
+            rope_theta=_finite(data, "rope_theta", 10000.0, origin),
+            max_position_embeddings=int(
+                _finite(data, "max_position_embeddings", 8192, origin, whole=True)
+            ),
             tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
             attention_bias=bool(data.get("attention_bias", model_type == "qwen2")),
         )
     except (TypeError, ValueError) as exc:
         raise ModelError(f"{origin}: {exc}") from None
     return shape, notes
+
+
+# No decoder has a dimension, a vocabulary or a context near this; a config that says so
+# is broken (or hostile), and its sizes would overflow the arithmetic of the plan.
+LARGEST = 2**40
+
+
+def _finite(data: dict, key: str, default: float, origin: str, whole: bool = False) -> float:
+    """`data[key]` (`default` when absent or null) as a finite number of at most LARGEST,
+    a whole one when `whole`; else ModelError naming the field."""
+    value = data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ModelError(f"{origin}: {key} {value!r:.40}: not a number")
+    if not math.isfinite(value) or abs(value) > LARGEST:
+        raise ModelError(f"{origin}: {key} {value!r:.40}: not a finite number up to 2**40")
+    if whole and value != int(value):
+        raise ModelError(f"{origin}: {key} {value!r}: not a whole number")
+    return float(value)
 
 
 def _missing(data: dict) -> list[str]:

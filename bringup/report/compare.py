@@ -9,7 +9,8 @@ being an entry of its own (RELATED). Checks that were already as bad at handover
 
 Below that, every metric both runs measured with its change, and the nodes in one run
 only. Which change is a regression is bringup/checks/regression.py's verdict: a metric
-is marked regressed because a `baseline.<metric>` finding says so. Pure, no I/O.
+is marked regressed because a `baseline.<metric>` finding says so, and a node is not
+compared because a `baseline.compare` finding says so. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -92,6 +93,13 @@ RELATED: dict[str, tuple[str, ...]] = {
 }
 
 
+class NotCompared(BaseModel):
+    """A node (or, node "", the whole baseline) that could not be compared, and why."""
+
+    node: str
+    why: str
+
+
 class Comparison(BaseModel):
     """The whole comparison, in node then metric order."""
 
@@ -106,6 +114,9 @@ class Comparison(BaseModel):
     new_xids: list[NewXid] = Field(default_factory=list)
     missing_nodes: list[str] = Field(default_factory=list)  # in the baseline, not measured now
     new_nodes: list[str] = Field(default_factory=list)  # measured now, not in the baseline
+    # What could not be compared (regression.py's `baseline.compare` ERRORs): while any is
+    # here, no change found is not "nothing changed".
+    not_compared: list[NotCompared] = Field(default_factory=list)
 
     @property
     def regressions(self) -> list[MetricChange]:
@@ -158,6 +169,9 @@ def compare(
         result.counters.extend(counter_increases(node, a, b))
         result.new_xids.extend(NewXid(node=node, event=x) for x in new_xids(a.xids, b.xids))
     result.changed = _changed(result)
+    result.not_compared = [
+        NotCompared(node=f.node, why=f.message) for f in findings if f.check == "baseline.compare"
+    ]
     if baseline_findings is not None:
         both = set(now) & set(then)
         new, result.already = _statuses(findings, baseline_findings, both)

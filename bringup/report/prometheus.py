@@ -3,8 +3,8 @@
 Names follow dcgm-exporter's style (one prefix, base units in the name, `node` and `gpu`
 labels). Every scrape re-reads the run directory (a few small JSON files), so a new run
 under `--runs-dir` shows up without a restart. `--textfile PATH.prom` writes the same
-exposition once for node_exporter's textfile collector, atomically (prometheus-client's
-`write_to_textfile`: a temporary file renamed over the target), and exits.
+exposition once for node_exporter's textfile collector, atomically (bringup/files.py's
+one writer: a random temporary name renamed over the target), and exits.
 
 Served on 127.0.0.1 unless `--address` says otherwise: the metrics name the fleet's nodes.
 The report of a run comes from the caller (`report_of`, bringup/commands/exporter.py):
@@ -13,9 +13,11 @@ it judges the whole run with the checks, which this module does not import.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -23,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from bringup.files import is_link
 from bringup.findings import Status
 from bringup.report.escape import one_line
 from bringup.report.model import Report
@@ -37,27 +40,71 @@ class ExporterError(Exception):
 
 
 def latest_run(runs_dir: Path) -> Path:
-    """The newest run directory under `runs_dir`: by the manifest's start time, then name.
+    """The run under `runs_dir` that finished last (see newest_run)."""
+    return newest_run(runs_dir)[0]
 
-    Only the manifests are read here, and one that cannot be read sorts first: a broken
-    old run never stands in the way of the newest (a broken newest run is exported as
-    unreadable, see RunCollector).
+
+# A time this far past the controller's clock is no time a run finished: the clock was
+# ahead when it was written (and stepped back since), or the manifest was edited.
+_FUTURE_SLACK = timedelta(minutes=5)
+
+
+def newest_run(runs_dir: Path) -> tuple[Path, list[str]]:
+    """The run under `runs_dir` that finished last, and a line for each run skipped.
+
+    When a run finished is its manifest's `ended_at` (a running run: the manifest file's
+    change time). A time that cannot be true sorts below every other: one later than now,
+    or later than the manifest file was last changed (the kernel's time, which no edit of
+    the text and no `touch` sets back). So a run written while the clock was ahead is not
+    served over the runs after the clock was set right, nor an edited end time believed.
+    Only manifests are read, each without following a link or waiting on a FIFO; a run
+    whose manifest cannot be read is skipped and said, never in the way of the others.
     """
     if not runs_dir.is_dir():
         raise ExporterError(f"{runs_dir}: not a directory")
-    candidates = []
     try:
-        entries = list(runs_dir.iterdir())
+        entries = sorted(runs_dir.iterdir())
     except OSError as exc:
         raise ExporterError(f"{runs_dir}: cannot list ({exc.strerror})") from None
+    now = datetime.now(timezone.utc)
+    candidates = []
+    skipped = []
     for path in entries:
-        if path.is_dir() and (path / "manifest.json").exists():
-            manifest, _ = read_manifest(path)
-            started = manifest.started_at if manifest else ""
-            candidates.append((started, path.name, path))
+        if is_link(path) or not path.is_dir() or not os.path.lexists(path / "manifest.json"):
+            continue
+        manifest, why = read_manifest(path)
+        if manifest is None:
+            skipped.append(f"skipped {path}: {why}")
+            continue
+        changed = _changed(path / "manifest.json")
+        finished = _when(manifest.ended_at) or changed
+        believable = finished <= min(now, changed) + _FUTURE_SLACK
+        candidates.append((believable, finished, path.name, path))
     if not candidates:
-        raise ExporterError(f"{runs_dir}: no run directory (with a manifest.json) in it")
-    return max(candidates)[2]
+        raise ExporterError(
+            f"{runs_dir}: no readable run directory (with a manifest.json) in it"
+            + (f" ({len(skipped)} skipped: {skipped[0]})" if skipped else "")
+        )
+    return max(candidates)[3], skipped
+
+
+def _changed(path: Path) -> datetime:
+    """The file's change time (the kernel sets it at every write; nobody sets it back)."""
+    try:
+        return datetime.fromtimestamp(os.lstat(path).st_ctime, timezone.utc)
+    except OSError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _when(text: str | None) -> datetime | None:
+    """An ISO 8601 time as written in a manifest (UTC when it names no zone); None if not."""
+    try:
+        when = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when
 
 
 def metrics_of(report: Report) -> Iterator[Metric]:

@@ -7,13 +7,15 @@ the report can say exactly what is missing instead of failing or, worse, looking
 
 A handover bundle (bringup/baseline.py) reads as one run: its parts' facts merged per
 node (a later part's record of a probe replaces an earlier one's), their findings one
-after the other, and the plan of its acceptance check.
+after the other, and the plan of its acceptance check. Each part is kept as read too
+(`parts`), to be judged as the run it is, with where the bundle differs from its manifest.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,13 +24,24 @@ from pydantic import ValidationError
 from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
+from bringup.files import InputError, is_link, read_bytes_in, read_in
 from bringup.findings import Finding
-from bringup.provenance import Provenance, manifest_sha256
+from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.rundir import Manifest
 
 
 class RunDataError(Exception):
     """The directory is no run directory at all; the message is one line."""
+
+
+@dataclass
+class Part:
+    """One part of a handover bundle: the run directory as read, or why it cannot be."""
+
+    kind: str
+    path: str  # relative to the bundle
+    run: RunData | None
+    problem: str | None = None  # why `run` is None
 
 
 @dataclass
@@ -48,6 +61,10 @@ class RunData:
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
     manifest_sha256: str | None = None  # of manifest.json as read: the string both sides quote
     parts_sha256: dict[str, str] = field(default_factory=dict)  # a bundle: part -> its manifest's
+    # A bundle: each part read as the run it is (judged as one: checks/bundle.py), and
+    # where the bundle no longer matches what its manifest.json records. None: not a bundle.
+    parts: list[Part] | None = None
+    bundle_changes: list[baseline_mod.BundleChange] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[str]:
@@ -70,7 +87,7 @@ def load(path: Path) -> RunData:
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
         return _bundle(path)
-    if not any((path / name).exists() for name in ("manifest.json", "facts", "findings.jsonl")):
+    if not any(os.path.lexists(path / n) for n in ("manifest.json", "facts", "findings.jsonl")):
         raise RunDataError(
             f"{path}: not a run directory (no manifest.json, facts/ or findings.jsonl)"
         )
@@ -103,14 +120,17 @@ def _bundle(path: Path) -> RunData:
         exit_code=bundle.exit_code,
         nodes=bundle.nodes,
     )
-    run = RunData(path, manifest, {}, [])
+    run = RunData(path, manifest, {}, [], parts=[])
+    run.bundle_changes = baseline_mod.bundle_changes(path, bundle, everything=False)
     made: list[Provenance] = []
     for part in bundle.parts:
+        assert run.parts is not None
         try:
             piece = load(path / part.path)
         except RunDataError as exc:
-            run.notes.append(f"part {part.kind} ({part.path}) unreadable: {exc}")
+            run.parts.append(Part(part.kind, part.path, None, str(exc)))
             continue
+        run.parts.append(Part(part.kind, part.path, piece))
         if piece.manifest_sha256 is not None:
             run.parts_sha256[part.path] = piece.manifest_sha256
         if piece.manifest is not None and piece.manifest.provenance is not None:
@@ -120,16 +140,10 @@ def _bundle(path: Path) -> RunData:
             mine.probes.update(facts.probes)
         for name, why in piece.facts_problems.items():
             run.facts_problems[name] = f"{part.path}: {why}"
-        if piece.findings is None:
-            run.notes.append(f"part {part.kind} ({part.path}): {piece.findings_problem}")
-        else:
-            assert run.findings is not None
-            run.findings += piece.findings
-        if piece.unreadable_lines:
-            lines = ", ".join(map(str, piece.unreadable_lines))
-            run.notes.append(f"part {part.kind} ({part.path}): findings lines {lines} unreadable")
-        if piece.manifest_problem:
-            run.notes.append(f"part {part.kind} ({part.path}): {piece.manifest_problem}")
+        # A part's missing pieces (no findings, lines that do not parse, no manifest) are
+        # its own completeness findings, judged part by part: not lost in the merge.
+        assert run.findings is not None
+        run.findings += piece.findings or []
         if part.kind in ("check", "snapshot") and run.planned is None:
             run.planned, run.plan_problem = piece.planned, piece.plan_problem
         manifest.nodes = sorted(
@@ -147,26 +161,30 @@ def _bundle(path: Path) -> RunData:
 
 def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
     """The run's manifest, or None and why; never raises."""
-    file = path / "manifest.json"
-    if not file.exists():
+    if not os.path.lexists(path / MANIFEST):
         return None, "manifest.json is missing: which nodes and probes the run planned is unknown"
     try:
-        return Manifest.model_validate_json(file.read_bytes()), None
-    except (OSError, ValidationError, ValueError) as exc:
+        return Manifest.model_validate_json(read_bytes_in(path, MANIFEST, "manifest")), None
+    except (InputError, ValidationError, ValueError) as exc:
         return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 
 def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
     facts: dict[str, NodeFacts] = {}
     problems: dict[str, str] = {}
+    folder = path / "facts"
+    if is_link(folder):
+        # Never followed: the facts would be whatever the link points to.
+        problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
+        return facts, problems
     try:
-        files = sorted((path / "facts").glob("*.json"))
+        files = sorted(folder.glob("*.json"))
     except OSError:
         files = []  # facts/ unreadable: every node then shows as having no facts
     for file in files:
         try:
-            node = NodeFacts.model_validate_json(file.read_bytes())
-        except (OSError, ValidationError, ValueError) as exc:
+            node = NodeFacts.model_validate_json(read_bytes_in(path, f"facts/{file.name}", "facts"))
+        except (InputError, ValidationError, ValueError) as exc:
             problems[file.stem] = (
                 f"facts/{file.name} unreadable ({_first_line(exc)}): its probes are not shown"
             )
@@ -177,17 +195,16 @@ def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
 
 def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
     """The findings, why there are none, and the numbers of the lines that do not parse."""
-    file = path / "findings.jsonl"
-    if not file.exists():
+    if not os.path.lexists(path / "findings.jsonl"):
         why = (
             "findings.jsonl is missing: the run was never judged "
             f"(judge its facts with `bringup check --replay {path}`)"
         )
         return None, why, []
     try:
-        text = file.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return None, f"findings.jsonl unreadable ({exc.strerror or exc}): no verdict is known", []
+        text = read_in(path, "findings.jsonl", "findings", lenient=True)
+    except InputError as exc:
+        return None, f"findings.jsonl unreadable ({exc}): no verdict is known", []
     findings: list[Finding] = []
     unreadable: list[int] = []
     # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,

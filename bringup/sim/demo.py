@@ -135,7 +135,8 @@ def topo_text(count: int = GPUS, no_nvlink_gpu: int | None = None) -> str:
 
 def _host(node: str) -> HostFacts:
     ports = [
-        IbPort(f"mlx5_{i}", 1, "ACTIVE", "LinkUp", "400 Gb/sec (4X NDR)", 50e9, "InfiniBand")
+        # HGX B300: one ConnectX-8 at 800 Gb/s XDR per GPU (docs/reference.md#nic-rates).
+        IbPort(f"mlx5_{i}", 1, "ACTIVE", "LinkUp", "800 Gb/sec (4X XDR)", 100e9, "InfiniBand")
         for i in range(GPUS)
     ]
     return HostFacts(

@@ -19,7 +19,7 @@ from bringup.sim.demo import demo_nodes
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 
-AVAILABLE = "available: a100, b200, b300, h100, h200"
+AVAILABLE = "available: a100, b200, b300, gb200, gb300, h100, h200"
 
 
 @pytest.mark.parametrize(
@@ -81,9 +81,20 @@ def test_inspect_picks_the_profile_of_the_capture_s_gpu(capture: str, family: st
 
 def test_a_gpu_no_profile_knows_is_one_error_naming_it_and_the_profiles() -> None:
     result = inspect_text(read_text(FIXTURES / "smi" / "ugpuexp-l40s-q-idle.txt"), AUTO)
-    (said,) = result.findings
+    said, *free = result.findings
     assert (said.check, said.status, said.value) == ("profile.auto", Status.ERROR, "NVIDIA L40S")
-    assert said.message == f"GPU model 'NVIDIA L40S' matches no profile ({AVAILABLE})"
+    # One ERROR stands for everything that needs a profile; what needs none is judged.
+    assert [(f.check, f.status) for f in free] == [
+        ("gpu.ecc", Status.PASS),
+        ("gpu.remapped_rows", Status.PASS),
+        ("gpu.nvlink", Status.SKIP),
+        ("gpu.fabric", Status.SKIP),
+    ]
+    # Named with its PCI device id ("Device Id : 0x26B910DE"), which no profile has either.
+    assert said.message == (
+        "GPU model 'NVIDIA L40S', PCI device id 0x26b9 (not in bringup's table of data-center "
+        f"GPUs) matches no profile ({AVAILABLE})"
+    )
     assert result.profile is None
 
 

@@ -4,11 +4,22 @@ tests/integration/cli/test_bad_input_props.py runs the same with 200 examples pe
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from tests.support.hostile_inputs import EDGES, Edge, check_edge, hostile
+from tests.support.hostile_inputs import (
+    EDGES,
+    RUN_EDGES,
+    Edge,
+    RunEdge,
+    check_edge,
+    check_run_edge,
+    hostile,
+    valid_facts,
+)
 
 QUICK = settings(
     max_examples=25,
@@ -25,3 +36,27 @@ def test_a_hostile_file_is_exit_0_1_or_2_with_one_line(edge: Edge, data: st.Data
     content = data.draw(hostile(edge.valid(), edge.dump), label="file")
     as_json = data.draw(st.booleans(), label="--json")
     event(f"exit {check_edge(edge, content, data.draw, as_json)}")
+
+
+# Each example copies a run and runs a whole command on it: fewer, and no shrinking (the
+# failing example, as drawn, names the breakage already).
+RUN_QUICK = settings(
+    max_examples=15,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.mark.parametrize("edge", RUN_EDGES, ids=[e.name for e in RUN_EDGES])
+@RUN_QUICK
+@given(data=st.data())
+def test_a_broken_run_directory_is_exit_0_1_or_2_and_never_accepted(
+    edge: RunEdge, data: st.DataObject
+) -> None:
+    """A run that is ACCEPTED as written, broken one way (hostile bytes, a FIFO, a symlink,
+    a cut, a huge line, a file removed): no traceback, no hang, one line for exit 2, and
+    never ACCEPTED (or INTACT) when what it holds cannot be read as the run wrote it."""
+    content = data.draw(hostile(valid_facts(), lambda doc: json.dumps(doc).encode()))
+    event(f"exit {check_run_edge(edge, data.draw, content)}")

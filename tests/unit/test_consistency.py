@@ -41,9 +41,9 @@ def test_the_compared_fields_of_a_node() -> None:
     assert fields["gpu"]["gpu3.nvlink_count"] == 18 and fields["gpu"]["gpu3.nvlink17"] == "up"
     assert fields["host"]["kernel"] == "6.8.0-60-generic"
     assert fields["host"]["cmdline.iommu"] == "pt"
-    assert fields["host"]["nic.mlx5_3/1.rate"] == "400 Gb/sec (4X NDR)"
+    assert fields["host"]["nic.mlx5_3/1.rate"] == "800 Gb/sec (4X XDR)"  # HGX B300: ConnectX-8 XDR
     assert fields["topology"]["gpu3.nic"] == "mlx5_3"
-    assert fields["topology"]["gpu3.nic_rate"] == "400 Gb/sec (4X NDR)"
+    assert fields["topology"]["gpu3.nic_rate"] == "800 Gb/sec (4X XDR)"
     # No serial, UUID or host name: they differ between identical nodes by design.
     assert not [k for f in fields.values() for k in f if "uuid" in k or "serial" in k]
 

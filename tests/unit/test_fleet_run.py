@@ -43,10 +43,105 @@ def test_bounded_concurrency_never_runs_more_than_forks_nodes(tmp_path: Path) ->
         for i in range(50)
     ]
     for plan in plans:
-        plan.request = {"probes": plan.request["probes"][-1:]}  # xid only
+        plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] == "xid"]}
     run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
     outcomes = fleet.run(plans, run, forks=4)
     assert peak <= 4
     assert [o.node for o in outcomes] == [f"n{i:02d}" for i in range(50)]
     assert {o.state for o in outcomes} == {"complete"}
     assert run.manifest.nodes == [f"n{i:02d}" for i in range(50)]
+
+
+# --- a hostile node: what it may store is bounded --------------------------------------------
+
+
+def hostile_run(
+    tmp_path: Path, records: Iterator[dict[str, Any]], caps: fleet.NodeCaps | None = None
+) -> tuple[fleet.NodeOutcome, Path, dict[str, bool]]:
+    """One node (the quick suite's xid and host probes) whose runner yields `records`."""
+    closed = {"closed": False}
+
+    def runner(
+        request: dict[str, Any], deadline: float, stop: threading.Event, on_stage: fleet.Stage
+    ) -> Iterator[dict[str, Any]]:
+        on_stage("running")
+        try:
+            yield from records
+        finally:
+            closed["closed"] = True  # the transport's session ends here
+
+    plan = plan_node(Host("evil", "127.0.0.1"), runner, load_suite("quick"), load_profile("b300"))
+    plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] in ("xid", "host")]}
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    (outcome,) = fleet.run([plan], run, forks=1, caps=caps)
+    return outcome, run.path, closed
+
+
+def raw_on_disk(run: Path) -> tuple[int, int]:
+    files = [p for p in (run / "raw").rglob("*") if p.is_file()] if (run / "raw").exists() else []
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def node_run_errors(outcome: fleet.NodeOutcome) -> list[str]:
+    return [f.message for f in outcome.findings if f.check == "node.run" and f.status == "ERROR"]
+
+
+def test_a_node_sending_records_past_the_raw_cap_is_an_error_and_stored_no_further(
+    tmp_path: Path,
+) -> None:
+    """300 records of 1 MiB each (one probe name) filled the controller's disk."""
+    sent = 0
+
+    def flood() -> Iterator[dict[str, Any]]:
+        nonlocal sent
+        for index in range(300):
+            sent += 1
+            yield {"probe": "xid", "ok": True, "raw": {f"r{index}.txt": "x" * 2**20}}
+
+    caps = fleet.NodeCaps(raw_bytes=4 * 2**20, raw_files=2000)
+    outcome, run, closed = hostile_run(tmp_path, flood(), caps)
+    assert sent == 2 and closed["closed"]  # stopped at the second record: nothing more read
+    assert raw_on_disk(run) == (1, 2**20)  # the first record only
+    (error,) = node_run_errors(outcome)
+    assert error.startswith("refused: the node sent a second record of probe 'xid'; not stored")
+    assert outcome.state == "error"
+
+
+def test_a_node_past_the_raw_byte_cap_stores_nothing_more(tmp_path: Path) -> None:
+    records = iter(
+        [
+            {"probe": "xid", "ok": True, "raw": {"a.txt": "x" * 3 * 2**20}},
+            {"probe": "host", "ok": True, "raw": {"b.txt": "y" * 2 * 2**20}},
+        ]
+    )
+    outcome, run, _ = hostile_run(tmp_path, records, fleet.NodeCaps(4 * 2**20, 2000))
+    assert raw_on_disk(run) == (1, 3 * 2**20)
+    (error,) = node_run_errors(outcome)
+    assert error.startswith(
+        "refused: probe 'host' took the node's raw output past the cap of 4 MiB in 2000 files "
+        "(5 MiB in 2 files); not stored"
+    )
+
+
+def test_a_node_sending_20000_files_leaves_at_most_the_file_cap(tmp_path: Path) -> None:
+    many = {f"f{i}.txt": "1" for i in range(20000)}
+    records = iter(
+        [
+            {"probe": "xid", "ok": True, "raw": {"a.txt": "x"}},
+            {"probe": "host", "ok": True, "raw": many},
+        ]
+    )
+    outcome, run, _ = hostile_run(tmp_path, records, fleet.NodeCaps())
+    assert raw_on_disk(run) == (1, 1)
+    (error,) = node_run_errors(outcome)
+    assert "past the cap of 256 MiB in 2000 files (0 MiB in 20001 files)" in error
+    facts = (run / "facts" / "evil.json").read_text()
+    assert '"host"' not in facts  # the refused record is not in the facts either
+
+
+def test_a_record_of_a_probe_not_asked_for_is_refused(tmp_path: Path) -> None:
+    records = iter([{"probe": "nvme", "ok": True, "raw": {"a.txt": "x"}}])
+    outcome, run, _ = hostile_run(tmp_path, records)
+    assert raw_on_disk(run) == (0, 0)
+    (error,) = node_run_errors(outcome)
+    assert error.startswith("refused: the node sent a record of probe 'nvme', which it was not")

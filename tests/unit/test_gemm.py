@@ -106,3 +106,20 @@ def test_facts_round_trip() -> None:
     from pydantic import TypeAdapter
 
     assert TypeAdapter(GemmFacts).validate_python(dataclasses.asdict(facts)) == facts
+
+
+def test_the_sweep_starts_after_a_timed_warm_up_at_load() -> None:
+    """Five warm-up products of the first shape last milliseconds on a GPU, while its
+    clocks rise from idle over far longer: the probe first keeps the device busy for
+    warmup_s, and records that it did, before the first shape is timed."""
+    import threading
+
+    pytest.importorskip("torch")
+    import torch
+
+    from bringup.node.probes.gemm import Params, measure
+
+    params = Params(m_sizes=[64], nk=64, warmup_s=0.3, iterations=2, device="cpu")
+    gpu = measure(torch, "cpu", 0, params, threading.Barrier(1))
+    assert gpu.warmup_s is not None and gpu.warmup_s >= 0.3
+    assert [(r.dtype, r.m) for r in gpu.sweep] == [("bf16", 64)]

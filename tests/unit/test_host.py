@@ -460,3 +460,42 @@ def test_checks_judge_this_machine(facts: host.HostFacts, profile: Profile) -> N
         findings = check.judge(facts, profile)
         assert findings
         assert all(f.check == check.name for f in findings)
+
+
+def test_ib_ports_judges_each_compute_rail_against_the_profile_s_rate(
+    facts: host.HostFacts, tmp_path: Path
+) -> None:
+    """HGX B300 carries one 800 Gb/s ConnectX-8 per GPU (docs/reference.md#nic-rates): a rail
+    trained at 400G FAILs, port by port, though every port is up at one rate."""
+    b300 = load("b300")
+    for n in range(8):
+        write_ib_port(tmp_path / "xdr", f"mlx5_{n}", 1, IB_ACTIVE_XDR)
+        write_ib_port(tmp_path / "ndr", f"mlx5_{n}", 1, IB_ACTIVE_NDR)
+    xdr = dataclasses.replace(facts, ib_ports=host.read_ib_ports(tmp_path / "xdr"))
+    ok = only(checks.judge_ib_ports(xdr, b300))
+    assert (ok.status, ok.message) == (
+        Status.PASS,
+        "8/8 RDMA ports ACTIVE/LinkUp (InfiniBand): 8 at 800 Gb/sec (4X XDR)",
+    )
+    # All eight at 400G: one rate, all up, and every one of them a slow rail.
+    ndr = dataclasses.replace(facts, ib_ports=host.read_ib_ports(tmp_path / "ndr"))
+    slow = checks.judge_ib_ports(ndr, b300)
+    assert [(f.status, f.value, f.unit) for f in slow] == [(Status.FAIL, 400.0, "Gb/s")] * 8
+    assert slow[3].message == (
+        "mlx5_3 port 1 at 400 Gb/sec (4X NDR), the b300 profile's compute rails run at 800 Gb/s"
+    )
+    assert slow[3].expected == Expected(op=">=", value=800, unit="Gb/s")
+    # One rail of eight trained low.
+    one_low = [p if p.device != "mlx5_5" else ndr.ib_ports[5] for p in xdr.ib_ports]
+    (low,) = checks.judge_ib_ports(dataclasses.replace(facts, ib_ports=one_low), b300)
+    assert (low.status, low.message.split(" ")[0]) == (Status.FAIL, "mlx5_5")
+    # Eight rails at 800G and a ninth, slower port: another network's (front-end), named.
+    write_ib_port(tmp_path / "xdr", "mlx5_8", 1, IB_ACTIVE_NDR)
+    front = dataclasses.replace(facts, ib_ports=host.read_ib_ports(tmp_path / "xdr"))
+    passed = only(checks.judge_ib_ports(front, b300))
+    assert (passed.status, passed.message) == (
+        Status.PASS,
+        "9/9 RDMA ports ACTIVE/LinkUp (InfiniBand): 8 at 800 Gb/sec (4X XDR), 1 at 400 Gb/sec "
+        "(4X NDR); 8 compute rails at >= 800 Gb/s, mlx5_8 port 1 slower: taken as another "
+        "network's (front-end)",
+    )

@@ -36,6 +36,16 @@ NOMPI = "nccltests-294-h100-2node-nompi-busbw0-excerpt.txt"
 MPI_FIXED = "nccltests-294-h100x16-2node-ib-mpi-fixed-excerpt.txt"
 INIT_FAILURE = "nccltests-294-h100x16-2node-ncclwarn-init-failure.txt"
 GH200 = "nccltests-369-gh200x8-2node-cuda-busy-failure.txt"
+# GB200 NVL72, CoreWeave's README: device lists trimmed to the last rank.
+NVL72_1RACK = "coreweave-gb200-nvl72-72rank-1rack-trimmed.txt"
+NVL72_2RACK = "coreweave-gb200-nvl72-144rank-2rack-trimmed.txt"
+NVL72_20RACK = "coreweave-gb200-nvl72-1440rank-20rack-trimmed.txt"
+OCI_GB300_4 = "oci-gb300-4rank-1node-allreduce-truncated.txt"
+OCI_GB300_8 = "oci-gb300-8rank-2node-1rack-allreduce-trimmed.txt"
+OCI_GB300_64 = "oci-gb300-64rank-16node-1rack-allreduce-trimmed.txt"
+OCI_GB300_128 = "oci-gb300-128rank-32node-2rack-allreduce-trimmed.txt"
+OCI_GB300_A2A = "oci-gb300-128rank-32node-2rack-alltoall-trimmed.txt"
+OCI_GB200_4 = "oci-gb200-4rank-1node-graphics-device-allreduce-truncated.txt"
 
 
 def make_profile(floor_gb_s: float) -> Profile:
@@ -79,6 +89,18 @@ def judge(facts: NcclFacts, profile: Profile = H100) -> list[Finding]:
         (MPI_FIXED, "all_reduce", 16, 5, 444.71e9, 444.25e9, 406.034e9, 0, True),
         (INIT_FAILURE, None, 16, 0, None, None, None, None, False),
         (GH200, "all_reduce", 8, 0, None, None, None, None, False),
+        # nranks from the highest rank number shown (+1), not from the one line shown.
+        (NVL72_1RACK, "all_reduce", 72, 5, 846.82e9, 846.82e9, 745.53e9, 0, True),
+        (NVL72_2RACK, "all_reduce", 144, 6, 820.36e9, 820.36e9, 688.487e9, 0, True),
+        (NVL72_20RACK, "all_reduce", 1440, 6, 405.74e9, 405.74e9, 297.808e9, 0, True),
+        # OCI's GB300/GB200 quick starts: "# Truncated  smaller message sizes", ranks 0, 1,
+        # n-2, n-1 with "..." between; the GB200 excerpt stops before its summary.
+        (OCI_GB300_4, "all_reduce", 4, 2, 685.27e9, 685.27e9, 446.673e9, 0, True),
+        (OCI_GB300_8, "all_reduce", 8, 2, 842.11e9, 842.11e9, 474.234e9, 0, True),
+        (OCI_GB300_64, "all_reduce", 64, 2, 930.6e9, 930.6e9, 455.539e9, 0, True),
+        (OCI_GB300_128, "all_reduce", 128, 2, 739.99e9, 739.99e9, 300.755e9, 0, True),
+        (OCI_GB300_A2A, "alltoall", 128, 2, 47.67e9, 47.67e9, 28.0844e9, 0, True),
+        (OCI_GB200_4, "all_reduce", 4, 2, 663.34e9, 663.34e9, None, None, False),
     ],
 )
 def test_summary_per_fixture(
@@ -104,7 +126,7 @@ def test_summary_per_fixture(
 
 
 def test_every_fixture_is_in_the_table() -> None:
-    assert len(ALL_FIXTURES) == 13
+    assert len(ALL_FIXTURES) == 22
 
 
 def test_single_node_rows_and_devices() -> None:
@@ -321,7 +343,7 @@ def test_two_node_srun_judged_on_large_messages_not_the_peak() -> None:
 def test_a_multi_node_run_is_not_held_to_the_nvlink_floor() -> None:
     (found,) = judge(parse(SRUN))  # the profile has no multi-node floor
     assert found.status == Status.SKIP
-    assert found.message.startswith("2-node job: the profile has no multi-node floor")
+    assert found.message.startswith("2-node job over 16 ranks: the profile has no multi-node floor")
 
 
 def test_a100_allreduce_inferred_from_the_bus_factor() -> None:

@@ -123,10 +123,11 @@ def test_state_from_the_h200_capture() -> None:
     assert gpu["clocks"] == {"sm": 1980, "mem": 3201}
     assert gpu["ecc_mode"] == {"current": 1}
     assert gpu["clocks_event_reasons"] == 0
-    assert gpu["fabric"] == {"state": "completed", "status": "SUCCESS"}
+    assert gpu["fabric"] == {"state": "completed", "status": "SUCCESS", "clique_id": 0}
     assert gpu["fields"] == {
         "82": {"type": "unsigned_int", "value": 41.0},
         "194": {"type": "signed_int", "value": -2.0},
+        "195": {"type": "signed_int", "value": 0.0},  # "Memory Max Operating T.Limit Temp"
     }
     # What the -q text parser does not give is absent (NOT_SUPPORTED), not invented.
     assert "compute_capability" not in gpu and "nvlinks" not in gpu

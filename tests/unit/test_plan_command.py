@@ -90,6 +90,34 @@ def test_a_config_without_the_fields(tmp_path: Path) -> None:
     assert f"{config}: not a decoder config.json: no hidden_size, num_hidden_layers" in line
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("max_position_embeddings", "1e400", "max_position_embeddings inf: not a finite number"),
+        ("rope_theta", "NaN", "rope_theta nan: not a finite number"),
+        ("rope_theta", "-Infinity", "rope_theta -inf: not a finite number"),
+        ("hidden_size", "4" + "0" * 40, "hidden_size 4" + "0" * 39),
+        ("max_position_embeddings", "8192.5", "max_position_embeddings 8192.5: not a whole number"),
+    ],
+)
+def test_a_non_finite_or_huge_number_is_one_line_naming_the_field(
+    tmp_path: Path, field: str, value: str, says: str
+) -> None:
+    """`"max_position_embeddings": 1e400` raised OverflowError (issue 23, found 11)."""
+    shape = {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "intermediate_size": 11008,
+        "vocab_size": 32000,
+    }
+    text = json.dumps(shape)[:-1] + f', "{field}": {value}}}'
+    config = tmp_path / "config.json"
+    config.write_text(text)
+    line = one_line(["--model", config, "--method", "lora", "--gpu", "h200"])
+    assert line.startswith(f"error: {config}: {says}"), line
+
+
 def test_a_baseline_of_another_schema_version(tmp_path: Path, tiny_baseline: Path) -> None:
     data = json.loads((tiny_baseline / "baseline.json").read_text())
     data["schema_version"] = 2

@@ -18,7 +18,7 @@ import yaml
 from bringup.profile import Profile, ProfileError, available, load, profiles_dir
 from tests.support.reference import reference_anchors
 
-SHIPPED = ["a100", "b200", "b300", "h100", "h200"]
+SHIPPED = ["a100", "b200", "b300", "gb200", "gb300", "h100", "h200"]
 
 # nvidia-smi name and total memory in MiB, and the PCI device id
 # (docs/reference.md#gpu-identity).
@@ -28,11 +28,20 @@ NVIDIA_SMI = {
     "h200": ("NVIDIA H200", 143771, "0x2335"),
     "h100": ("NVIDIA H100 80GB HBM3", 81559, "0x2330"),
     "a100": ("NVIDIA A100-SXM4-80GB", 81920, "0x20b2"),
+    # NVL72 compute trays: tests/fixtures/smi/k8stestinfra-gb{2,3}00x4-580-q-x.xml.
+    "gb200": ("NVIDIA GB200", 189471, "0x2941"),
+    "gb300": ("NVIDIA GB300", 284208, "0x31c2"),
 }
+# GPUs per node: an HGX board's 8, an NVL72 compute tray's 4; and the NVLink domain.
+GPUS_PER_NODE = {"gb200": 4, "gb300": 4}
+DOMAIN = {"gb200": 72, "gb300": 72}
 
 # Lowest published 8-GPU NVLS all-reduce busbw, GB/s (docs/reference.md#nccl-floors; the
 # B300 floor comes from B200's figure, the same NVLink 5 fabric).
 MEASURED_BUSBW = {"b300": 838, "b200": 838, "h200": 473, "h100": 473, "a100": 235}
+# NVL72: 72 ranks in one rack, 835 GB/s the lowest of the large sizes (CoreWeave, GB200;
+# GB300 reuses it, the same NVLink 5 fabric).
+MEASURED_BUSBW |= {"gb200": 835, "gb300": 835}
 
 # A YAML line whose value (after the key, before any comment) contains a digit.
 NUMBER_LINE = re.compile(r"^\s*(?:-\s*)?[\w.-]+:[^#]*\d")
@@ -77,7 +86,7 @@ def name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_available_lists_exactly_the_five() -> None:
+def test_available_lists_exactly_the_shipped() -> None:
     assert available() == SHIPPED
 
 
@@ -90,7 +99,8 @@ def test_every_shipped_profile_loads(name: str) -> None:
 def test_gpu_identity_matches_nvidia_smi(name: str) -> None:
     model, mib, device_id = NVIDIA_SMI[name]
     gpu = load(name).gpu
-    assert (gpu.model, gpu.count, gpu.pci_device_id) == (model, 8, device_id)
+    count = GPUS_PER_NODE.get(name, 8)
+    assert (gpu.model, gpu.count, gpu.pci_device_id) == (model, count, device_id)
     # The floor sits 1% under what nvidia-smi prints: below it, never far below it.
     printed = mib * 1024 * 1024
     assert 0.985 * printed < gpu.memory_min_bytes < printed
@@ -104,8 +114,16 @@ def test_sanity_relations(name: str) -> None:
         assert gpu.bf16_dense_tflops < gpu.fp8_dense_tflops
     if gpu.bf16_achievable_tflops is not None:
         assert gpu.bf16_achievable_tflops < gpu.bf16_dense_tflops
-    assert profile.nvlink is not None  # all five are NVSwitch systems
+    assert profile.nvlink is not None  # all are NVSwitch systems
     assert profile.nvlink.per_pair == profile.nvlink.links_per_gpu
+    assert profile.nvlink.domain_gpus == DOMAIN.get(name, 8)
+    assert profile.nvlink.fabric_required == (name in DOMAIN)
+    # A smaller job's floor is below the whole domain's, and every profile expects its
+    # compute NICs' rate, one rail per GPU.
+    whole = profile.nccl.allreduce_busbw_min_gb_s
+    assert all(f <= whole for f in profile.nccl.allreduce_busbw_min_gb_s_by_ranks.values())
+    assert profile.network.compute_rate_gbit_s in (200, 400, 800)
+    assert profile.network.compute_ports == gpu.count
     floor = profile.nccl.allreduce_busbw_min_gb_s
     assert 0.9 * MEASURED_BUSBW[name] < floor < MEASURED_BUSBW[name]
     assert (profile.nvme.seq_read_min_gb_s, profile.nvme.seq_write_min_gb_s) == (3.0, 3.0)
@@ -123,6 +141,8 @@ def test_generations() -> None:
         "a100": 3,
         "b200": 5,
         "b300": 5,
+        "gb200": 5,
+        "gb300": 5,
         "h100": 4,
         "h200": 4,
     }
@@ -130,8 +150,26 @@ def test_generations() -> None:
         "a100": 4,
         "b200": 5,
         "b300": 6,
+        "gb200": 6,
+        "gb300": 6,
         "h100": 5,
         "h200": 5,
+    }
+    # The Grace host caps GB200's link at Gen5; GB300's tray switches it at Gen6.
+    assert {n: load(n).gpu.pcie_host_gen for n in SHIPPED if load(n).gpu.pcie_host_gen} == {
+        "gb200": 5
+    }
+    gb300 = load("gb300")
+    assert (gb300.gpu.compute_capability, gb300.software.min_driver) == ("10.3", "580.65.06")
+    # Compute rails: 800G ConnectX-8 on Blackwell Ultra, 400G ConnectX-7 on B200/GB200/Hopper.
+    assert {n: load(n).network.compute_rate_gbit_s for n in SHIPPED} == {
+        "a100": 200,
+        "b200": 400,
+        "b300": 800,
+        "gb200": 400,
+        "gb300": 800,
+        "h100": 400,
+        "h200": 400,
     }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bringup.checks.completeness import judge_completeness
-from bringup.checks.regression import judge_regressions
+from bringup.checks.regression import Known, judge_regressions
 from bringup.checks.stragglers import judge_stragglers
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
@@ -48,6 +48,43 @@ def test_a_node_below_the_fleet_median_is_a_straggler() -> None:
     # Within 5% of the median is no straggler; two nodes have no median to speak of.
     assert judge_stragglers([*fleet[:2], node("n3", 0.96 * H100_BUSBW)], DEFAULT_TOLERANCES) == []
     assert judge_stragglers(fleet[1:], DEFAULT_TOLERANCES) == []
+
+
+def test_a_node_that_cannot_be_compared_is_an_error_not_nothing_changed() -> None:
+    then = [node("n1", H100_BUSBW)]  # n2's facts file in the baseline does not parse
+    now = [node("n1", H100_BUSBW), node("n2", 0.5 * H100_BUSBW)]
+    findings = judge_regressions(
+        now,
+        then,
+        DEFAULT_TOLERANCES,
+        "old",
+        known_now=Known(["n1", "n2"]),
+        known_then=Known(["n1", "n2"], {"n2": "facts/n2.json unreadable"}),
+    )
+    assert [(f.node, f.check, f.status, f.message) for f in findings] == [
+        (
+            "n2",
+            "baseline.compare",
+            Status.ERROR,
+            "cannot compare n2: facts unreadable in the baseline old (facts/n2.json "
+            "unreadable): what changed on it since handover is unknown",
+        )
+    ]
+
+
+def test_a_baseline_of_other_nodes_compares_nothing_and_says_so_once() -> None:
+    findings = judge_regressions(
+        [node("n1", H100_BUSBW)], [node("m1", H100_BUSBW)], DEFAULT_TOLERANCES, "old"
+    )
+    assert [(f.node, f.check, f.status, f.message) for f in findings] == [
+        (
+            "",
+            "baseline.compare",
+            Status.ERROR,
+            "the baseline old has no node in common with this run: nothing was compared "
+            "(there: m1; here: n1)",
+        )
+    ]
 
 
 def test_regressions_identity_new_xids_and_missing_nodes() -> None:

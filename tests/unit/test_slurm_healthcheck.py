@@ -269,6 +269,22 @@ def test_pruning_keeps_the_newest_runs_and_touches_nothing_else(tmp_path: Path) 
     ]
 
 
+def test_pruning_goes_by_age_and_never_removes_the_run_just_written(tmp_path: Path) -> None:
+    """Pruned by name, runs named from a clock that was ahead outlived the run just written,
+    which was removed while its path was printed (issue 23, found 10)."""
+    ahead = [
+        hc.new_run_path(tmp_path, datetime(2099, 1, 1, hour, tzinfo=timezone.utc))
+        for hour in range(3)
+    ]
+    for age, path in enumerate(reversed(ahead), start=1):  # written days ago
+        os.utime(path, (time.time() - age * 86400,) * 2)
+    current = hc.new_run_path(tmp_path, datetime(2026, 11, 30, tzinfo=timezone.utc))
+    removed = hc.prune_runs(tmp_path, keep=2, current=current)
+    assert current.is_dir()
+    assert sorted(removed) == sorted(ahead[:2])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([current.name, ahead[2].name])
+
+
 # --- the command line ----------------------------------------------------------------------
 
 

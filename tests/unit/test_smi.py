@@ -57,6 +57,9 @@ KIND = {
     "ugpuexp-h100-nvlink-s.txt": "nvlink-s",
     "ugpuexp-h100-mig-nvlink-s.txt": "nvlink-s",
     "ugpuexp-l40s-nvlink-s-unsupported.txt": "nvlink-s",
+    "k8stestinfra-gb200x4-580-q-x.xml": "smi-xml",
+    "k8stestinfra-gb300x4-580-q-x.xml": "smi-xml",
+    "k8stestinfra-b200x8-580-q-x.xml": "smi-xml",
     "gpu-uncorrectable-runbook-q-ecc-rowremap-i-52-annotated.txt": "smi-q",
     "xe9780-b300x7-of-8-driver-name-cc.csv.txt": "smi-csv",
     "xe9780-b300x7-of-8-nvlink-status.txt": "nvlink-s",
@@ -113,6 +116,7 @@ def test_q_and_csv_agree_on_the_same_h100() -> None:
             power_draw_w=631.95,
             memory_temperature_c=54.0,
             slowdown_tlimit_c=None,
+            memory_max_tlimit_c=None,  # no CSV column either
         )
         == csv_gpu
     )

@@ -40,6 +40,7 @@ def test_query_csv_h100_212_columns() -> None:
         remapped_rows=RemappedRows(0, 0, pending=False, failure=False),
         pcie_gen_current=5,
         pcie_gen_max=5,
+        pcie_link_gen_max=5,  # pcie.link.gen.max: the link's, the host's side too
         pcie_width_current=16,
         pcie_width_max=16,
         power_draw_w=631.95,
@@ -55,6 +56,7 @@ def test_query_csv_h100_212_columns() -> None:
         clock_event_reasons=[],  # clocks_event_reasons.active = 0x0000000000000000
         fabric_state="completed",
         fabric_status="success",
+        fabric_clique_id=0,  # fabric.cliqueId
     )
 
 

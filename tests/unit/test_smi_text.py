@@ -37,6 +37,7 @@ def test_q_text_h100_idle_every_field() -> None:
                 remapped_rows=RemappedRows(0, 0, pending=False, failure=False),
                 pcie_gen_current=5,
                 pcie_gen_max=5,
+                pcie_link_gen_max=5,  # "Max : 5": the link's, the host's side too
                 pcie_width_current=16,
                 pcie_width_max=16,
                 power_draw_w=69.85,
@@ -51,6 +52,7 @@ def test_q_text_h100_idle_every_field() -> None:
                 gpu_max_operating_temperature_c=None,
                 tlimit_margin_c=46.0,  # "GPU T.Limit Temp : 46 C"
                 slowdown_tlimit_c=-2.0,  # "GPU Slowdown T.Limit Temp : -2 C"
+                memory_max_tlimit_c=0.0,  # "Memory Max Operating T.Limit Temp : 0 C"
                 sm_clock_hz=345_000_000,
                 sm_clock_max_hz=1_980_000_000,
                 memory_clock_hz=2_619_000_000,
@@ -58,6 +60,7 @@ def test_q_text_h100_idle_every_field() -> None:
                 clock_event_reasons=["gpu_idle"],
                 fabric_state="completed",
                 fabric_status="success",
+                fabric_clique_id=0,  # "CliqueId : 0": no multi-node NVLink
             )
         ],
     )

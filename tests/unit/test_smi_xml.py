@@ -34,6 +34,7 @@ def test_q_xml_telegraf_a100_trimmed_mig() -> None:
             remapped_rows=None,  # <remapped_rows>N/A</remapped_rows>
             pcie_gen_current=4,
             pcie_gen_max=4,
+            pcie_link_gen_max=4,  # <max_link_gen>: the link's maximum, the host's side too
             pcie_width_current=16,
             pcie_width_max=16,
             power_draw_w=67.03,

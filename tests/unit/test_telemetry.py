@@ -122,3 +122,30 @@ def test_a_timeline_survives_json_and_validation_as_facts() -> None:
 def test_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="interval_s must be positive"):
         Sampler(0)
+
+
+class _FieldValuesNvml:
+    """The one NVML call the throttle counters make, answered with real pynvml structs."""
+
+    NVMLError = Exception
+
+    def __init__(self, values: list[object]) -> None:
+        self.values = values
+
+    def nvmlDeviceGetFieldValues(self, _handle: object, _ids: list[int]) -> list[object]:
+        return self.values
+
+
+def test_an_unsigned_short_field_value_is_read_through_its_own_union_member() -> None:
+    """NVML_VALUE_TYPE_UNSIGNED_SHORT (6) fills usVal, two bytes of the union; the other
+    six stay as they were. Read as an unsigned long long they give a wrong number."""
+    pynvml = pytest.importorskip("pynvml")
+    value = pynvml.c_nvmlFieldValue_t()
+    value.fieldId = 251
+    value.nvmlReturn = 0
+    value.value.ullVal = 0xDEAD_BEEF_0000_0000  # what the buffer held before the driver wrote
+    value.value.usVal = 1234
+    value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT
+    source = telemetry.NvmlSource()
+    source._nvml = _FieldValuesNvml([value])
+    assert source._fields(object(), [251]) == {251: 1234.0}

@@ -52,12 +52,19 @@ CHECKS: list[Check] = [
         "driver and CUDA version at least the minimum",
     ),
     Check("gpu.persistence", PROBE, _readable(identity.judge_persistence), "persistence mode on"),
-    Check("gpu.ecc", PROBE, _readable(memory.judge_ecc), "ECC on, no uncorrected ECC errors"),
+    Check(
+        "gpu.ecc",
+        PROBE,
+        _readable(memory.judge_ecc),
+        "ECC on, no uncorrected ECC errors",
+        profile_free=True,
+    ),
     Check(
         "gpu.remapped_rows",
         PROBE,
         _readable(memory.judge_remapped_rows),
         "no pending or failed row remap",
+        profile_free=True,
     ),
     Check(
         "gpu.pcie",
@@ -84,8 +91,13 @@ CHECKS: list[Check] = [
         _readable(links.judge_nvlink),
         "all NVLinks up at the profile's version",
         context="topology",
+        profile_free=True,
     ),
     Check(
-        "gpu.fabric", PROBE, _readable(links.judge_fabric), "NVLink fabric registration completed"
+        "gpu.fabric",
+        PROBE,
+        _readable(links.judge_fabric),
+        "NVLink fabric registration completed",
+        profile_free=True,
     ),
 ]

@@ -11,6 +11,7 @@ import dataclasses
 from bringup.checks import finding
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
 from bringup.findings import Finding, Status, equal
+from bringup.node import gpu_ids
 from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.probes.topology import TopologyFacts
 from bringup.profile import Profile
@@ -119,6 +120,15 @@ def readable(facts: GpuFacts) -> GpuFacts:
 # gpu.model
 
 
+def _named_by_id(gpu: Gpu, profile: Profile) -> bool:
+    """A driver older than the GPU prints "NVIDIA Graphics Device": the GPU is the
+    profile's model when its PCI device id is (pci.ids, bringup/node/gpu_ids.py)."""
+    return gpu_ids.is_generic(gpu.name) and (
+        gpu_ids.profile_name(gpu.pci_device_id) == profile.name
+        or gpu_ids.normal(gpu.pci_device_id) == gpu_ids.normal(profile.gpu.pci_device_id)
+    )
+
+
 def _model_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
     """The GPU is the model the profile names, with at least the memory it promises."""
     check, spec = "gpu.model", profile.gpu
@@ -127,7 +137,7 @@ def _model_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
     if not gpu.name and memory is None:
         return None
     found = []
-    if gpu.name and gpu.name != spec.model:
+    if gpu.name and gpu.name != spec.model and not _named_by_id(gpu, profile):
         found.append(
             finding(
                 check,

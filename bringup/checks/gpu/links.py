@@ -6,7 +6,7 @@ topology matrix, when the node has one: a GPU cut off from NVLink is the topolog
 
 from __future__ import annotations
 
-from bringup.checks import finding
+from bringup.checks import finding, has_profile
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
 from bringup.checks.topology import gpus_without_nvlink
 from bringup.findings import Finding, Status
@@ -66,9 +66,35 @@ def _pcie_gen_max(gpu: Gpu, profile: Profile) -> Finding | None:
     )
 
 
+def _pcie_link_max(gpu: Gpu, profile: Profile) -> Finding | None:
+    """The host side lets the link reach what the platform should give (a Gen4 slot under
+    a Gen5 GPU): the profile's host generation (a Grace host's Gen5), else the GPU's."""
+    link_max = gpu.pcie_link_gen_max
+    own = gpu.pcie_gen_max if gpu.pcie_gen_max is not None else profile.gpu.pcie_gen
+    should = min(own, profile.gpu.pcie_host_gen or profile.gpu.pcie_gen)
+    if link_max is None or link_max >= should:
+        return None
+    return finding(
+        "gpu.pcie",
+        Status.WARN,
+        f"{gpu_label(gpu)}: PCIe link max Gen{link_max} (the host side), expected Gen{should}",
+        value=link_max,
+        expected=f">= {should}",
+        unit="PCIe gen",
+        action="the slot or the host's root port caps the link below the platform's "
+        "generation: check the BIOS PCIe speed setting and the riser",
+    )
+
+
 def _expected_gen(gpu: Gpu, profile: Profile) -> int:
-    """The generation the link should run at under load: the GPU's own max, else the profile's."""
-    return gpu.pcie_gen_max if gpu.pcie_gen_max is not None else profile.gpu.pcie_gen
+    """The generation the link should run at under load: the GPU's own max (else the
+    profile's), capped by the host side: the link's own max where the source reports it,
+    else the profile's host generation (a Grace host's Gen5 under a Gen6 GPU is full speed)."""
+    own = gpu.pcie_gen_max if gpu.pcie_gen_max is not None else profile.gpu.pcie_gen
+    host = gpu.pcie_link_gen_max
+    if host is None:
+        host = profile.gpu.pcie_host_gen
+    return min(own, host) if host is not None else own
 
 
 def _gen_not_judged(gpu: Gpu, profile: Profile) -> bool:
@@ -104,6 +130,7 @@ def _pcie_one(gpu: Gpu, profile: Profile) -> list[Finding] | None:
     found = (
         _pcie_width(gpu, profile),
         _pcie_gen_max(gpu, profile),
+        _pcie_link_max(gpu, profile),
         _pcie_gen_current(gpu, profile),
     )
     return [f for f in found if f is not None]
@@ -138,7 +165,8 @@ def judge_pcie(facts: GpuFacts, profile: Profile) -> list[Finding]:
         "gpu.pcie",
         facts,
         lambda gpu: _pcie_one(gpu, profile),
-        ok=f"PCIe x{spec.pcie_width}, Gen{spec.pcie_gen} capable",
+        ok=f"PCIe x{spec.pcie_width}, Gen{spec.pcie_gen} capable"
+        + (f" (Gen{spec.pcie_host_gen} host link)" if spec.pcie_host_gen else ""),
         unreported="PCIe link not reported",
     )
     return findings + _idle_gen_skip(facts.gpus, profile)
@@ -173,6 +201,42 @@ def _all_inactive(gpu: Gpu, links: int, cut_off: bool) -> Finding:
         expected=str(links),
         unit="links",
         action="check fabric manager / reseat the GPU baseboard, RMA if persistent",
+    )
+
+
+def _nvlink_states(facts: GpuFacts) -> list[Finding]:
+    """Without a profile (a GPU none fits): the link states alone. A link down beside
+    links up, or every link inactive, is a fault on any GPU; how many links and how fast
+    are the profile's to say."""
+    check = "gpu.nvlink"
+    if not facts.gpus:
+        return [no_gpus(check)]
+
+    def one(gpu: Gpu) -> list[Finding] | None:
+        if gpu.nvlinks_all_inactive and not gpu.nvlinks:
+            what = "all NVLinks inactive"
+        elif not gpu.nvlinks:
+            return None
+        elif down := [link.link for link in gpu.nvlinks if not link.active]:
+            up = len(gpu.nvlinks) - len(down)
+            what = f"{_links(down)} down ({up}/{len(gpu.nvlinks)} active)"
+        else:
+            return []
+        return [
+            finding(
+                check,
+                Status.FAIL,
+                f"{gpu_label(gpu)}: {what}",
+                action="check fabric manager / reseat the GPU baseboard, RMA if persistent",
+            )
+        ]
+
+    return judge_each_gpu(
+        check,
+        facts,
+        one,
+        ok="every NVLink reported is active (no profile: link count and speed not judged)",
+        unreported="NVLink state not reported",
     )
 
 
@@ -264,6 +328,8 @@ def judge_nvlink(
     facts: GpuFacts, profile: Profile, topology: TopologyFacts | None = None
 ) -> list[Finding]:
     """Every GPU's links up at the profile's version and speed (NVML, or `nvlink -s`)."""
+    if not has_profile(profile):
+        return _nvlink_states(facts)
     check, spec = "gpu.nvlink", profile.nvlink
     if not facts.gpus:
         return [no_gpus(check)]
@@ -288,33 +354,60 @@ def _normal(text: str) -> str:
     return "_".join(text.lower().split())
 
 
-def _fabric_one(gpu: Gpu) -> list[Finding] | None:
-    """NVSwitch systems: Fabric Manager registered the GPU in the NVLink fabric."""
+def _fabric_required(profile: Profile) -> bool:
+    """The profile's GPUs reach each other only through the NVLink fabric (NVL72 trays).
+    Without a profile (a GPU none fits) the fabric is judged by what it reports alone."""
+    return (
+        isinstance(profile, Profile)
+        and profile.nvlink is not None
+        and profile.nvlink.fabric_required
+    )
+
+
+def _fabric_one(gpu: Gpu, required: bool) -> list[Finding] | None:
+    """NVSwitch systems: Fabric Manager registered the GPU in the NVLink fabric; on a
+    tray of a multi-node NVLink domain, in a clique (0 is "none": the rack's other trays
+    are out of reach over NVLink)."""
     if gpu.fabric_state is None or _normal(gpu.fabric_state) == "not_supported":
+        if required and gpu.fabric_state is not None:
+            return [_fabric_fail(gpu, "fabric not supported", "not_supported")]
         return None
     state, status = _normal(gpu.fabric_state), gpu.fabric_status
     if state == "completed" and (status is None or _normal(status) == "success"):
+        if required and gpu.fabric_clique_id == 0:
+            return [_fabric_fail(gpu, "fabric registration completed but clique 0", 0)]
         return []
     # The status is shown as reported: it is the error the operator will search for.
     detail = f"fabric state {state}" + (f", status {status}" if status else "")
-    return [
-        finding(
-            "gpu.fabric",
-            Status.FAIL,
-            f"{gpu_label(gpu)}: {detail}",
-            value=state,
-            expected="completed / success",
-            action="fabric manager has not finished: `systemctl status nvidia-fabricmanager` "
-            "(its version must match the driver)",
-        )
-    ]
+    return [_fabric_fail(gpu, detail, state)]
+
+
+def _fabric_fail(gpu: Gpu, detail: str, value: str | int) -> Finding:
+    return finding(
+        "gpu.fabric",
+        Status.FAIL,
+        f"{gpu_label(gpu)}: {detail}",
+        value=value,
+        expected="completed / success" + (", clique != 0" if value == 0 else ""),
+        action="fabric manager has not finished: `systemctl status nvidia-fabricmanager` "
+        "(its version must match the driver); on an NVL72 tray also the NVLink switch "
+        "trays' fabric (`nvidia-smi -q | grep -A4 Fabric` shows the clique) and IMEX "
+        "(`systemctl status nvidia-imex`)",
+    )
+
+
+def _cliques(facts: GpuFacts) -> str:
+    """' (clique 2)' when the GPUs report one clique id other than 0, else ''."""
+    ids = {g.fabric_clique_id for g in facts.gpus if g.fabric_clique_id is not None}
+    return f" (clique {ids.pop()})" if len(ids) == 1 and 0 not in ids else ""
 
 
 def judge_fabric(facts: GpuFacts, profile: Profile) -> list[Finding]:
+    required = _fabric_required(profile)
     return judge_each_gpu(
         "gpu.fabric",
         facts,
-        _fabric_one,
-        ok="fabric registration completed",
+        lambda gpu: _fabric_one(gpu, required),
+        ok=f"fabric registration completed{_cliques(facts)}",
         unreported="fabric state not reported (pre-Hopper driver or not an NVSwitch system)",
     )

@@ -144,6 +144,20 @@ def _hottest(facts: GpuFacts) -> Gpu | None:
     return max(reported, key=lambda gpu: gpu.temperature_c or 0.0, default=None)
 
 
+def _hbm_unjudged(facts: GpuFacts) -> str:
+    """Why the HBM limit was not judged: not reported, or reported on the T.Limit scale
+    only ("Memory Max Operating T.Limit Temp : 0 C"), which no HBM reading is on: the
+    T.Limit margin nvidia-smi prints is the GPU's, the HBM temperature is absolute."""
+    relative = {g.memory_max_tlimit_c for g in facts.gpus if g.memory_max_tlimit_c is not None}
+    if not relative:
+        return "HBM limit not reported"
+    shown = "/".join(f"{c:g} C" for c in sorted(relative))
+    return (
+        f"HBM limit given on the T.Limit scale only ({shown}): "
+        "not comparable with an HBM temperature"
+    )
+
+
 def _limits_judged(facts: GpuFacts, profile: Profile) -> str:
     """'slowdown / HBM limits', 'HBM limit (slowdown not reported)': what the PASS verified."""
     slowdown = any(_slowdown_headroom(gpu) is not None for gpu in facts.gpus)
@@ -151,7 +165,7 @@ def _limits_judged(facts: GpuFacts, profile: Profile) -> str:
     if slowdown and hbm:
         return "slowdown / HBM limits"
     if slowdown:
-        return "slowdown limit (HBM limit not reported)"
+        return f"slowdown limit ({_hbm_unjudged(facts)})"
     return "HBM limit (slowdown threshold not reported)"
 
 

@@ -12,11 +12,16 @@ as torchtitan does. L layers, H query heads, Q head dim, T sequence length; 12·
 the attention score and value products, forward and backward (the PaLM convention: the
 causal half is not subtracted). With a frozen base the forward costs 2N and the backward
 only the input gradients, another 2N (no weight gradients); A adapter parameters cost the
-usual 6 each (forward, input and weight gradients).
+usual 6 each (forward, input and weight gradients). One exception: the first layer's
+q/k/v projections read the frozen input embedding through a frozen norm, so nothing needs
+their input gradients, of the base weights (2·in·out each) or of the adapters' A (2·r·in):
+autograd computes none, and MFU counts none (`first_layer_input_gradients`).
 
 Model FLOPs are what MFU counts. Gradient checkpointing recomputes the forward, about
-2·N + 4·L·H·Q·T (+ 2·A) more: that is hardware FLOPs (HFU), never MFU, or a run could
-raise its MFU by doing more work.
+2·N + 4·L·H·Q·T (+ 2·A) more, and with LoRA it needs the embedding output to require a
+gradient (transformers' enable_input_require_grads), which brings those first-layer input
+gradients back: that is hardware FLOPs (HFU), never MFU, or a run could raise its MFU by
+doing more work.
 """
 
 from __future__ import annotations
@@ -80,6 +85,19 @@ def adapter_parameters(shape: ModelShape, lora: LoraSpec) -> int:
     return shape.num_layers * per_layer
 
 
+# The projections of a decoder layer that read its input (through the input norm).
+FIRST_READERS = ("q_proj", "k_proj", "v_proj")
+
+
+def first_layer_input_gradients(shape: ModelShape, lora: LoraSpec) -> int:
+    """FLOPs per token of the input gradients of the first layer's q/k/v (and their
+    adapters' A): their input, the frozen embedding through a frozen norm, needs none."""
+    shapes = projection_shapes(shape)
+    base = sum(2 * shapes[p][0] * shapes[p][1] for p in FIRST_READERS)
+    adapters = sum(2 * lora.r * shapes[p][0] for p in FIRST_READERS if p in lora.targets)
+    return base + adapters
+
+
 def attention_flops(shape: ModelShape, seq_len: int) -> int:
     """12·L·H·Q·T: attention products per token, forward and backward."""
     return 12 * shape.num_layers * shape.num_heads * shape.head_dim * seq_len
@@ -91,13 +109,29 @@ def per_token(
     """Model and hardware FLOPs per trained token; lora=None is a full fine-tune."""
     n = parameter_counts(shape).non_embedding
     attention = attention_flops(shape, seq_len)
-    adapters = adapter_parameters(shape, lora) if lora is not None else 0
-    # Full: forward 2N, backward 4N. LoRA: the frozen base needs only input gradients.
-    model = 6 * n + attention if lora is None else 4 * n + attention + 6 * adapters
-    recompute = 0
-    if gradient_checkpointing:
-        recompute = 2 * n + attention // 3 + 2 * adapters  # one more forward: 2N + 4·L·H·Q·T
-    return FlopsPerToken(model=model, hardware=model + recompute)
+    if lora is None:  # forward 2N, backward 4N
+        model = 6 * n + attention
+        recompute = _recompute(shape, seq_len, 0) if gradient_checkpointing else 0
+        return FlopsPerToken(model=model, hardware=model + recompute)
+    # LoRA: the frozen base needs only input gradients, and the first layer's q/k/v none.
+    adapters = adapter_parameters(shape, lora)
+    unneeded = first_layer_input_gradients(shape, lora)
+    model = 4 * n + attention + 6 * adapters - unneeded
+    if not gradient_checkpointing:
+        return FlopsPerToken(model=model, hardware=model)
+    # The recomputed forward, and the input gradients the embedding's
+    # enable_input_require_grads brings back.
+    recompute = _recompute(shape, seq_len, adapters)
+    return FlopsPerToken(model=model, hardware=model + recompute + unneeded)
+
+
+def _recompute(shape: ModelShape, seq_len: int, adapters: int) -> int:
+    """Gradient checkpointing's second forward: 2N + 4·L·H·Q·T + 2A. It counts the output
+    projection too, which transformers does not checkpoint (2·hidden·vocab per token more
+    than a GPU executes, pinned in tests/integration/burnin/test_flops_counted.py); the
+    recorded baselines that plans are checked against were counted this way."""
+    n = parameter_counts(shape).non_embedding
+    return 2 * n + attention_flops(shape, seq_len) // 3 + 2 * adapters
 
 
 def utilization(flops_per_s: float, peak_flops_per_s: float) -> float:

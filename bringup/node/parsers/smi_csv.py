@@ -156,6 +156,8 @@ def _gpu_from_csv(position: int, row: _Row) -> Gpu:
         # (current) or capped by the host (max).
         pcie_gen_current=_csv_int(row, "pcie.link.gen.gpucurrent", "pcie.link.gen.current"),
         pcie_gen_max=_csv_int(row, "pcie.link.gen.gpumax", "pcie.link.gen.max"),
+        # The plain max is the link's: the GPU's and the host's together (Grace: Gen5).
+        pcie_link_gen_max=_csv_int(row, "pcie.link.gen.max"),
         pcie_width_current=_csv_int(row, "pcie.link.width.current"),
         pcie_width_max=_csv_int(row, "pcie.link.width.max"),
         power_draw_w=_csv_float(row, "power.draw", "power.draw.average", "power.draw.instant"),
@@ -171,6 +173,7 @@ def _gpu_from_csv(position: int, row: _Row) -> Gpu:
         clock_event_reasons=_csv_reasons(row),
         fabric_state=fabric_state(row.text("fabric.state")),
         fabric_status=fabric_status(row.text("fabric.status")),
+        fabric_clique_id=_csv_int(row, "fabric.cliqueId"),
     )
 
 

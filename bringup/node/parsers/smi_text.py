@@ -212,6 +212,10 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
             "",
             "PCIe max generation",
         ),
+        # "Max" alone is the link's maximum: the lower of the GPU's and the host's.
+        pcie_link_gen_max=whole(
+            gpu.get(*link, "PCIe Generation", "Max"), "", "PCIe link max generation"
+        ),
         pcie_width_current=whole(gpu.get(*link, "Link Width", "Current"), "x", "link width"),
         pcie_width_max=whole(gpu.get(*link, "Link Width", "Max"), "x", "max link width"),
         # Newer drivers print an average and an instantaneous draw; the average is what
@@ -249,6 +253,9 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
         ),
         tlimit_margin_c=measure(temp.get("GPU T.Limit Temp"), "C", "T.Limit"),
         slowdown_tlimit_c=measure(temp.get("GPU Slowdown T.Limit Temp"), "C", "slowdown T.Limit"),
+        memory_max_tlimit_c=measure(
+            temp.get("Memory Max Operating T.Limit Temp"), "C", "memory max T.Limit"
+        ),
         sm_clock_hz=scaled(gpu.get("Clocks", "SM"), "MHz", MHZ, "SM clock"),
         sm_clock_max_hz=scaled(gpu.get("Max Clocks", "SM"), "MHz", MHZ, "max SM clock"),
         memory_clock_hz=scaled(gpu.get("Clocks", "Memory"), "MHz", MHZ, "memory clock"),
@@ -258,6 +265,7 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
         ),
         fabric_state=fabric_state(gpu.get("Fabric", "State")),
         fabric_status=fabric_status(gpu.get("Fabric", "Status")),
+        fabric_clique_id=whole(gpu.get("Fabric", "CliqueId"), "", "CliqueId"),
         unreadable=_unreadable(gpu),
     )
 

@@ -105,6 +105,9 @@ def _gpu_from_xml(index: int, gpu: ET.Element) -> Gpu:
             _xml(gen, "device_current_link_gen", "current_link_gen"), "", "current_link_gen"
         ),
         pcie_gen_max=whole(_xml(gen, "max_device_link_gen", "max_link_gen"), "", "max_link_gen"),
+        # max_link_gen is the link's: on a GB200 tray 5 (Grace's root port) under a
+        # max_device_link_gen of 6.
+        pcie_link_gen_max=whole(_xml(gen, "max_link_gen"), "", "max_link_gen"),
         pcie_width_current=whole(_xml(width, "current_link_width"), "x", "current_link_width"),
         pcie_width_max=whole(_xml(width, "max_link_width"), "x", "max_link_width"),
         power_draw_w=measure(
@@ -132,6 +135,9 @@ def _gpu_from_xml(index: int, gpu: ET.Element) -> Gpu:
         slowdown_tlimit_c=measure(
             _xml(temp, "gpu_temp_slow_tlimit_threshold"), "C", "slowdown T.Limit"
         ),
+        memory_max_tlimit_c=measure(
+            _xml(temp, "gpu_temp_max_mem_tlimit_threshold"), "C", "memory max T.Limit"
+        ),
         sm_clock_hz=scaled(_xml(gpu, "clocks/sm_clock"), "MHz", MHZ, "sm_clock"),
         sm_clock_max_hz=scaled(_xml(gpu, "max_clocks/sm_clock"), "MHz", MHZ, "max sm_clock"),
         memory_clock_hz=scaled(_xml(gpu, "clocks/mem_clock"), "MHz", MHZ, "mem_clock"),
@@ -139,6 +145,7 @@ def _gpu_from_xml(index: int, gpu: ET.Element) -> Gpu:
         clock_event_reasons=_xml_reasons(gpu),
         fabric_state=fabric_state(_xml(gpu, "fabric/state")),
         fabric_status=fabric_status(_xml(gpu, "fabric/status")),
+        fabric_clique_id=whole(_xml(gpu, "fabric/cliqueId"), "", "cliqueId"),
     )
 
 

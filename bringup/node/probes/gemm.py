@@ -32,6 +32,12 @@ CPU_M_SIZES = [64, 128, 256]
 CPU_NK = 256
 HBM_COPY_BYTES_GPU = 2**30  # 1 GiB: far above any L2 cache
 HBM_COPY_BYTES_CPU = 16 * 2**20
+# Busy seconds of back-to-back matmuls before the sweep. From idle the GPU's clocks take a
+# while to rise (an H200 idles at 345 MHz SM clock and runs at 1980 under load), and five
+# warm-up products of the first, smallest shape last about 2 ms: it would be timed at idle
+# clocks. A CPU has no such ramp worth waiting for.
+GPU_WARMUP_S = 2.0
+CPU_WARMUP_S = 0.1
 # FP8 tensor cores: Ada and Hopper (sm_89, sm_90) on (docs/reference.md#gpu-peaks).
 FP8_CAPABILITY = (8, 9)
 
@@ -41,6 +47,7 @@ class Params:
     m_sizes: list[int] = field(default_factory=list)  # [] = the default sweep for the device
     nk: int = 0  # N = K; 0 = default for the device
     warmup: int = 5
+    warmup_s: float | None = None  # busy seconds before the sweep; None = for the device
     iterations: int = 20
     fp8: bool = True  # also measure FP8 where the GPU has it (sm_89 and newer)
     sustain_s: float = 0.0  # then run the best BF16 shape this long (diagnose)
@@ -77,6 +84,7 @@ class GemmGpu:
     fp8_error: str | None = None  # the FP8 path failed here; the BF16 figures still stand
     sustained_bf16_flops_per_s: float | None = None  # over sustain_s, under telemetry
     sustained_s: float | None = None
+    warmup_s: float | None = None  # busy seconds of matmuls before the sweep (clocks up)
     hbm_bytes_per_s: float | None = None  # device-to-device copy, bytes read + written
     sweep: list[GemmResult] = field(default_factory=list)
     error: str | None = None  # this GPU failed (the others still count)
@@ -189,6 +197,11 @@ def measure(
     if device == "cuda":
         major, minor = torch.cuda.get_device_capability(index)
         gpu.capability = f"{major}.{minor}"
+    warmup_s = params.warmup_s
+    if warmup_s is None:
+        warmup_s = GPU_WARMUP_S if device == "cuda" else CPU_WARMUP_S
+    if warmup_s > 0:
+        _, gpu.warmup_s = _sustain(torch, dev, timer, max(m_sizes), nk, warmup_s)
     for m in m_sizes:
         gpu.sweep.append(_matmul(torch, dev, timer, "bf16", m, nk, nk, params))
     best = max(gpu.sweep, key=lambda r: r.flops_per_s)

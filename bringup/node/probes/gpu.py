@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink, RemappedRows, decode_clock_event_reasons
+from bringup.node.gpu_facts import (
+    Gpu,
+    GpuFacts,
+    NvLink,
+    RemappedRows,
+    decode_clock_event_reasons,
+    nvml_field_number,
+)
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.tool import run, which
@@ -84,9 +91,8 @@ NVML_ERROR_GPU_IS_LOST = 15
 # Field ids (nvml.h, unchanged from CUDA 12.8 to 13.x; docs/reference.md#nvml).
 NVML_FI_DEV_NVLINK_GET_SPEED = 164  # per link (scope = link), Mbps
 NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT = 194  # slowdown threshold relative to T.Limit, C
+NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT = 195  # the HBM's limit on the same scale, C
 NVML_FI_DEV_MEMORY_TEMP = 82
-# nvmlValueType_t -> the member of the nvmlValue_t union that holds it.
-_VALUE_KINDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 class _GpuLost(Exception):
@@ -127,17 +133,7 @@ class _Nvml:
         values = self("nvmlDeviceGetFieldValues", h, request)
         if not values or values[0].nvmlReturn != 0:
             return None
-        value = values[0]
-        kinds = {
-            0: "dVal",
-            1: "uiVal",
-            2: "ulVal",
-            3: "ullVal",
-            4: "sllVal",
-            5: "siVal",
-            6: "usVal",
-        }
-        return float(getattr(value.value, kinds.get(value.valueType, "uiVal")))
+        return nvml_field_number(values[0])
 
 
 def _read_nvml(nvml: Any) -> GpuFacts:
@@ -199,7 +195,7 @@ def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
         return mhz * 1_000_000 if mhz is not None else None
 
     links, version = _read_nvlinks(call, h)
-    fabric_state, fabric_status, health = _read_fabric(call, h)
+    fabric_state, fabric_status, health, clique = _read_fabric(call, h)
     return Gpu(
         index=index,
         name=_text(call("nvmlDeviceGetName", h)) or "unknown",
@@ -227,6 +223,8 @@ def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
         pcie_gen_max=call.first(
             ("nvmlDeviceGetGpuMaxPcieLinkGeneration", h), ("nvmlDeviceGetMaxPcieLinkGeneration", h)
         ),
+        # The link's maximum, the slot (host) included: Gen5 on a Grace host.
+        pcie_link_gen_max=call("nvmlDeviceGetMaxPcieLinkGeneration", h),
         pcie_width_current=call("nvmlDeviceGetCurrPcieLinkWidth", h),
         pcie_width_max=call("nvmlDeviceGetMaxPcieLinkWidth", h),
         power_draw_w=watts(call("nvmlDeviceGetPowerUsage", h)),
@@ -240,6 +238,7 @@ def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
         gpu_max_operating_temperature_c=threshold(nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
         tlimit_margin_c=_number(call("nvmlDeviceGetMarginTemperature", h)),
         slowdown_tlimit_c=call.field(h, NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT),
+        memory_max_tlimit_c=call.field(h, NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT),
         sm_clock_hz=hz(call("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
         sm_clock_max_hz=hz(call("nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM)),
         memory_clock_hz=hz(call("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),
@@ -250,6 +249,7 @@ def _read_device(call: _Nvml, index: int, h: Any) -> Gpu:
         fabric_state=fabric_state,
         fabric_status=fabric_status,
         fabric_health_mask=health,
+        fabric_clique_id=clique,
     )
 
 
@@ -269,10 +269,11 @@ def _read_nvlinks(call: _Nvml, h: Any) -> tuple[list[NvLink], int | None]:
     return links, version
 
 
-def _read_fabric(call: _Nvml, h: Any) -> tuple[str | None, str | None, int | None]:
-    """Fabric Manager's registration of the GPU: the v2 call (with the health mask) where
-    this nvidia-ml-py has it, else v1. pynvml calls NVML without argtypes, so the struct
-    must go by reference: passed by value NVML would write through a garbage pointer."""
+def _read_fabric(call: _Nvml, h: Any) -> tuple[str | None, str | None, int | None, int | None]:
+    """Fabric Manager's registration of the GPU (state, status, health mask, clique id):
+    the v2 call (with the health mask) where this nvidia-ml-py has it, else v1. pynvml
+    calls NVML without argtypes, so the struct must go by reference: passed by value NVML
+    would write through a garbage pointer."""
     import ctypes
 
     nvml = call.nvml
@@ -291,12 +292,12 @@ def _read_fabric(call: _Nvml, h: Any) -> tuple[str | None, str | None, int | Non
         if call("nvmlDeviceGetGpuFabricInfo", h, ctypes.byref(info)) is None:
             info = None
     if info is None:
-        return None, None, None
+        return None, None, None, None
     state = _FABRIC_STATES.get(info.state, f"unknown_{info.state}")
     if state == "not_supported":
-        return state, None, None
+        return state, None, None, None
     status = "success" if info.status == 0 else _text(call("nvmlErrorString", info.status))
-    return state, status, health
+    return state, status, health, int(info.cliqueId)
 
 
 def _number(value: int | None) -> float | None:

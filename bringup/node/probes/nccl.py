@@ -65,7 +65,7 @@ _ROW = re.compile(
 _WRONG_COUNT = re.compile(r"^[0-9]+$", re.ASCII)
 _MAX_ERROR = re.compile(r"^[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]+\*?$", re.ASCII)
 _RANK = re.compile(
-    r"^#\s*Rank\s+[0-9]+\s+(?:Group\s+[0-9]+\s+)?Pid\s+[0-9]+\s+on\s+(?P<host>\S+)\s+"
+    r"^#\s*Rank\s+(?P<rank>[0-9]+)\s+(?:Group\s+[0-9]+\s+)?Pid\s+[0-9]+\s+on\s+(?P<host>\S+)\s+"
     r"device\s+(?P<device>[0-9]+)\s+\[(?P<bus>[^\]]*)\]\s+(?P<name>.+)$",
     re.ASCII,
 )
@@ -94,6 +94,7 @@ def parse_nccl_tests(text: str) -> NcclFacts:
     facts = NcclFacts(collective=None, nranks=None)
     seen_header = False
     ranks_reported: list[int] = []
+    shown: dict[int, tuple[str, int]] = {}  # rank number -> (host, device) of its line
     for raw in text.splitlines():
         line = _strip_prefix(raw).strip()
         if not line:
@@ -105,11 +106,10 @@ def parse_nccl_tests(text: str) -> NcclFacts:
             facts.rows.append(row)
             continue
         seen_header = seen_header or bool(_HEADER.match(line))
-        _read_other_line(line, facts, ranks_reported)
+        _read_other_line(line, facts, ranks_reported, shown)
     if not facts.rows and not facts.errors and not seen_header:
         raise ParseError("no nccl-tests result rows or errors found")
-    if facts.nranks is None and ranks_reported:
-        facts.nranks = max(ranks_reported)
+    _count_ranks(facts, shown, ranks_reported)
     if facts.collective is None:
         facts.collective = infer_collective(facts.rows, facts.nranks)
     summarise(facts)
@@ -121,14 +121,39 @@ def _strip_prefix(line: str) -> str:
     return _PREFIX.sub("", line, count=1)
 
 
-def _read_other_line(line: str, facts: NcclFacts, ranks_reported: list[int]) -> None:
+def _count_ranks(
+    facts: NcclFacts, shown: dict[int, tuple[str, int]], ranks_reported: list[int]
+) -> None:
+    """Ranks and hosts from the device lines: the highest rank number (or NCCL's own
+    `nranks`) counts the ranks, not the lines shown, since vendors trim the list. A trimmed
+    list leaves the hosts unknown; they are estimated as the ranks over the GPUs per host
+    its device numbers show (rank 71 on device 3: at least 4 GPUs a host)."""
+    counted = max(shown) + 1 if shown else None
+    nranks = max([n for n in (counted, *ranks_reported) if n is not None], default=None)
+    facts.nranks = nranks
+    if not shown or nranks is None:
+        return
+    hosts = len({host for host, _ in shown.values()})
+    facts.devices_trimmed = len(shown) < nranks
+    if not facts.devices_trimmed:
+        facts.nodes = hosts
+        return
+    per_host = max(device for _, device in shown.values()) + 1
+    facts.nodes = max(hosts, -(-nranks // per_host))
+
+
+def _read_other_line(
+    line: str,
+    facts: NcclFacts,
+    ranks_reported: list[int],
+    shown: dict[int, tuple[str, int]],
+) -> None:
     """Take what a non-row line says: devices, summary, version, collective name."""
     if match := _RANK.match(line):
         facts.devices.append(
             f"{match['host']} device {match['device']} [{match['bus']}] {match['name'].strip()}"
         )
-        facts.nranks = len(facts.devices)
-        facts.nodes = len({device.split(" ", 1)[0] for device in facts.devices})
+        shown[int(match["rank"])] = (match["host"], int(match["device"]))
     elif match := _AVG.match(line):
         facts.avg_busbw_bytes_per_s = _scaled(match["value"], GB)
         facts.complete = True

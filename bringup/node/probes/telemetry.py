@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from bringup.node.gpu_facts import decode_clock_event_reasons
+from bringup.node.gpu_facts import decode_clock_event_reasons, nvml_field_number
 from bringup.node.result import ProbeError, ProbeOutput
 from bringup.node.timeline import Sample, Timeline
 
@@ -403,11 +403,11 @@ class NvmlSource:
         values = self._get("nvmlDeviceGetFieldValues", h, ids)
         if values is None:
             return {}
-        kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
         found: dict[int, float] = {}
         for fid, value in zip(ids, values, strict=False):
-            if value.nvmlReturn == 0:
-                found[fid] = float(getattr(value.value, kinds.get(value.valueType, "ullVal")))
+            number = nvml_field_number(value) if value.nvmlReturn == 0 else None
+            if number is not None:
+                found[fid] = number
         return found
 
 

@@ -148,7 +148,9 @@ def _gpu_state(gpu: Gpu) -> GpuState:
             "failure": int(rows.failure),
         }
     put("pcie", "gen_current", gpu.pcie_gen_current)
-    put("pcie", "gen_max", gpu.pcie_gen_max)
+    # NVML's MaxPcieLinkGeneration is the link's (Gen5 under a Gen6 GPU on a Grace host),
+    # GpuMaxPcieLinkGeneration the GPU's own.
+    put("pcie", "gen_max", gpu.pcie_link_gen_max or gpu.pcie_gen_max)
     put("pcie", "gpu_gen_max", gpu.pcie_gen_max)  # Gpu.pcie_gen_max is the GPU's own max
     put("pcie", "width_current", gpu.pcie_width_current)
     put("pcie", "width_max", gpu.pcie_width_max)
@@ -178,6 +180,9 @@ def _gpu_state(gpu: Gpu) -> GpuState:
     if gpu.slowdown_tlimit_c is not None:
         key = str(branches.TEMPERATURE_SLOWDOWN_TLIMIT)
         fields[key] = _field("signed_int", gpu.slowdown_tlimit_c)
+    if gpu.memory_max_tlimit_c is not None:
+        key = str(branches.TEMPERATURE_MEM_MAX_TLIMIT)
+        fields[key] = _field("signed_int", gpu.memory_max_tlimit_c)
     if gpu.nvlinks:
         version = _NVLINK_VERSION_ENUM.get(gpu.nvlink_version or 0)
         s["nvlinks"] = []
@@ -196,6 +201,8 @@ def _gpu_state(gpu: Gpu) -> GpuState:
         if gpu.fabric_status is not None:
             status = RETURN_TEXTS.get(gpu.fabric_status.lower(), "UNKNOWN")
             s["fabric"]["status"] = status
+        if gpu.fabric_clique_id is not None:
+            s["fabric"]["clique_id"] = gpu.fabric_clique_id
     if fields:
         s["fields"] = fields
     return typing.cast(GpuState, s)

@@ -105,7 +105,7 @@ def test_one_broken_run_under_runs_dir_does_not_break_the_scrape(
     shutil.copytree(rich, runs / "good")
     broken = Path(shutil.copytree(rich, runs / "broken"))
     manifest = json.loads((broken / "manifest.json").read_text())
-    manifest["started_at"] = "2020-01-01T00:00:00+00:00"  # older: the good one is exported
+    manifest["ended_at"] = "2020-01-01T00:00:00+00:00"  # older: the good one is exported
     (broken / "manifest.json").write_text(json.dumps(manifest))
     (broken / "findings.jsonl").unlink()
     (broken / "findings.jsonl").mkdir()
@@ -136,20 +136,20 @@ def test_a_report_that_fails_is_up_0_and_the_server_serves(rich: Path) -> None:
     assert value(parsed, "bringup_run_accepted") == 0.0
 
 
-def test_latest_run_by_start_time(rich: Path, tmp_path: Path) -> None:
+def test_latest_run_by_end_time(rich: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
-    for name, started in (
+    for name, ended in (
         ("b-older", "2026-01-01T00:00:00+00:00"),
         ("a-newer", "2026-06-01T00:00:00+00:00"),
     ):
         shutil.copytree(rich, runs / name)
         manifest = json.loads((runs / name / "manifest.json").read_text())
-        manifest["started_at"] = started
+        manifest["ended_at"] = ended
         (runs / name / "manifest.json").write_text(json.dumps(manifest))
     (runs / "not-a-run").mkdir()
     assert latest_run(runs) == runs / "a-newer"
-    with pytest.raises(ExporterError, match="no run directory"):
+    with pytest.raises(ExporterError, match="no readable run directory"):
         latest_run(runs / "not-a-run")
 
 

@@ -30,6 +30,20 @@ def run(demo: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(demo, tmp_path / "run"))
 
 
+EVIDENCE = "raw/, facts/, findings.jsonl, baseline.json, pairs.json"
+RUN_COVERS = (
+    f"covers: the evidence files ({EVIDENCE}) against manifest.json; not the rendered reports "
+    "(`bringup report` makes them again from the evidence); a signature, checked, shows who "
+    "signed manifest.json"
+)
+BUNDLE_COVERS = (
+    f"covers: each part's evidence files ({EVIDENCE}) against its manifest.json; each part's "
+    "manifest.json, status and exit code, and the reports (report.html, report.json, "
+    "report.md) against the bundle's manifest.json; a signature, checked, shows who signed "
+    "that manifest"
+)
+
+
 def keypair(folder: Path, name: str) -> Path:
     """A fresh ed25519 key without a passphrase; its allowed_signers line beside it."""
     key = folder / name
@@ -58,6 +72,7 @@ def test_an_intact_demo_run_verifies(demo: Path) -> None:
     assert result.stdout.splitlines() == [
         f"INTACT: 7 files match manifest.json (sha256 {digest})",
         "signature: none",
+        RUN_COVERS,
     ]
 
 
@@ -137,7 +152,7 @@ def test_sign_then_verify_the_signature(run: Path, tmp_path: Path) -> None:
     signed = invoke("verify", run, "--sign", key)
     assert signed.exit_code == 0, signed.output
     assert (run / "manifest.json.sig").read_text().startswith("-----BEGIN SSH SIGNATURE-----")
-    assert signed.stdout.splitlines()[-1] == f"signed: {run}/manifest.json.sig (key {key})"
+    assert signed.stdout.splitlines()[-2] == f"signed: {run}/manifest.json.sig (key {key})"
 
     good = invoke("verify", run, "--allowed-signers", allowed, "--identity", "renter@example.com")
     assert good.exit_code == 0, good.output
@@ -189,6 +204,10 @@ def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
     assert invoke("verify", bundle).stdout.splitlines() == [
         f"INTACT: 7 files match check/manifest.json (sha256 {part})",
         "signature: none",
+        "INTACT: the 1 part and 3 reports the bundle's manifest.json records match "
+        f"(sha256 {manifest_sha256(bundle)})",
+        "signature: none",
+        BUNDLE_COVERS,
     ]
 
     edit(bundle / "check" / "facts" / "b300-node01.json", lambda f: f.update(collected_at="T"))
@@ -200,3 +219,137 @@ def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
     assert only["changes"] == [{"kind": "modified", "path": "facts/b300-node01.json"}]
     text = invoke("verify", bundle).stdout
     assert text.startswith("modified: check/facts/b300-node01.json\nCHANGED: 1 differences")
+
+
+# --- a bundle is evidence as a whole ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_parts(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of two acceptance runs (the demo's, twice): check/ and check-2/."""
+    bundle = tmp_path_factory.mktemp("bundle") / "b"
+    result = invoke("handover", "--from", demo, "--from", demo, "--out", bundle)
+    assert result.exit_code == 1, result.output  # the demo's faults: NOT ACCEPTED
+    return bundle
+
+
+def drop_part(bundle: Path) -> None:
+    """The failing part taken out of the bundle's manifest, the exit code set to 0."""
+
+    def drop(m: dict[str, Any]) -> None:
+        m["parts"] = m["parts"][:1]
+        m["exit_code"] = 0
+
+    edit(bundle / "manifest.json", drop)
+
+
+def accepted(name: str) -> Callable[[Path], None]:
+    def forge(bundle: Path) -> None:
+        path = bundle / name
+        path.write_text(path.read_text().replace("NOT ACCEPTED", "ACCEPTED"))
+
+    return forge
+
+
+# Each edit a provider could make to a bundle, and the lines `verify` names it with (the
+# lines start so; a recorded hash follows in some).
+FORGERIES: dict[str, tuple[Callable[[Path], None], list[str]]] = {
+    "part taken out of the manifest": (
+        drop_part,
+        [
+            "modified: manifest.json (report.json was rendered from part check-2 (sha256 ",
+            "modified: manifest.json (exit code 0, but report.json's verdict is NOT ACCEPTED)",
+            "added: check-2/ (not listed in the bundle's manifest.json)",
+        ],
+    ),
+    "part directory deleted": (
+        lambda b: shutil.rmtree(b / "check-2"),
+        ["missing: check-2/manifest.json (part check-2: cannot read"],
+    ),
+    "part deleted from both": (
+        lambda b: (drop_part(b), shutil.rmtree(b / "check-2")),
+        [
+            "modified: manifest.json (report.json was rendered from part check-2 (sha256 ",
+            "modified: manifest.json (exit code 0, but report.json's verdict is NOT ACCEPTED)",
+        ],
+    ),
+    "part exit code edited in the bundle": (
+        lambda b: edit(b / "manifest.json", lambda m: m["parts"][1].update(exit_code=0)),
+        ["modified: manifest.json (part check-2: exit code 0 there, 1 in check-2/manifest.json)"],
+    ),
+    "part exit code edited in the part": (
+        lambda b: edit(b / "check-2" / "manifest.json", lambda m: m.update(exit_code=0)),
+        [
+            "modified: check-2/manifest.json (the bundle's manifest.json records sha256 ",
+            "modified: manifest.json (part check-2: exit code 1 there, 0 in check-2/manifest.json)",
+        ],
+    ),
+    "report.md verdict edited": (accepted("report.md"), ["modified: report.md (recorded sha256 "]),
+    "report.html verdict edited": (
+        accepted("report.html"),
+        ["modified: report.html (recorded sha256 "],
+    ),
+}
+
+
+def named(stdout: str, expected: list[str]) -> None:
+    """The changes verify lists, before its bundle verdict, start as `expected`."""
+    lines = stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if " reports the bundle's manifest" in line)
+    assert lines[verdict].startswith("CHANGED: ")
+    found = [
+        line for line in lines[:verdict] if line.startswith(("modified:", "missing:", "added:"))
+    ]
+    assert len(found) == len(expected), stdout
+    for line, start in zip(found, expected, strict=True):
+        assert line.startswith(start), stdout
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_an_edited_bundle_fails_verify(two_parts: Path, tmp_path: Path, forgery: str) -> None:
+    bundle = Path(shutil.copytree(two_parts, tmp_path / "b"))
+    assert invoke("verify", bundle).exit_code == 0
+    forge, lines = FORGERIES[forgery]
+    forge(bundle)
+    result = invoke("verify", bundle)
+    assert result.exit_code == 1, result.output
+    named(result.stdout, lines)
+    assert result.stdout.splitlines()[-1] == BUNDLE_COVERS
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_an_edited_signed_bundle_fails_verify(
+    two_parts: Path, tmp_path: Path, forgery: str
+) -> None:
+    bundle = Path(shutil.copytree(two_parts, tmp_path / "b"))
+    key = keypair(tmp_path, "renter")
+    allowed = signers(tmp_path, "renter@example.com", key)
+    check = ("--allowed-signers", allowed, "--identity", "renter@example.com")
+    assert invoke("verify", bundle, "--sign", key).exit_code == 0
+    assert (bundle / "manifest.json.sig").is_file()
+    good = invoke("verify", bundle, *check)
+    assert good.exit_code == 0, good.output
+    forge, lines = FORGERIES[forgery]
+    forge(bundle)
+    result = invoke("verify", bundle, *check)
+    assert result.exit_code == 1, result.output
+    named(result.stdout, lines)
+
+
+def test_the_signature_covers_the_bundles_manifest(two_parts: Path, tmp_path: Path) -> None:
+    """An edit the hashes cannot see (the nodes listed) breaks the bundle's signature."""
+    bundle = Path(shutil.copytree(two_parts, tmp_path / "b"))
+    key = keypair(tmp_path, "renter")
+    allowed = signers(tmp_path, "renter@example.com", key)
+    check = ("--allowed-signers", allowed, "--identity", "renter@example.com")
+    signed = invoke("verify", bundle, "--sign", key)
+    assert signed.exit_code == 0, signed.output
+    assert signed.stdout.splitlines()[-2] == f"signed: {bundle}/manifest.json.sig (key {key})"
+    edit(bundle / "manifest.json", lambda m: m.update(nodes=["b300-node01"]))
+    result = invoke("verify", bundle, *check, "--json")
+    assert result.exit_code == 1
+    doc = valid_envelope(json.loads(result.stdout))["data"]
+    assert doc["manifest"]["intact"] is True  # every hash still matches...
+    assert doc["manifest"]["signature"]["good"] is False  # ...the signature does not
+    assert [part["signature"]["good"] for part in doc["parts"]] == [True, True]
+    assert doc["covers"] == BUNDLE_COVERS.removeprefix("covers: ")

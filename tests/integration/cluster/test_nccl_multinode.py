@@ -69,7 +69,9 @@ def test_all_reduce_across_nodes(make_cluster: Callable[..., SimCluster], nodes:
     # and never held to the one-node NVLink floor.
     busbw = run.findings("nccl.allreduce_busbw")
     assert sorted(busbw) == cluster.names and {f["status"] for f in busbw.values()} == {"SKIP"}
-    assert all(f["message"].startswith(f"{nodes}-node job: ") for f in busbw.values())
+    assert all(
+        f["message"].startswith(f"{nodes}-node job over {nodes} ranks: ") for f in busbw.values()
+    )
     assert run.code == 0, run.stderr
     facts = run.doc["data"]["facts"]["node01"]
     assert (facts["nranks"], facts["launched_ranks"], facts["complete"]) == (nodes, nodes, True)

@@ -35,6 +35,10 @@ CAPTURES = [
     "telegraf-a100-sxm4-x4-mig-535-q-x.xml",
     "netdata-a100-sxm4-40gb-mig-510-q-x.xml",
     "mleng-a100-sxm4-80gb-q-excerpt-remapped-rows-pending.txt",
+    # NVL72 trays (Gen6 GPU under a Gen5 Grace link; fabric clique) and an HGX B200 board.
+    "k8stestinfra-gb200x4-580-q-x.xml",
+    "k8stestinfra-gb300x4-580-q-x.xml",
+    "k8stestinfra-b200x8-580-q-x.xml",
 ]
 COLLECT = """
 import dataclasses
@@ -76,6 +80,10 @@ def test_the_probe_through_nvml_equals_the_capture_field_by_field(
         # The health mask exists only in NVML's v2 fabric struct, not in nvidia-smi's text.
         read.pop("fabric_health_mask")
         written.pop("fabric_health_mask")
+        # How the capture was taken (`nvidia-smi -q -i BUS`: one GPU chosen by bus id), not
+        # what the GPU reports: NVML always lists the node's GPUs.
+        read.pop("by_bus_id")
+        written.pop("by_bus_id")
         for field in written:
             assert read[field] == written[field], f"GPU {written['index']}: {field}"
 
@@ -206,3 +214,20 @@ def test_check_local_names_a_lost_gpu_and_a_fabric_in_progress(
     assert gpu["gpu.fabric"]["message"] == "GPU 3: fabric state in_progress, status success"
     others = {c: f["status"] for c, f in gpu.items() if c not in ("gpu.count", "gpu.fabric")}
     assert set(others.values()) == {"PASS"}, others  # the other seven GPUs judged healthy
+
+
+@pytest.mark.parametrize(
+    ("capture", "profile"),
+    [("k8stestinfra-gb200x4-580-q-x.xml", "gb200"), ("k8stestinfra-gb300x4-580-q-x.xml", "gb300")],
+)
+def test_check_local_judges_an_nvl72_tray_by_its_own_profile(
+    nvml_library: Path, tmp_path: Path, capture: str, profile: str
+) -> None:
+    """A live node whose NVML is the tray's capture: --profile auto picks the tray's profile,
+    and nothing of the healthy tray fails (Before: one profile.auto ERROR)."""
+    gpu = _check_local(nvml_library, state_from_capture(SMI / capture), "auto", tmp_path)
+    assert gpu["gpu.count"]["message"] == "4 GPUs, as expected"
+    assert not [c for c, f in gpu.items() if f["status"] in ("FAIL", "ERROR")], gpu
+    lines = (tmp_path / "run" / "findings.jsonl").read_text().splitlines()
+    (auto,) = [f for f in map(json.loads, lines) if f["check"] == "profile.auto"]
+    assert (auto["status"], auto["value"]) == ("PASS", profile)

@@ -1,0 +1,117 @@
+"""The one writer and the one reader of bringup/files.py against planted symlinks, FIFOs and
+devices (issue 23): a write never follows a link at the directory, the temporary or the
+final name; a read inside a run directory never follows one out of it nor waits on a FIFO.
+tests/unit/test_hostile_files.py runs the commands over the same."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bringup.files import (
+    InputError,
+    copy_tree,
+    make_dir,
+    read_in,
+    walk_files,
+    write_atomic,
+)
+from bringup.provenance import evidence_hashes
+
+PRECIOUS = "precious: the victim of a planted symlink\n"
+
+
+def victim(folder: Path, name: str = "victim") -> Path:
+    path = folder / name
+    path.write_text(PRECIOUS)
+    return path
+
+
+# --- the one writer -----------------------------------------------------------------------
+
+
+def test_a_symlink_at_the_final_name_is_replaced_not_followed(tmp_path: Path) -> None:
+    target = victim(tmp_path)
+    (tmp_path / "out.md").symlink_to(target)
+    write_atomic(tmp_path / "out.md", "new\n")
+    assert target.read_text() == PRECIOUS
+    assert not (tmp_path / "out.md").is_symlink()
+    assert (tmp_path / "out.md").read_text() == "new\n"
+
+
+def test_a_symlink_at_the_drawn_temporary_name_is_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even an attacker who guesses the random name: O_EXCL|O_NOFOLLOW, another is drawn."""
+    target = victim(tmp_path)
+    names = iter(["guessed", "fresh"])
+    monkeypatch.setattr("bringup.files.secrets.token_hex", lambda _: next(names))
+    (tmp_path / ".out.md.guessed.tmp").symlink_to(target)
+    write_atomic(tmp_path / "out.md", "new\n")
+    assert target.read_text() == PRECIOUS
+    assert (tmp_path / "out.md").read_text() == "new\n"
+    assert not (tmp_path / ".out.md.fresh.tmp").exists()
+
+
+def test_a_symlinked_directory_is_refused_as_output(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="out is a symbolic link"):
+        write_atomic(tmp_path / "out" / "report.md", "x")
+    with pytest.raises(OSError, match="out is a symbolic link"):
+        make_dir(tmp_path / "out")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_run_write_never_follows_a_symlinked_folder_inside_the_run(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "run" / "raw").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="raw is a symbolic link"):
+        write_atomic(tmp_path / "run" / "raw" / "n1" / "x.txt", "x", root=tmp_path / "run")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+# --- the one reader for run directories -------------------------------------------------------
+
+
+def test_read_in_refuses_a_symlink_anywhere_below_the_run(tmp_path: Path) -> None:
+    (tmp_path / "run" / "facts").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "n.json").write_text("{}")
+    (tmp_path / "run" / "raw").symlink_to(tmp_path / "outside")
+    (tmp_path / "run" / "facts" / "n.json").symlink_to(tmp_path / "outside" / "n.json")
+    with pytest.raises(InputError, match=r"raw is a symbolic link \(not followed"):
+        read_in(tmp_path / "run", "raw/n.json", "raw")
+    with pytest.raises(InputError, match=r"n.json is a symbolic link \(not followed"):
+        read_in(tmp_path / "run", "facts/n.json", "facts")
+    with pytest.raises(InputError, match="not a path inside"):
+        read_in(tmp_path / "run", "../outside/n.json", "facts")
+
+
+def test_read_in_refuses_a_fifo_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "findings.jsonl")
+    with pytest.raises(InputError, match=r"findings\.jsonl: a FIFO, not a findings file"):
+        read_in(tmp_path, "findings.jsonl", "findings")
+
+
+def test_listing_a_run_never_descends_a_symlink(tmp_path: Path) -> None:
+    """`raw -> /usr/share/doc` listed 4630 files of this machine as the run's evidence."""
+    (tmp_path / "raw").symlink_to("/usr/share/doc")
+    assert [name for name, _ in walk_files(tmp_path, "raw")] == ["raw"]
+    assert evidence_hashes(tmp_path) == {"raw": "!symlink"}
+
+
+def test_copy_tree_strict_refuses_links_and_fifos_naming_them(tmp_path: Path) -> None:
+    source = tmp_path / "run"
+    (source / "raw").mkdir(parents=True)
+    (source / "manifest.json").write_text("{}")
+    (source / "raw" / "link").symlink_to("/etc/passwd")
+    os.mkfifo(source / "raw" / "pipe")
+    with pytest.raises(InputError, match="raw/link, raw/pipe: not a regular file"):
+        copy_tree(source, tmp_path / "copy", strict=True)
+    assert not (tmp_path / "copy").exists()
+    assert copy_tree(source, tmp_path / "copy") == ["raw/link", "raw/pipe"]
+    assert sorted(p.name for p in (tmp_path / "copy").rglob("*")) == ["manifest.json"]
