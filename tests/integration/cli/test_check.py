@@ -316,7 +316,7 @@ def test_auto_profile_on_a_gpu_less_node_is_one_error_naming_the_profiles(
     (said,) = [f for f in findings if f["check"] == "profile.auto"]
     assert said["status"] == "ERROR"
     assert said["message"].startswith("no GPU model in the facts (gpu probe: no NVIDIA driver")
-    assert "available: a100, b200, b300, h100, h200" in said["message"]
+    assert "available: a100, b200, b300, gb200, gb300, h100, h200" in said["message"]
     # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is. Every other
     # check is shown, never passed: the ERRORs of a probe that could not run carry its
     # reason, those of one that measured say it was not judged (the report counts the same).
