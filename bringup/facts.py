@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from bringup.node.catalog import PROBES
+from bringup.provenance import Origin, Provenance, Source, origin_of
 
 
 class ProbeRecord(BaseModel):
@@ -25,6 +26,13 @@ class ProbeRecord(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     started_at: str | None = None
     duration_s: float = 0.0
+    # Where the facts came from, oldest step first (bringup/provenance.py); empty: measured
+    # live by the run that recorded it.
+    provenance: list[Source] = Field(default_factory=list)
+
+    def with_source(self, source: Source) -> ProbeRecord:
+        """This record one step further from its measurement (a replay, a file)."""
+        return self.model_copy(update={"provenance": [*self.provenance, source]})
 
 
 class NodeFacts(BaseModel):
@@ -34,6 +42,12 @@ class NodeFacts(BaseModel):
     bringup_version: str
     collected_at: str
     probes: dict[str, ProbeRecord] = Field(default_factory=dict)
+
+
+def origin(nodes: list[NodeFacts], made: Provenance | None = None) -> Origin:
+    """Where the facts of these nodes came from: live only if every record is."""
+    chains = ((n.node, r.provenance) for n in nodes for r in n.probes.values())
+    return origin_of(chains, made)
 
 
 class FactsError(ValueError):

@@ -13,6 +13,15 @@ changed since. So every run directory's manifest.json records:
 of manifest.json itself, one string a renter and a provider can both quote. The time each
 record was measured is the node's own (`started_at` of each record, from the node's clock)
 and is kept through replay and resume.
+
+Each probe record also carries its own chain of `Source`s (facts.ProbeRecord.provenance):
+every step between a measurement and the record, oldest first. An empty chain is a live
+measurement by this run; `demo` (the embedded demo fleet), `replayed` (judged again from
+another run, named with the SHA-256 of its manifest), `file` (answered from a facts file
+by the host variable `bringup_replay`, with the file's SHA-256) and `simulated` (the NVML
+simulator or a stand-in tool said so to the probe) each add one link, and nothing removes
+one. A run's `Origin` is derived from every record it judges: live only if every record
+is, and only a live run can be ACCEPTED (`accepted`, the one rule of every output).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import os
 import re
 import socket
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,6 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from bringup.files import walk_files
+from bringup.findings import Finding
 
 Mode = Literal["live", "demo", "replay", "resume"]
 
@@ -180,20 +190,111 @@ def compare(recorded: dict[str, str], now: dict[str, str]) -> list[Change]:
     return changes
 
 
-def is_demo(made: Provenance | None) -> bool:
-    """Demo data: never ACCEPTED, whatever its findings (the report, the console, --json)."""
-    return made is not None and made.mode == "demo"
+# --- where each record's facts came from -----------------------------------------------------
+
+SourceKind = Literal["demo", "replayed", "file", "simulated"]
 
 
-def verdict_note(made: Provenance | None) -> str | None:
-    """What a verdict must say beside ACCEPTED / NOT ACCEPTED about where its facts came
-    from: demo data, or a replay of which run; None for a run that measured its nodes."""
-    if made is None:
-        return None
-    if made.mode == "demo":
-        return "demo data"
-    if made.mode == "replay":
-        sha = made.replay_manifest_sha256
-        which = f"manifest sha256 {sha[:16]}…" if sha else "no manifest"
-        return f"replay of {made.replay_of}, {which}"
-    return None
+class Source(BaseModel):
+    """One step between a measurement and a probe record (a record's chain, oldest first)."""
+
+    kind: SourceKind
+    # replayed: the run directory replayed; file: the facts file; simulated: what was
+    # simulated ("GPUs" for the NVML simulator, "dcgmi" for the stand-in); demo: None.
+    of: str | None = None
+    sha256: str | None = None  # replayed: of the run's manifest.json; file: of the file
+
+
+def demo_source() -> Source:
+    return Source(kind="demo")
+
+
+def replayed_source(run: str, manifest_sha256: str | None) -> Source:
+    return Source(kind="replayed", of=run, sha256=manifest_sha256)
+
+
+def file_source(path: str, sha256: str | None) -> Source:
+    return Source(kind="file", of=path, sha256=sha256)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a run's facts came from, derived from every record it judges.
+
+    `reasons` says, in the order first met, each way a record was not measured live by
+    this run ("demo data", "replayed from d", "simulated GPUs", "facts from files on
+    node03"); none: every record is live. `kinds` are the Source kinds met.
+    """
+
+    reasons: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        return not self.reasons
+
+    @property
+    def mode(self) -> str:
+        """ "live", or the kinds met joined by "+" ("demo+replayed"): the run's mode."""
+        return "+".join(self.kinds) if self.kinds else "live"
+
+    @property
+    def note(self) -> str | None:
+        """What the verdict line says in brackets: None for a live run."""
+        return ", ".join(self.reasons) or None
+
+
+def origin_of(chains: Iterable[tuple[str, list[Source]]], made: Provenance | None = None) -> Origin:
+    """The run's Origin from (node, chain) of every record it judges.
+
+    `made`, the run's manifest provenance, covers records written before records carried
+    a chain: a demo or replay run says so whatever its records hold (fail closed).
+    """
+    reasons: dict[str, str] = {}
+    kinds: dict[str, None] = {}
+    files: dict[str, None] = {}  # nodes with records from a bringup_replay file
+    simulated: dict[str, None] = {}
+    for node, chain in chains:
+        for link in chain:
+            kinds[link.kind] = None
+            if link.kind == "demo":
+                reasons.setdefault("demo", "demo data")
+            elif link.kind == "replayed":
+                reasons.setdefault(f"replayed {link.of}", f"replayed from {link.of}")
+            elif link.kind == "file":
+                reasons.setdefault("file", "")
+                files[node] = None
+            else:
+                reasons.setdefault("simulated", "")
+                simulated[link.of or "hardware"] = None
+    if made is not None and made.mode == "demo" and "demo" not in reasons:
+        kinds["demo"] = None
+        reasons = {"demo": "demo data", **reasons}
+    if made is not None and made.mode == "replay" and f"replayed {made.replay_of}" not in reasons:
+        kinds["replayed"] = None
+        reasons[f"replayed {made.replay_of}"] = f"replayed from {made.replay_of}"
+    if "file" in reasons:
+        reasons["file"] = f"facts from files on {', '.join(files)}"
+    if "simulated" in reasons:
+        reasons["simulated"] = f"simulated {', '.join(simulated)}"
+    return Origin(tuple(reasons.values()), tuple(kinds))
+
+
+LIVE = Origin()
+
+
+def accepted(findings: Sequence[Finding], origin: Origin) -> bool:
+    """The one rule of ACCEPTED: something was judged, nothing was bad, and every record
+    was measured live by this run."""
+    return bool(findings) and not any(f.status.bad for f in findings) and origin.live
+
+
+def verdict_word(findings: Sequence[Finding], origin: Origin) -> str:
+    """ "ACCEPTED", "NOT ACCEPTED", with the origin's note in brackets when not live."""
+    word = "ACCEPTED" if accepted(findings, origin) else "NOT ACCEPTED"
+    return f"{word} ({origin.note})" if origin.note else word
+
+
+def verdict_exit_code(findings: Sequence[Finding], origin: Origin) -> int:
+    """The exit status of a command that judges: 0 only for ACCEPTED, else 1."""
+    return 0 if accepted(findings, origin) else 1

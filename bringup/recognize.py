@@ -112,6 +112,11 @@ KINDS: list[Kind] = [
 KIND_NAMES = [k.name for k in KINDS]
 
 
+def described(kind_name: str) -> str:
+    """What a kind of output is called where people read it: "nvidia-smi topo -m"."""
+    return next((k.description for k in KINDS if k.name == kind_name), kind_name)
+
+
 class InspectError(InputError):
     """The file could not be read or recognised; one line."""
 

@@ -15,9 +15,11 @@ by the threads of a fleet run: every write holds its lock.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -36,6 +38,27 @@ from bringup.findings import Finding
 from bringup.provenance import Provenance, Resumed, evidence_hashes
 
 
+class Override(BaseModel):
+    """One profile field a node was judged by that its profile does not say: a host's
+    `bringup_profile_overrides` ("gpu.count 8 -> 7")."""
+
+    field: str
+    profile: Any = None  # the profile's value (None: the profile has no such field)
+    value: Any = None  # the node's
+
+    def line(self) -> str:
+        return f"{self.field} {_shown(self.profile)} -> {_shown(self.value)}"
+
+
+def _shown(value: Any) -> str:
+    """A profile value as a person reads it: 7, 1000, "NVIDIA B300", unset."""
+    if value is None:
+        return "unset"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return json.dumps(value) if isinstance(value, dict | list | str) else str(value)
+
+
 class Manifest(BaseModel):
     version: str = __version__
     command: str
@@ -45,6 +68,9 @@ class Manifest(BaseModel):
     ended_at: str | None = None
     status: str = "running"  # running, complete, interrupted, refused (bad input, exit 2)
     exit_code: int | None = None
+    # FAIL, ERROR and UNREACHABLE findings the run wrote (set when it finishes): what its
+    # findings.jsonl must still hold (bringup/checks/completeness.py). None: not recorded.
+    findings_bad: int | None = None
     nodes: list[str] = Field(default_factory=list)
     # Fleet runs: what `--resume` needs to reach the same nodes with the same request.
     inventory: str | None = None
@@ -59,6 +85,8 @@ class Manifest(BaseModel):
     # --slurm runs: the job whose nodes ran the probes, and those nodes (Slurm's names).
     slurm_job_id: str | None = None
     slurm_nodes: list[str] = Field(default_factory=list)
+    # Nodes judged with their own profile overrides: node -> each field changed.
+    overrides: dict[str, list[Override]] = Field(default_factory=dict)
 
 
 class RunDirError(InputError):
@@ -240,6 +268,14 @@ class RunDir:
         finally:
             node_lock.release()
         return parsed
+
+    def record_overrides(self, node: str, changes: list[Override]) -> None:
+        """The profile fields a node was judged with that its profile does not say."""
+        if not changes:
+            return
+        with self._lock:
+            self.manifest.overrides[node] = changes
+            self.save_manifest()
 
     def add_findings(self, findings: list[Finding]) -> None:
         # One write of whole lines under the lock: nodes finishing together do not interleave.

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from bringup.checks import finding
 from bringup.checks.catalog import checks_for
-from bringup.facts import NodeFacts
+from bringup.facts import NodeFacts, origin
 from bringup.findings import Finding, Status
 from bringup.rundir import Manifest
 
@@ -134,9 +134,30 @@ def _findings_file(run: RunContents, replay: str, gaps: list[Finding]) -> list[F
                 action=replay,
             )
         )
-    # The run wrote its exit code from its findings (commands/common.py finish_run): a
-    # failing exit code over findings that all pass means verdicts were lost.
-    code = run.manifest.exit_code if run.manifest is not None else None
+    # The run recorded how many FAIL, ERROR and UNREACHABLE findings it wrote (commands/
+    # common.py finish_run): fewer in findings.jsonl means verdicts were lost.
+    wrote = run.manifest.findings_bad if run.manifest is not None else None
+    # The gaps judged here count as held: a check records these same findings (and the
+    # report judges them again in place of the recorded ones).
+    holds = sum(1 for f in [*run.findings, *gaps] if f.status.bad)
+    if wrote is not None and holds < wrote:
+        out.append(
+            finding(
+                "report.findings",
+                Status.ERROR,
+                f"the run wrote {wrote} FAIL, ERROR or UNREACHABLE findings but "
+                f"findings.jsonl holds {holds}: verdicts are missing from it",
+                action=replay,
+            )
+        )
+        return out
+    # A run that did not record it: its exit code came from its verdict, so a failing
+    # exit code over findings that all pass, of facts all measured live (else the origin
+    # is why, bringup/provenance.py), means verdicts were lost.
+    code = run.manifest.exit_code if run.manifest is not None and wrote is None else None
+    made = run.manifest.provenance if run.manifest is not None else None
+    if code == 1 and not origin(list(run.facts.values()), made).live:
+        code = None
     if code and not any(f.status.bad for f in [*run.findings, *gaps]):
         out.append(
             finding(

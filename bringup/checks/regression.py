@@ -18,6 +18,9 @@ At handover the renter keeps the run directory as the baseline; later,
   side) is an ERROR `baseline.compare`, and so, once, is a baseline with no node in common
   with the run: a comparison fails closed, and "nothing changed since handover" means
   every node was compared.
+- a node judged with other profile overrides than at the baseline (a host's
+  `bringup_profile_overrides`, recorded in each manifest) is a WARN `baseline.overrides`:
+  the two verdicts held it to different figures (`judge_override_changes`).
 
 Pure: over both runs' measurements (bringup/measurements.py) and the profile's tolerances.
 """
@@ -44,6 +47,7 @@ from bringup.measurements import (
     worse_pct,
 )
 from bringup.profile import MetricTolerance
+from bringup.rundir import Override
 
 
 @dataclass(frozen=True)
@@ -264,3 +268,26 @@ def _xids(node: str, events: list[XidRow], since: str) -> Finding:
         action="see the xid check's action for each code; report them to the provider",
     )
     return _on(node, f)
+
+
+def judge_override_changes(
+    now: Mapping[str, list[Override]], then: Mapping[str, list[Override]], since: str
+) -> list[Finding]:
+    """A WARN per node whose profile overrides differ from the baseline's (by node name)."""
+    found = []
+    for node in sorted(set(now) | set(then)):
+        mine, theirs = _overridden(now.get(node, [])), _overridden(then.get(node, []))
+        if mine == theirs:
+            continue
+        message = f"judged with {mine or 'no overrides'}; at {since}: {theirs or 'no overrides'}"
+        action = (
+            "compare the host's bringup_profile_overrides with the baseline's: a verdict "
+            "against other figures is not the same acceptance"
+        )
+        found.append(_on(node, finding("baseline.overrides", Status.WARN, message, action=action)))
+    return found
+
+
+def _overridden(changes: list[Override]) -> str:
+    """The overrides as the console says them: "gpu.count 8 -> 7, ..."."""
+    return ", ".join(change.line() for change in changes)

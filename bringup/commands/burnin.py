@@ -49,6 +49,7 @@ from bringup.commands.common import (
     out,
     print_envelope,
     record_slurm,
+    run_origin,
     slurm_choice,
     target,
 )
@@ -526,7 +527,8 @@ def _show(run: RunDir, findings: list[Finding], as_json: bool, quiet: bool = Fal
         if base is not None:
             out.print(plain(f"baseline: {base_path}"))
         out.print(plain(f"run directory: {run.path}"))
-    out.print(verdict_line(findings), highlight=False, soft_wrap=True)
+    line = verdict_line(findings, origin=run_origin(run), overrides=bool(run.manifest.overrides))
+    out.print(line, highlight=False, soft_wrap=True)
 
 
 def _figures(n: baselines.NodeBaseline) -> str:

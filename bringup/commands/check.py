@@ -64,6 +64,7 @@ from bringup.commands.common import (
 
 if TYPE_CHECKING:
     from bringup import profile
+    from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.run import NodeCaps, NodeOutcome
     from bringup.fleet.target import Target
@@ -186,8 +187,9 @@ def check(
         # A run says what became of each node; recorded facts, what each probe recorded.
         nodes = node_entries(outcomes) if outcomes else recorded_entries(load_facts(run.path))
         data = {"durations": durations} if durations else None
-        # Demo data is never ACCEPTED, whatever its findings (as the report says it).
-        print_envelope(findings, run=run, nodes=nodes, data=data, accepted=False if demo else None)
+        # Demo, replayed, file-sourced or simulated facts are never ACCEPTED: the run's
+        # origin, read from its records, decides with the findings (as the report does).
+        print_envelope(findings, run=run, nodes=nodes, data=data)
     else:
         show_run(run, findings, f"profile {run.manifest.profile}", durations, quiet)
     raise typer.Exit(code)
@@ -219,18 +221,21 @@ def _load_golden(path: Path) -> dict[str, Any]:
 def judge_fleet(
     run: RunDir, findings: list[Finding], golden: dict[str, Any] | None, source: Path | None
 ) -> list[Finding]:
-    """Judgements over all nodes of the run, once every node is in: the odd node out, and
-    each node against the golden manifest; recorded in the run directory."""
+    """Judgements over all nodes of the run, once every node is in: one machine per node,
+    the odd node out, and each node against the golden manifest; recorded in the run
+    directory."""
     from bringup.checks.consistency import fleet_fields, judge_consistency, judge_golden
+    from bringup.checks.identity import judge_identity
 
     if not (run.path / "facts").exists():
         return []
-    fleet = fleet_fields(run.recorded())
+    recorded = run.recorded()
+    fleet = fleet_fields(recorded)
     flagged: dict[str, set[str]] = {}
     for f in findings:
         if f.status.bad or f.status.name == "WARN":
             flagged.setdefault(f.node, set()).add(f.check)
-    found = judge_consistency(fleet, flagged)
+    found = judge_identity(recorded) + judge_consistency(fleet, flagged)
     if golden is not None:
         found += judge_golden(golden, fleet, str(source))
     run.add_findings(found)
@@ -284,8 +289,8 @@ def _judge_recorded(
         original.probes = list(dict.fromkeys(p for n in nodes for p in n.probes))
     else:
         assert replay is not None
-        nodes = load_facts(replay)
         original = _original(replay)
+        nodes = [_replayed(n, replay, original) for n in load_facts(replay)]
         made = provenance("replay", replay_of=str(replay), replay_manifest_sha256=original.sha256)
     if suite_name is not None:
         chosen = load_suite(suite_name)
@@ -320,7 +325,45 @@ def _judge_recorded(
                 ]
         run.add_findings(node_findings)
         findings.extend(node_findings)
+    if replay is not None and replay.is_dir() and original.sha256 is not None:
+        chosen = {n.node for n in nodes}
+        changed = _source_changes(replay, original, chosen, chosen if limit else None)
+        run.add_findings(changed)
+        findings.extend(changed)
     return findings, run
+
+
+def _source_changes(
+    replay: Path, original: _Original, replayed: set[str], nodes: set[str] | None
+) -> list[Finding]:
+    """replay.source: each evidence file of the replayed run that is not as it recorded."""
+    from bringup.checks.integrity import judge_replay_source
+    from bringup.provenance import evidence_hashes
+    from bringup.rundir import file_name
+
+    try:
+        present = evidence_hashes(replay)
+    except OSError as exc:
+        fail(f"--replay {replay}: cannot read its files: {exc.strerror}")
+    names = {file_name(node): node for node in [*original.nodes, *replayed]}
+    return judge_replay_source(str(replay), original.files_sha256, present, names, nodes)
+
+
+def _replayed(node: NodeFacts, replay: Path, original: _Original) -> NodeFacts:
+    """A replayed node's facts, each record one step further from its measurement: it
+    keeps its chain (demo data stays demo data) and adds "replayed from RUN". A record
+    from before records carried a chain takes the replayed run's own mode (demo)."""
+    from bringup.provenance import demo_source, replayed_source
+
+    step = replayed_source(str(replay), original.sha256)
+    probes = {}
+    for name, record in node.probes.items():
+        if not record.provenance and original.mode == "demo":
+            record = record.with_source(demo_source())
+        elif not record.provenance and original.mode == "replay" and original.replay_of:
+            record = record.with_source(replayed_source(original.replay_of, None))
+        probes[name] = record.with_source(step)
+    return node.model_copy(update={"probes": probes})
 
 
 class _Original:
@@ -328,6 +371,9 @@ class _Original:
 
     def __init__(self) -> None:
         self.sha256: str | None = None  # of its manifest.json; None: it has none
+        self.mode: str | None = None  # its provenance mode, when its manifest says
+        self.replay_of: str | None = None
+        self.files_sha256: dict[str, str] | None = None  # what it recorded of its files
         self.suite: str | None = None
         self.suite_source: str | None = None
         self.probes: list[str] | None = None  # its plan; None: not known
@@ -350,6 +396,9 @@ def _original(replay: Path) -> _Original:
     except (OSError, RunDirError):
         return found
     found.suite, found.suite_source = manifest.suite, manifest.suite_source
+    if manifest.provenance is not None:
+        found.mode, found.replay_of = manifest.provenance.mode, manifest.provenance.replay_of
+    found.files_sha256 = manifest.files_sha256
     found.nodes = list(manifest.nodes)
     found.probes = manifest.probes
     source = manifest.suite_source or manifest.suite
@@ -573,9 +622,14 @@ def inspect(
     quiet: QuietOpt = False,
 ) -> None:
     """Recognise a tool output someone sent and judge it: its findings and the verdict."""
-    from bringup.commands.show import node_table, plain, summary_line, verdict_line
-    from bringup.findings import exit_code
-    from bringup.recognize import InspectError, inspect_text, is_facts_json, read_text
+    from bringup.commands.show import (
+        inspect_exit_code,
+        inspect_line,
+        node_table,
+        plain,
+        summary_line,
+    )
+    from bringup.recognize import InspectError, described, inspect_text, is_facts_json, read_text
 
     prof = profile_or_auto(profile_name)
     try:
@@ -596,7 +650,10 @@ def inspect(
             "profile": result.profile,
             "facts": parsed,
         }
-        print_envelope(result.findings, data=data)
+        # Not an acceptance: no verdict word; `data.verdict` says what inspect found.
+        data["verdict"] = inspect_line(result.findings, described(result.kind)).plain
+        code = inspect_exit_code(result.findings)
+        print_envelope(result.findings, exit_code=code, judged=False, data=data)
     elif not quiet:
         read = f" — {result.read}" if result.read else ""
         out.print(plain(file, style="bold") + plain(f": {result.kind}{read}"))
@@ -606,8 +663,9 @@ def inspect(
         out.print(node_table(result.findings, title))
         out.print(summary_line(result.findings))
     if not as_json:
-        out.print(verdict_line(result.findings), highlight=False, soft_wrap=True)
-    raise typer.Exit(exit_code(result.findings))
+        line = inspect_line(result.findings, described(result.kind))
+        out.print(line, highlight=False, soft_wrap=True)
+    raise typer.Exit(inspect_exit_code(result.findings))
 
 
 def _inspect_facts(
@@ -619,11 +677,17 @@ def _inspect_facts(
     quiet: bool = False,
 ) -> None:
     from bringup.checks.auto import judge_node_by
-    from bringup.commands.show import node_table, summary_line, verdict_line
-    from bringup.findings import exit_code
+    from bringup.commands.show import inspect_exit_code, inspect_line, node_table, summary_line
+    from bringup.facts import origin
 
     nodes = load_facts(path)
     findings = [f for node in nodes for f in judge_node_by(node, prof)]
+    # Recorded facts judged as they are, not a run of a suite: never ACCEPTED (a run is
+    # judged again, with its plan and its provenance, by `check --replay`).
+    count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    made = origin(nodes).note  # the chain each record carries: "demo data", ...
+    line = inspect_line(findings, f"the facts of {count} in {path}", made)
+    code = inspect_exit_code(findings)
     if as_json:
         # The shape of a tool output's: one entry per node and probe.
         parsed = [
@@ -638,8 +702,10 @@ def _inspect_facts(
             "read": read,
             "profile": name,
             "facts": parsed,
+            "verdict": line.plain,
         }
-        print_envelope(findings, nodes=recorded_entries(nodes), data=data)
+        nodes_seen = recorded_entries(nodes)
+        print_envelope(findings, exit_code=code, judged=False, nodes=nodes_seen, data=data)
     else:
         for node in nodes if not quiet else []:
             if show_facts:
@@ -648,8 +714,8 @@ def _inspect_facts(
             out.print(node_table(mine, f"{node.node} — profile {name}"))
         if not quiet:
             out.print(summary_line(findings))
-        out.print(verdict_line(findings), highlight=False, soft_wrap=True)
-    raise typer.Exit(exit_code(findings))
+        out.print(line, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
 # --- profiles -----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.slurm import SlurmChoice
     from bringup.fleet.target import Nodes, Target
-    from bringup.provenance import Mode, Provenance, Resumed
+    from bringup.provenance import Mode, Origin, Provenance, Resumed
     from bringup.rundir import RunDir
 
 out = Console()
@@ -430,20 +430,30 @@ def open_nodes(chosen: Target) -> Nodes:
         fail(str(exc))
 
 
+def run_origin(run: RunDir) -> Origin:
+    """Where the facts of a run came from, from every record it holds (and its manifest)."""
+    from bringup.facts import origin
+
+    return origin(run.recorded(), run.manifest.provenance)
+
+
 def finish_run(run: RunDir, findings: list[Finding]) -> int:
-    """Close the run directory with the exit code its findings give; that code. A run
-    judged with --profile auto records the profile its nodes were judged by, when they
-    all were by one (a mixed fleet stays "auto": each node's is in its findings)."""
+    """Close the run directory with the exit code its verdict gives; that code: 0 only
+    for ACCEPTED (findings all good, every record measured live). A run judged with
+    --profile auto records the profile its nodes were judged by, when they all were by
+    one (a mixed fleet stays "auto": each node's is in its findings)."""
     from bringup.checks.auto import CHECK
-    from bringup.findings import Status, exit_code
+    from bringup.findings import Status
     from bringup.profile import AUTO
+    from bringup.provenance import verdict_exit_code
 
     if run.manifest.profile == AUTO:
         said = [f for f in findings if f.check == CHECK]
         named = {f.value for f in said}
         if len(named) == 1 and all(f.status is Status.PASS for f in said):
             run.manifest.profile = str(named.pop())
-    code = exit_code(findings)
+    code = verdict_exit_code(findings, run_origin(run))
+    run.manifest.findings_bad = sum(1 for f in findings if f.status.bad)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
     return code
 
@@ -460,23 +470,38 @@ def print_envelope(
     judged: bool = True,
     accepted: bool | None = None,
     run: RunDir | None = None,
+    origin: Origin | None = None,
     **optional: Any,
 ) -> None:
-    """The one document of --json (commands/envelope.py): the findings, the exit code they
-    give (unless said), the verdict when the command judges (from the findings, unless
-    `accepted` says), and `optional`: run_dir, nodes, data, error. The run's directory is
-    `run_dir` when a run is given."""
+    """The one document of --json (commands/envelope.py): the findings, the verdict when
+    the command judges and the exit code it gives (unless said), and `optional`:
+    run_dir, nodes, data, error. The verdict is the one rule of bringup/provenance.py:
+    ACCEPTED only when nothing is bad and every record was measured live (`origin`, by
+    default the run's, read from its records); `accepted` gives it when the caller
+    judged already (the report). The run's directory is `run_dir` when a run is given."""
     from bringup.commands.envelope import document
     from bringup.findings import exit_code as code_of
-    from bringup.findings import verdict
+    from bringup.provenance import LIVE, verdict_exit_code
 
     if run is not None:
         optional.setdefault("run_dir", str(run.path))
-    code = code_of(findings) if exit_code is None else exit_code
-    word = verdict(findings) if judged else None
-    if accepted is not None:
+    word = None
+    if judged:
+        if origin is None and run is not None and (run.path / "facts").exists():
+            origin = run_origin(run)
+        origin = origin or LIVE
+        if accepted is None:
+            accepted = verdict_exit_code(findings, origin) == 0
         word = "ACCEPTED" if accepted else "NOT ACCEPTED"
-    print_json(document(_command(), code, findings, word, **optional))
+        optional.setdefault("provenance", origin_json(origin))
+    if exit_code is None:
+        exit_code = (0 if accepted else 1) if judged else code_of(findings)
+    print_json(document(_command(), exit_code, findings, word, **optional))
+
+
+def origin_json(origin: Origin) -> dict[str, Any]:
+    """The envelope's `provenance`: the run's mode, whether it is live, and why not."""
+    return {"mode": origin.mode, "live": origin.live, "reasons": list(origin.reasons)}
 
 
 def _command() -> str:
@@ -513,15 +538,17 @@ def show_run(
     """A run's verdict for people: its findings, what each probe cost (when given), where
     the run directory is, and last the verdict line (with --quiet that line alone), which
     says when the facts were not measured by this run (demo data, a replay)."""
-    from bringup.commands.show import duration_lines, show_findings, verdict_line
-    from bringup.provenance import is_demo, verdict_note
+    from bringup.commands.show import duration_lines, plain, show_findings, verdict_line
 
     if not quiet:
         show_findings(out, findings, run.manifest.nodes, title)
         for line in duration_lines(durations or {}):
             out.print(line, highlight=False, soft_wrap=True)
         out.print(f"run directory: {run.path}", highlight=False)
-    made = run.manifest.provenance
-    # Facts this run did not measure (demo data, a replay): said where the verdict is.
-    line = verdict_line(findings, note=verdict_note(made), demo=is_demo(made))
+    for node, changes in run.manifest.overrides.items():
+        told = ", ".join(change.line() for change in changes)
+        out.print(plain(f"{node} judged with overrides: {told}"), soft_wrap=True)
+    # Facts this run did not measure live (demo data, a replay, files, simulated GPUs):
+    # said where the verdict is, and never ACCEPTED.
+    line = verdict_line(findings, origin=run_origin(run), overrides=bool(run.manifest.overrides))
     out.print(line, highlight=False, soft_wrap=True)

@@ -23,7 +23,7 @@ from bringup.findings import Finding
 
 SCHEMA_FILE = "docs/schema/bringup-output.schema.json"
 # Keys left out of the document when they have nothing to say.
-OPTIONAL = ("run_dir", "nodes", "data", "error")
+OPTIONAL = ("run_dir", "nodes", "data", "error", "provenance")
 
 
 class ProbeState(BaseModel):
@@ -52,6 +52,22 @@ class NodeEntry(BaseModel):
     )
 
 
+class Origin(BaseModel):
+    """Where the judged facts came from, derived from every record (bringup/provenance.py)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
+    mode: str = Field(
+        description="live (every record measured live by this run), else the kinds of "
+        "record met joined by '+': demo, replayed, file, simulated ('demo+replayed')"
+    )
+    live: bool = Field(description="Every record measured live: only then can it be ACCEPTED")
+    reasons: list[str] = Field(
+        description="Why not live, as the verdict line says: 'demo data', 'replayed from "
+        "d', 'simulated GPUs', 'facts from files on node03'"
+    )
+
+
 class Envelope(BaseModel):
     """What `bringup COMMAND --json` prints on stdout: one document, nothing else."""
 
@@ -60,7 +76,9 @@ class Envelope(BaseModel):
     bringup: str = Field(description="The bringup version that wrote the document")
     command: str = Field(description="The command, subcommands joined by spaces: 'profiles list'")
     exit_code: int = Field(
-        ge=0, description="The process's exit code: 0 fine, 1 findings or nodes bad, 2 refused"
+        ge=0,
+        description="The process's exit code: a command that judges 0 only for ACCEPTED, "
+        "1 NOT ACCEPTED (of any cause); other commands 0 success, 1 failed; 2 refused",
     )
     verdict: Literal["ACCEPTED", "NOT ACCEPTED"] | None = Field(
         description="The acceptance verdict of a command that judges; null when it judges "
@@ -73,6 +91,9 @@ class Envelope(BaseModel):
         default=None, description="The command's own payload (docs/json.md lists each)"
     )
     error: str | None = Field(default=None, description="Why the input was refused (exit 2)")
+    provenance: Origin | None = Field(
+        default=None, description="A command that judges: where the judged facts came from"
+    )
 
 
 def document(

@@ -105,6 +105,7 @@ def exporter(
             built.findings,
             exit_code=0,  # exporting went fine; the verdict is one of the metrics
             accepted=built.verdict.accepted,
+            provenance=built.verdict.origin_json(),
             run_dir=str(first),
             data={"metrics": families, "skipped": skipped},
         )

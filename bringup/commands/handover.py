@@ -296,12 +296,12 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int
     """The bundle's report beside its manifest; the exit code of all it holds."""
     from bringup.baseline import write_bundle
     from bringup.commands.report import make_report, verdict_lines, write
-    from bringup.findings import exit_code
     from bringup.provenance import sha256_file
 
     built, prof = make_report(bundle_path, None, None)
     written = write(built, prof, REPORT_FORMATS, bundle_path)
-    code = 2 if refused else exit_code(built.findings)
+    # The exit status follows the bundle's verdict: 0 only for ACCEPTED.
+    code = 2 if refused else 0 if built.verdict.accepted else 1
     bundle.exit_code = code
     # What the renter reads is evidence too: the manifest records each report's hash.
     bundle.reports_sha256 = {path.name: sha256_file(path) for path in written}
@@ -311,6 +311,7 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int
             built.findings,
             exit_code=code,
             accepted=built.verdict.accepted,
+            provenance=built.verdict.origin_json(),
             run_dir=str(bundle_path),
             data={
                 "parts": [p.model_dump(mode="json") for p in bundle.parts],

@@ -142,7 +142,9 @@ def build_report(
     `complete`: the run's completeness findings, judged already on the whole run (a view
     narrowed by --limit); None: judged here."""
     from bringup.checks.catalog import CHECKS
-    from bringup.checks.regression import Known, judge_regressions
+    from bringup.checks.identity import CHECK as IDENTITY
+    from bringup.checks.identity import judge_identity
+    from bringup.checks.regression import Known, judge_override_changes, judge_regressions
     from bringup.checks.whole_run import judge_whole_run
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
@@ -151,7 +153,12 @@ def build_report(
     now = measure_fleet(run.facts, prof)
     # What `check` recorded of the whole run is judged again here, by the same function.
     drop_recorded_whole_run(run)
-    judged = judge_whole_run(run, prof, now, judge_run(run) if complete is None else complete)
+    lacking = judge_run(run) if complete is None else list(complete)
+    if not any(f.check == IDENTITY for f in run.findings or []):
+        # One machine, one node: judged here too for a run whose check did not (a run of
+        # an older bringup); a run that judged it holds its findings already.
+        lacking += judge_identity(list(run.facts.values()))
+    judged = judge_whole_run(run, prof, now, lacking)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
         known_now = Known(run.nodes, run.facts_problems)
@@ -159,6 +166,9 @@ def build_report(
         judged += judge_regressions(
             now, then, limits, baseline.path.name, known_now=known_now, known_then=known_then
         )
+        if run.manifest is not None and baseline.manifest is not None:
+            overrides = (run.manifest.overrides, baseline.manifest.overrides)
+            judged += judge_override_changes(*overrides, baseline.path.name)
     order = [check.name for check in CHECKS]
     return build(run, prof, judged, order, baseline, generated_at, measurements=now)
 
@@ -286,7 +296,6 @@ def report(
 
     --profile (tolerances): auto takes the run's own, else its GPUs'. --limit reports on
     some of the run's nodes: it needs --out, so the run's whole report is not replaced."""
-    from bringup.findings import exit_code
 
     chosen = parse_formats(formats)
     if limit and out is None:
@@ -296,14 +305,17 @@ def report(
     written = write(built, prof, chosen, out or run_dir)
     if as_json:
         data = {"summary": summary(built), "written": [str(p) for p in written]}
-        print_envelope(built.findings, accepted=built.verdict.accepted, data=data)
+        verdict = built.verdict
+        made = verdict.origin_json()
+        print_envelope(built.findings, accepted=verdict.accepted, provenance=made, data=data)
     else:
         lines = verdict_lines(built)
         for line in lines[:1] if quiet else lines:
             print(line)
         for path in written if not quiet else []:
             print(f"wrote {path}")
-    raise typer.Exit(exit_code(built.findings))
+    # The exit status follows the verdict: 0 only for ACCEPTED (docs/json.md).
+    raise typer.Exit(0 if built.verdict.accepted else 1)
 
 
 def _not_into_a_bundle(run_dir: Path, out: Path) -> None:

@@ -11,6 +11,7 @@ would raise), with control characters removed (no escape sequence reaches the te
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -20,6 +21,9 @@ from rich.text import Text
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status, worst
 from bringup.report.escape import printable
+
+if TYPE_CHECKING:
+    from bringup.provenance import Origin
 
 STYLES = {
     Status.PASS: "green",
@@ -221,30 +225,35 @@ def summary_line(findings: list[Finding]) -> Text:
     return text
 
 
-def accepted(findings: list[Finding]) -> bool:
-    """The report's rule: nothing failed, errored or unreachable, and something was judged
-    (a run with no finding at all is never accepted)."""
-    return bool(findings) and not any(f.status.bad for f in findings)
-
-
 def verdict_line(
-    findings: list[Finding], shown: int = 3, note: str | None = None, demo: bool = False
+    findings: list[Finding],
+    shown: int = 3,
+    origin: Origin | None = None,
+    overrides: bool = False,
 ) -> Text:
     """ACCEPTED or NOT ACCEPTED with a one-line reason: the counts, on how many nodes,
-    and the first checks that failed (one per probe that could not run). `note` says where
-    facts this run did not measure came from ("demo data", "replay of ..."), after the
-    verdict word as the report says it; demo data is never ACCEPTED."""
-    said = f" ({note})" if note else ""
+    and the first checks that failed (one per probe that could not run). `origin` says
+    where facts this run did not measure came from ("demo data", "replayed from d",
+    "simulated GPUs"), in brackets after the verdict word as the report says it: such a
+    run is never ACCEPTED (bringup/provenance.py, `accepted`). `overrides`: some node was
+    judged with its own profile overrides, said after the word ("ACCEPTED with overrides")."""
+    from bringup.provenance import LIVE, accepted
+
+    origin = origin or LIVE
+    said = f" ({origin.note})" if origin.note else ""
+    with_overrides = " with overrides" if overrides else ""
     counts = ", ".join(
         f"{n} {s.value}" for s in Status if (n := sum(1 for f in findings if f.status == s))
     )
     nodes = {f.node for f in findings}
     if not findings:
         return Text.assemble(("NOT ACCEPTED", "bold red"), printable(f"{said}: nothing was judged"))
-    if accepted(findings):
+    if not any(f.status.bad for f in findings):
         where = f" on {len(nodes)} node{'s' if len(nodes) != 1 else ''}" if any(nodes) else ""
-        word, style = ("NOT ACCEPTED", "bold red") if demo else ("ACCEPTED", "bold green")
-        return Text.assemble((word, style), printable(f"{said}: {counts}{where}"))
+        good = accepted(findings, origin)
+        word, style = ("ACCEPTED", "bold green") if good else ("NOT ACCEPTED", "bold red")
+        told = f"{with_overrides if good else ''}{said}: {counts}{where}"
+        return Text.assemble((word, style), printable(told))
     bad = [f for f in one_per_probe(findings) if f.status.bad]
     checks = list(dict.fromkeys(f.check for f in bad))
     more = f" (+{len(checks) - shown} more)" if len(checks) > shown else ""
@@ -252,6 +261,34 @@ def verdict_line(
     where = f" on {len(bad_nodes)} of {len(nodes)} nodes" if len(nodes) > 1 else ""
     reason = f"{said}: {counts}{where}; {', '.join(checks[:shown])}{more}"
     return Text.assemble(("NOT ACCEPTED", "bold red"), printable(reason))
+
+
+def inspect_line(findings: list[Finding], what: str, note: str | None = None) -> Text:
+    """The verdict of `inspect`: whether the capture shows a fault, never ACCEPTED (one
+    output is not a node: "NO FAULT FOUND in nvidia-smi topo -m (3 checks; not a node
+    acceptance)"). A FAIL, an ERROR (what could not be judged) or nothing judged at all is
+    not "no fault": FAULT FOUND, with the checks, or NOTHING JUDGED. `note`: where recorded
+    facts came from (bringup/provenance.py), said in the brackets ("demo data")."""
+    checks = len({(f.node, f.check) for f in findings})
+    counts = "".join(
+        f", {n} {s.value}"
+        for s in Status
+        if s.bad and (n := sum(1 for f in findings if f.status == s))
+    )
+    said = f"; {note}" if note else ""
+    scope = f"{checks} check{'s' if checks != 1 else ''}{counts}{said}; not a node acceptance"
+    if not findings:
+        return Text.assemble(("NOTHING JUDGED", "bold red"), printable(f" in {what}"))
+    bad = [f for f in one_per_probe(findings) if f.status.bad]
+    if not bad:
+        return Text.assemble(("NO FAULT FOUND", "bold green"), printable(f" in {what} ({scope})"))
+    named = ", ".join(dict.fromkeys(f.check for f in bad))
+    return Text.assemble(("FAULT FOUND", "bold red"), printable(f" in {what} ({scope}): {named}"))
+
+
+def inspect_exit_code(findings: list[Finding]) -> int:
+    """0 only when something was judged and nothing was bad (NO FAULT FOUND)."""
+    return 0 if findings and not any(f.status.bad for f in findings) else 1
 
 
 # --- how long each probe took -------------------------------------------------------------

@@ -112,7 +112,10 @@ def healthcheck(
     run.finish("complete", code)
     hc.prune_runs(runs, keep, current=run.path)
     if as_json:
-        print_envelope(findings, exit_code=code, run=run, data={"healthcheck": verdict})
+        # Fitness for the next job (exit 0 fit, 1 unfit: what Slurm's Prolog reads), not an
+        # acceptance: no verdict word, `data.healthcheck.fit` says it.
+        data = {"healthcheck": verdict}
+        print_envelope(findings, exit_code=code, judged=False, run=run, data=data)
     else:
         _say(verdict, run.path)
     raise typer.Exit(code)

@@ -19,7 +19,8 @@ from bringup import profile as profiles
 from bringup.facts import NodeFacts
 from bringup.fleet.inventory import Host
 from bringup.fleet.transport import Runner
-from bringup.rundir import RunDirError, load_facts
+from bringup.provenance import file_source, sha256_file
+from bringup.rundir import Override, RunDirError, load_facts
 from bringup.suite import Suite
 
 # Probes whose `paths` parameter --data-dir (or bringup_data_dirs) replaces.
@@ -85,6 +86,26 @@ def node_profile(base: profiles.Profile, overrides: object, node: str) -> profil
         raise FleetError(str(exc)) from None
 
 
+def override_changes(base: profiles.Profile, judged: profiles.Profile) -> list[Override]:
+    """Each field (dotted, "gpu.count") where the node's profile differs from its base."""
+    return [
+        Override(field=name, profile=was, value=now)
+        for name, was, now in _differences(
+            base.model_dump(mode="json"), judged.model_dump(mode="json")
+        )
+    ]
+
+
+def _differences(was: Any, now: Any, where: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(was, dict) and isinstance(now, dict):
+        found = []
+        for key in [*was, *(k for k in now if k not in was)]:
+            name = f"{where}.{key}" if where else str(key)
+            found += _differences(was.get(key), now.get(key), name)
+        return found
+    return [] if was == now else [(where, was, now)]
+
+
 def _data_dirs(value: object, node: str) -> list[str] | None:
     if value is None:
         return None
@@ -128,14 +149,22 @@ def option_params(
 
 
 def load_replay(path: object, node: str) -> NodeFacts:
-    """The recording named by `bringup_replay`: one node's facts file."""
+    """The recording named by `bringup_replay`: one node's facts file, each record marked
+    as answered from that file (its path and SHA-256): never a live measurement."""
+    file = Path(str(path))
     try:
-        recorded = load_facts(Path(str(path)))
+        recorded = load_facts(file)
+        sha = sha256_file(file) if file.is_file() else None
     except RunDirError as exc:
         raise FleetError(f"host {node}: bringup_replay: {exc}") from None
-    if len(recorded) != 1:
+    except OSError as exc:
+        raise FleetError(f"host {node}: bringup_replay: {file}: {exc.strerror}") from None
+    if len(recorded) != 1 or sha is None:
         raise FleetError(f"host {node}: bringup_replay must name one facts/<node>.json file")
-    return recorded[0]
+    source = file_source(str(file.resolve()), sha)
+    facts = recorded[0]
+    probes = {name: record.with_source(source) for name, record in facts.probes.items()}
+    return facts.model_copy(update={"probes": probes})
 
 
 @dataclass
@@ -151,6 +180,7 @@ class NodePlan:
     # the host's bringup_profile_overrides laid on it then.
     auto: bool = False
     overrides: object = None
+    base: profiles.Profile | None = None  # the profile given, before the overrides
     remote: bool = True  # an SSH node: its reachability is a finding
     deadline_s: float = 0.0
     skip: bool = False  # resume: every probe already answered, judge what is recorded
@@ -216,6 +246,7 @@ def plan_node(
         profile=judged_by,
         auto=auto,
         overrides=overrides,
+        base=profile if isinstance(profile, profiles.Profile) else None,
         remote=remote,
         deadline_s=sum(float(s["timeout_s"]) for s in steps) + NODE_SLACK_S,
         skip=done is not None and not steps and not replayed,

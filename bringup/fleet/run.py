@@ -45,11 +45,11 @@ from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
-from bringup.fleet.plan import FleetError, NodePlan, node_profile
+from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable, is_progress
 from bringup.profile import AUTO, Profile
-from bringup.rundir import RunDir
+from bringup.rundir import Override, RunDir
 
 DEFAULT_FORKS = 64
 State = Literal["complete", "unreachable", "error", "interrupted"]
@@ -196,6 +196,22 @@ def _judged(plan: NodePlan, facts: NodeFacts) -> tuple[Profile | None, list[Find
     return profile, [said, *judge_node(facts, profile)]
 
 
+def judged_overrides(plan: NodePlan, facts: NodeFacts) -> list[Override]:
+    """The profile fields the node was judged by that its profile does not say (its
+    `bringup_profile_overrides`, against the profile given or its GPU's): part of the
+    verdict, recorded in the manifest and shown with it."""
+    if plan.overrides is None:
+        return []
+    base = plan.base if not plan.auto else judge_node_model(facts)[0] if facts.probes else None
+    if base is None:
+        return []
+    try:
+        judged = node_profile(base, plan.overrides, plan.node)
+    except FleetError:
+        return []  # said as the node's ERROR by _judged
+    return override_changes(base, judged)
+
+
 def _unreachable_action(reason: str) -> str:
     if reason.startswith("host key mismatch"):
         return "verify the node's identity; if it was reinstalled, remove its old known_hosts line"
@@ -338,7 +354,9 @@ def _finish(
 ) -> NodeOutcome:
     findings: list[Finding] = []
     if plan.profile is not None or plan.auto:
-        findings = outcome_findings(plan, rundir.facts_of(plan.node), state, reason)
+        facts = rundir.facts_of(plan.node)
+        findings = outcome_findings(plan, facts, state, reason)
+        rundir.record_overrides(plan.node, judged_overrides(plan, facts))
         rundir.add_findings(findings)
     outcome = NodeOutcome(plan.node, state, reason, findings, round(seconds, 3))
     if progress is not None:

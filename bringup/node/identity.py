@@ -26,6 +26,7 @@ from bringup.node.tool import CommandResult, run, which
 SYS_DMI = Path("/sys/class/dmi/id")
 SYS_INFINIBAND = Path("/sys/class/infiniband")
 SYS_NET = Path("/sys/class/net")
+MACHINE_ID = Path("/etc/machine-id")
 
 NVSWITCH_FIRMWARE = "not read by bringup (needs NVIDIA's NSCQ library or DCGM)"
 
@@ -93,6 +94,9 @@ class SystemIdentity:
     # identity); kept so that a report says so instead of leaving it out.
     nvswitch_firmware: str | None = None
     nics: list[Nic] = field(default_factory=list)
+    # /etc/machine-id: the installation's own id (systemd, machine-id(5)); two nodes that
+    # show one are one installation (fleet.identity).
+    machine_id: str | None = None
     # field name ("bmc_firmware", "system_serial", "nics") -> why it was not measured
     unavailable: dict[str, str] = field(default_factory=dict)
 
@@ -152,12 +156,27 @@ def read_identity(timeout_s: float = 10.0, raw: dict[str, str] | None = None) ->
     ident = SystemIdentity()
     ident.unavailable["nvswitch_firmware"] = NVSWITCH_FIRMWARE
     _read_dmi(ident, timeout_s, raw)
+    ident.machine_id, why = read_machine_id()
+    if why is not None:
+        ident.unavailable["machine_id"] = why
     _read_bmc(ident, timeout_s, raw)
     _read_fabric_manager(ident, timeout_s, raw)
     ident.nics = read_rdma_nics() + _read_ethtool(ident, timeout_s, raw)
     if not ident.nics:
         ident.unavailable.setdefault("nics", f"no RDMA device under {SYS_INFINIBAND}")
     return ident
+
+
+def read_machine_id(path: Path = MACHINE_ID) -> tuple[str | None, str | None]:
+    """(the machine id, None) or (None, why not): 32 lowercase hex digits, machine-id(5);
+    an empty or "uninitialized" file (an image not booted yet) is no id."""
+    try:
+        text = path.read_text(errors="replace").strip().lower()
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
+        return None, f"{path} holds no machine id"
+    return text, None
 
 
 def read_dmi(root: Path = SYS_DMI) -> tuple[dict[str, str | None], dict[str, str]]:

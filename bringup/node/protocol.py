@@ -65,6 +65,8 @@ def run_one(name: str, values: dict[str, Any]) -> dict[str, Any]:
     try:
         output = PROBES[name].collect(build_params(name, values))
         record.update(ok=True, facts=dataclasses.asdict(output.facts), raw=output.raw)
+        if output.simulated:  # facts.ProbeRecord.provenance: never a live measurement
+            record["provenance"] = [{"kind": "simulated", "of": s} for s in output.simulated]
     except ProbeError as exc:
         record.update(error=str(exc), raw=exc.raw)
     except Exception as exc:  # a probe bug must become an ERROR finding, not a lost node
@@ -93,9 +95,11 @@ def _run_child(
 ) -> dict[str, Any]:
     """Run one probe in a forked child, in a session of its own, and wait at most timeout_s.
 
-    A fork rather than a new interpreter: the probe modules are already imported here, so
-    each probe costs no Python start-up (a node runs several; a simulated cluster runs
-    hundreds on a few cores). The child's own session lets a timeout kill what it started.
+    A fork rather than a new interpreter: each probe costs no Python start-up (a node runs
+    several; a simulated cluster runs hundreds on a few cores). The child imports its own
+    probe's module (catalog.PROBES loads on first use), under the probe's deadline, so the
+    node side never pays for the probes it was not asked for. The child's own session lets
+    a timeout kill what it started.
     """
     started = time.monotonic()
     result_read, result_write = os.pipe()

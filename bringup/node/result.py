@@ -12,6 +12,9 @@ class ProbeOutput:
 
     facts: Any
     raw: dict[str, str] = field(default_factory=dict)
+    # What the facts were read from that only simulates the real thing ("GPUs": the NVML
+    # simulator, "dcgmi": a stand-in), as the simulator said it (bringup/node/simulated.py).
+    simulated: list[str] = field(default_factory=list)
 
 
 class ProbeError(Exception):

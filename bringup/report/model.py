@@ -16,15 +16,16 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
-from bringup import __version__
+from bringup import __version__, provenance
+from bringup.facts import origin as facts_origin
 from bringup.findings import Finding, Status, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
-from bringup.provenance import is_demo, verdict_note
 from bringup.report import compare as baseline_mod
 from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rundata import RunData
 from bringup.report.statistics import MetricStats, check_medians, statistics_of
+from bringup.rundir import Override
 
 
 class CheckRow(BaseModel):
@@ -76,8 +77,14 @@ class Verdict(BaseModel):
     actions: list[ActionGroup]  # FAIL, ERROR, UNREACHABLE
     warnings: list[ActionGroup]  # WARN
     missing: list[str]  # the run's missing pieces (its report.* findings), then notes
-    note: str | None = None  # where the facts came from, when not measured by this run
+    note: str | None = None  # where the facts came from, when not measured live by this run
+    mode: str = "live"  # derived from every record: live, or "demo+replayed", "file", ...
+    reasons: list[str] = Field(default_factory=list)  # why not live: "demo data", ...
     line: str = ""  # "ACCEPTED", "NOT ACCEPTED (demo data)": what every output heads with
+
+    def origin_json(self) -> dict[str, object]:
+        """--json's `provenance` (commands/envelope.py, Origin): mode, live, reasons."""
+        return {"mode": self.mode, "live": not self.reasons, "reasons": list(self.reasons)}
 
 
 class RunInfo(BaseModel):
@@ -103,6 +110,8 @@ class RunInfo(BaseModel):
     files_hashed: int | None = None  # evidence files whose SHA-256 the manifest holds
     parts_sha256: dict[str, str] = Field(default_factory=dict)  # a bundle: each part's manifest
     origin: str = ""  # the mode in words: "measured live by this run", "demo data: ..."
+    derived_mode: str = "live"  # from every record (bringup/provenance.py): "demo+replayed"
+    overrides: dict[str, list[Override]] = Field(default_factory=dict)  # node -> fields
 
 
 class Report(BaseModel):
@@ -187,7 +196,9 @@ def _run_info(run: RunData) -> RunInfo:
     info = RunInfo(
         path=str(run.path), manifest_sha256=run.manifest_sha256, parts_sha256=run.parts_sha256
     )
-    info.origin = _origin(info)
+    derived = run_origin(run)
+    info.derived_mode = derived.mode
+    info.origin = _origin(info, derived)
     times = sorted(
         r.started_at for facts in run.facts.values() for r in facts.probes.values() if r.started_at
     )
@@ -212,11 +223,23 @@ def _run_info(run: RunData) -> RunInfo:
         info.command_line = shlex.join(["bringup", *made.argv]) if made.argv else None
         info.replay_of, info.replay_manifest_sha256 = made.replay_of, made.replay_manifest_sha256
         info.resumed_at = [r.at for r in made.resumed]
-    info.origin = _origin(info)
+    info.overrides = dict(manifest.overrides)
+    info.origin = _origin(info, derived)
     return info
 
 
-def _origin(info: RunInfo) -> str:
+def _origin(info: RunInfo, derived: provenance.Origin) -> str:
+    """The mode in words. A run whose records are not all live says why first, whatever
+    its manifest says of how it was made."""
+    if not derived.live:
+        # How the run was made, where that says more than "it probed its nodes".
+        made = _made(info) if info.mode not in ("live", "resume") else None
+        return f"not measured live: {derived.note}" + (f" ({made})" if made else "")
+    return _made(info) or "provenance not recorded (a run from before bringup recorded it)"
+
+
+def _made(info: RunInfo) -> str | None:
+    """How the manifest says the run was made."""
     if info.command == "handover" and info.mode in ("live", "resume"):
         return f"a handover bundle of {len(info.parts_sha256)} runs, each measured live"
     if info.mode == "live":
@@ -229,7 +252,7 @@ def _origin(info: RunInfo) -> str:
         sha = info.replay_manifest_sha256
         its = f"its manifest sha256 {sha}" if sha else "it has no manifest"
         return f"replay: the facts of {info.replay_of} judged again ({its})"
-    return "provenance not recorded (a run from before bringup recorded it)"
+    return None
 
 
 def _node_report(
@@ -264,22 +287,31 @@ def _verdict(findings: list[Finding], run: RunData) -> Verdict:
     counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
     bad = [f for f in findings if f.status.bad]
     gaps = [f.message for f in findings if _is_gap(f) and not f.node]
-    made = run.manifest.provenance if run.manifest is not None else None
-    note = verdict_note(made)
-    # Fail closed: a run with nothing judged (no finding at all) is never accepted, even
-    # if a caller forgot the completeness findings that say why; demo data never is.
-    accepted = bool(findings) and not bad and not is_demo(made)
-    line = "ACCEPTED" if accepted else "NOT ACCEPTED"
+    origin = run_origin(run)
+    # The one rule (bringup/provenance.py): fail closed, a run with nothing judged is never
+    # accepted, nor one with a record not measured live by this run (demo, replayed, from
+    # a file, simulated), whatever its findings.
+    accepted = provenance.accepted(findings, origin)
+    overrides = bool(run.manifest.overrides) if run.manifest is not None else False
+    line = "ACCEPTED" + (" with overrides" if overrides else "") if accepted else "NOT ACCEPTED"
     return Verdict(
         accepted=accepted,
-        note=note,
-        line=f"{line} ({note})" if note else line,
+        note=origin.note,
+        mode=origin.mode,
+        reasons=list(origin.reasons),
+        line=f"{line} ({origin.note})" if origin.note else line,
         counts={k: v for k, v in counts.items() if v},
         nodes_failing=sorted({f.node or "(run)" for f in bad}),
         actions=_groups(bad),
         warnings=_groups([f for f in findings if f.status == Status.WARN]),
         missing=[*gaps, *run.notes],
     )
+
+
+def run_origin(run: RunData) -> provenance.Origin:
+    """Where the run's facts came from: every record's chain, and its manifest's mode."""
+    made = run.manifest.provenance if run.manifest is not None else None
+    return facts_origin(list(run.facts.values()), made)
 
 
 def _groups(findings: list[Finding]) -> list[ActionGroup]:

@@ -118,6 +118,8 @@ def metrics_of(report: Report) -> Iterator[Metric]:
             "profile": report.run.profile or "",
             "status": report.run.status or "unknown",
             "started_at": report.run.started_at or "",
+            # Derived from every record: live, or "demo+replayed", "file", "simulated".
+            "mode": report.verdict.mode,
         },
     )
     yield info
@@ -135,7 +137,8 @@ def metrics_of(report: Report) -> Iterator[Metric]:
 def _accepted(accepted: bool) -> GaugeMetricFamily:
     family = GaugeMetricFamily(
         "bringup_run_accepted",
-        "1 when the run is complete and has no FAIL, ERROR or UNREACHABLE finding.",
+        "1 when the run is complete, has no FAIL, ERROR or UNREACHABLE finding and every "
+        "record was measured live (bringup_run_info's mode is live).",
     )
     family.add_metric([], 1.0 if accepted else 0.0)
     return family

@@ -135,6 +135,8 @@ def _bundle(path: Path) -> RunData:
             run.parts_sha256[part.path] = piece.manifest_sha256
         if piece.manifest is not None and piece.manifest.provenance is not None:
             made.append(piece.manifest.provenance)
+        if piece.manifest is not None:
+            manifest.overrides.update(piece.manifest.overrides)
         for name, facts in piece.facts.items():
             mine = run.facts.setdefault(name, facts.model_copy(deep=True))
             mine.probes.update(facts.probes)

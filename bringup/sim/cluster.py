@@ -45,6 +45,7 @@ from bringup.sim.faults import (
     node_facts,
     nvml_state,
     recorded_probes,
+    sim_number,
     sim_profile,
 )
 from bringup.sim.netns import (
@@ -60,6 +61,7 @@ from bringup.sim.netns import (
     cmdline,
     keygen,
     netns_pids,
+    own_identity,
     run_setup,
     signal_all,
     sweep_and_allocate,
@@ -296,13 +298,13 @@ class SimCluster:
             (node.dir / "authorized_keys_root").write_text(client_key + "\n")
             (node.dir / "sshd_config").write_text(self._sshd_config(node))
             if self.rootfs_image is not None:
-                self._node_root(node).prepare()
+                self._node_root(node).prepare(f"{sim_number(node.name):032x}")
             recording = node_facts(node.name, node.fault, node.live)
             node.facts_file.write_text(recording.model_dump_json(indent=2) + "\n")
             if self.nvml_library is not None:
                 from bringup.sim.nvml import write_state
 
-                write_state(nvml_state(node.fault), node.nvml_state)
+                write_state(nvml_state(node.fault, node.name), node.nvml_state)
         for node in self.nodes.values():
             node.sshd = self._spawn_sshd(node)
         for node in self.nodes.values():
@@ -325,7 +327,8 @@ class SimCluster:
             raise SimClusterError("slurm: not with rootfs nodes (they share no slurm.conf)")
         if self.slurm is None:
             nodes = [
-                SlurmNode(n.name, n.address, n.netns, self.node_env(n)) for n in self.nodes.values()
+                SlurmNode(n.name, n.address, n.netns, self.node_env(n), self._own_identity(n))
+                for n in self.nodes.values()
             ]
             slurm = SimSlurm(self.workdir, self.run, self.bridge, nodes, extra_conf)
             self._track(slurm.dir)
@@ -454,12 +457,14 @@ class SimCluster:
     def _spawn_sshd(self, node: SimNode) -> subprocess.Popen[bytes]:
         log = (node.dir / "sshd.log").open("ab")
         sshd = [SSHD, "-D", "-e", "-f", str(node.dir / "sshd_config")]
-        argv = ["ip", "netns", "exec", node.netns, *sshd]
+        argv = ["ip", "netns", "exec", node.netns, *self._own_identity(node), *sshd]
         if self.rootfs_image is not None:
             # Its own root: the node's folder (keys, sshd_config, tools) and the NVML
             # library are seen inside at the same paths.
             binds = [node.dir] + ([self.nvml_library.parent] if self.nvml_library else [])
-            argv = self._node_root(node).command(node.netns, node.name, binds, sshd)
+            own_identity(node.dir, sim_number(node.name))  # writes its product_serial
+            serial = node.dir / "product_serial"
+            argv = self._node_root(node).command(node.netns, node.name, binds, sshd, serial)
         with log:
             return subprocess.Popen(
                 argv,
@@ -469,6 +474,10 @@ class SimCluster:
                 start_new_session=True,  # a Ctrl-C of the test run reaches stop(), not sshd
                 preexec_fn=unlimited_memlock,
             )
+
+    def _own_identity(self, node: SimNode) -> list[str]:
+        """What gives the node a machine id and system serial of its own (netns.own_identity)."""
+        return own_identity(node.dir, sim_number(node.name))
 
     def _wait_for_sshd(self, node: SimNode) -> None:
         end = time.monotonic() + SSHD_READY_S

@@ -30,6 +30,7 @@ from bringup.node.probes.host import HostFacts, IbPort, PathSpace
 from bringup.node.probes.nvme import NvmeFacts, NvmePath
 from bringup.node.probes.topology import TopologyFacts, parse_topo
 from bringup.node.probes.xid import XidFacts, parse_kernel_log
+from bringup.provenance import demo_source
 
 COLLECTED_AT = "2026-11-29T12:00:00+00:00"  # fixed, so two demo runs judge identical facts
 GPUS = 8
@@ -174,6 +175,7 @@ def _identity(node: str) -> SystemIdentity:
         system_vendor="DEMO",
         product_name="DEMO B300 HGX system",
         system_serial=f"DEMO-SYS-{number}",
+        machine_id=f"de{number:0>30}",  # machine-id(5): 32 hex digits, made up
         baseboard_serial=f"DEMO-BB-{number}",
         chassis_serial=f"DEMO-CH-{number}",
         bios_version="DEMO-BIOS-1.0",
@@ -245,13 +247,37 @@ def _node(name: str, fault: Callable[[DemoNode], None] | None = None) -> NodeFac
     )
     if fault:
         fault(demo)
+    own_identity(demo.gpu, _number(name))
     node = NodeFacts(node=name, bringup_version=__version__, collected_at=COLLECTED_AT)
     for field in dataclasses.fields(demo):
         facts = dataclasses.asdict(getattr(demo, field.name))
+        # Labelled at the source: whatever carries these facts on says they are the demo's.
         node.probes[field.name] = ProbeRecord(
-            probe=field.name, ok=True, facts=facts, started_at=COLLECTED_AT
+            probe=field.name,
+            ok=True,
+            facts=facts,
+            started_at=COLLECTED_AT,
+            provenance=[demo_source()],
         )
     return node
+
+
+def _number(name: str) -> int:
+    """The node's number in its name ("b300-node04": 4), 0 where it has none."""
+    digits = name.rsplit("node", 1)[-1]
+    return int(digits) if digits.isdigit() else 0
+
+
+def own_identity(gpu: GpuFacts, number: int) -> None:
+    """Serials and UUIDs of the node's own (node 4, GPU 3: DEMO00040003): every machine's
+    GPUs are its own, and fleet.identity FAILs two nodes that show one."""
+    for g in gpu.gpus:
+        g.serial, g.uuid = gpu_identity(number, g.index)
+
+
+def gpu_identity(number: int, index: int) -> tuple[str, str]:
+    """(serial, UUID) of GPU `index` of node `number`: DEMO00040003, GPU-...-000000040003."""
+    return f"DEMO{number:04d}{index:04d}", f"GPU-00000000-0000-0000-0000-{number:08d}{index:04d}"
 
 
 def _missing_gpu(demo: DemoNode) -> None:

@@ -6,6 +6,7 @@ apart from reading the shipped b300 profile.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Sequence
 from functools import cache
@@ -14,7 +15,7 @@ import yaml
 
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.node.probes.topology import parse_topo
-from bringup.sim.demo import demo_nodes, topo_text
+from bringup.sim.demo import demo_nodes, gpu_identity, topo_text
 from bringup.sim.netns import SimClusterError, nodes_memlock_bytes
 
 # The probes a simulated node runs for real unless told otherwise; the others are
@@ -93,6 +94,11 @@ def node_facts(name: str, fault: str, live: Sequence[str] = DEFAULT_LIVE) -> Nod
         facts = json.loads(json.dumps(record.facts))  # a deep copy, as on disk
         if probe == "host" and facts is not None:
             facts["hostname"] = name
+            facts["identity"]["system_serial"] = f"DEMO-SYS-{sim_number(name)}"
+            facts["identity"]["machine_id"] = f"{sim_number(name):032x}"
+        if probe == "gpu" and facts is not None:
+            for gpu in facts["gpus"]:
+                gpu["serial"], gpu["uuid"] = gpu_identity(sim_number(name), gpu["index"])
         probes[probe] = record.model_copy(update={"facts": facts})
     return NodeFacts(
         node=name,
@@ -126,8 +132,9 @@ def recorded_probes() -> set[str]:
     return set(_demo_nodes()["healthy"].probes)
 
 
-def nvml_state(fault: str) -> dict[str, object]:
-    """The simulated NVML state of a node with `fault`: the demo's eight B300 GPUs."""
+def nvml_state(fault: str, node: str | None = None) -> dict[str, object]:
+    """The simulated NVML state of a node with `fault`: the demo's eight B300 GPUs, with
+    serials and UUIDs of the node's own when `node` is given (sim_number)."""
     from bringup.sim import nvml
 
     if fault not in NVML_FAULTS:
@@ -135,4 +142,14 @@ def nvml_state(fault: str) -> dict[str, object]:
     state = nvml.state_from_profile("b300")
     for spec in NVML_FAULTS[fault]:
         state = nvml.apply_fault(state, spec)
+    if node is not None:
+        number = sim_number(node)
+        for index, gpu in enumerate(state.get("gpus", [])):
+            gpu["serial"], gpu["uuid"] = gpu_identity(number, index)
     return dict(state)
+
+
+def sim_number(node: str) -> int:
+    """A number of the simulated node's own, from its name: what tells its serials,
+    UUIDs and machine id from every other node's (fleet.identity)."""
+    return int(hashlib.sha256(node.encode()).hexdigest()[:7], 16)

@@ -190,3 +190,31 @@ def banner(address: str, timeout_s: float) -> bool:
             return sock.recv(64).startswith(b"SSH-")
     except OSError:
         return False
+
+
+# --- each node a machine of its own -------------------------------------------------------
+
+MACHINE_ID = "/etc/machine-id"
+DMI_SERIAL = "/sys/class/dmi/id/product_serial"
+# Run inside the node's own mount namespace (`ip netns exec` makes one, and makes / a
+# slave, so nothing here reaches this machine): the node's machine id and system serial
+# over this machine's, where this machine has them.
+_OWN_IDENTITY = f"""set -e
+if [ -e {MACHINE_ID} ]; then mount --bind "$1" {MACHINE_ID}; fi
+if [ -e {DMI_SERIAL} ]; then mount --bind "$2" {DMI_SERIAL}; fi
+shift 2
+exec "$@"
+"""
+
+
+def own_identity(folder: Path, number: int) -> list[str]:
+    """The words before a command that runs it with a machine id and system serial of the
+    node's own (`number`), written into `folder`.
+
+    Simulated nodes share this machine's files: without this every one would show its
+    /etc/machine-id and DMI serial, and fleet.identity would rightly call them one machine.
+    """
+    machine_id, serial = folder / "machine-id", folder / "product_serial"
+    machine_id.write_text(f"{number:032x}\n")
+    serial.write_text(f"SIM-SYS-{number}\n")
+    return ["sh", "-c", _OWN_IDENTITY, "sh", str(machine_id), str(serial)]

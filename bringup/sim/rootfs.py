@@ -51,6 +51,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from bringup.sim.netns import DMI_SERIAL
+
 SUITE = "bookworm"
 BASE_PACKAGES = ("openssh-server", "python3")
 CACHE_ENV = "BRINGUP_ROOTFS_CACHE"  # where images are kept (default DEFAULT_CACHE)
@@ -202,6 +204,16 @@ esac
 exit 0
 """
 
+
+def _serial_mount(merged: str, serial: Path | None) -> list[str]:
+    """The line that puts the node's own DMI system serial over this machine's, where this
+    machine has one (merged: the node's root, quoted)."""
+    if serial is None:
+        return []
+    target = f"{merged}{DMI_SERIAL}"
+    return [f"if [ -e {target} ]; then mount --bind {shlex.quote(str(serial))} {target}; fi"]
+
+
 # Device nodes of the node's own small /dev: name, major, minor.
 DEVICES = [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9)]
 DEVICES += [("tty", 5, 0)]
@@ -223,10 +235,14 @@ class NodeRoot:
         """The mount point; only inside the node's mount namespace is anything there."""
         return self.state / "merged"
 
-    def prepare(self) -> None:
-        """Make the overlay folders and put the node's kernel tools into its upper layer."""
+    def prepare(self, machine_id: str | None = None) -> None:
+        """Make the overlay folders and put the node's kernel tools (and its own
+        /etc/machine-id: the image's is every node's) into its upper layer."""
         for sub in ("upper", "work", "merged"):
             (self.state / sub).mkdir(parents=True, exist_ok=True)
+        if machine_id is not None:
+            (self.upper / "etc").mkdir(parents=True, exist_ok=True)
+            (self.upper / "etc" / "machine-id").write_text(machine_id + "\n")
         sbin = self.upper / "usr" / "sbin"
         sbin.mkdir(parents=True, exist_ok=True)
         for tool in KERNEL_TOOLS:
@@ -236,7 +252,12 @@ class NodeRoot:
         (self.state / "boot_id").write_text(f"{uuid.uuid4()}\n")
 
     def command(
-        self, netns: str, hostname: str, binds: Sequence[Path], argv: Sequence[str]
+        self,
+        netns: str,
+        hostname: str,
+        binds: Sequence[Path],
+        argv: Sequence[str],
+        system_serial: Path | None = None,
     ) -> list[str]:
         """The command line that starts argv (the node's sshd) as the node's first process.
 
@@ -261,6 +282,7 @@ class NodeRoot:
             f"mount --bind {boot_id} {m}/proc/sys/kernel/random/boot_id",
             f"if [ -e {sysrq} ]; then mount --bind /dev/null {sysrq}; fi",
             f"mount -t sysfs -o ro sysfs {m}/sys",
+            *_serial_mount(m, system_serial),
             # A /dev of its own: no disk of this machine is reachable from the node.
             f"mount -t tmpfs -o mode=755,nosuid tmpfs {m}/dev",
             *[f"mknod -m 666 {m}/dev/{name} c {major} {minor}" for name, major, minor in DEVICES],

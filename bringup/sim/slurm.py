@@ -68,6 +68,7 @@ class SlurmNode:
     address: str
     netns: str
     env: Mapping[str, str]  # what its tasks get on top of srun's (PATH, XDG_CACHE_HOME, NVML)
+    identity: Sequence[str] = ()  # words before slurmd: its own machine id (netns.own_identity)
 
 
 class SimSlurm:
@@ -137,7 +138,7 @@ class SimSlurm:
         self._wait(self._controller_up, "slurmctld", "slurmctld")
         for node in self.nodes:
             argv = [_tool("slurmd"), "-D", "-N", node.name, "-f", str(self.conf)]
-            self._spawn(node.netns, argv, node.name)
+            self._spawn(node.netns, [*node.identity, *argv], node.name)
         self._wait(self._nodes_idle, "the nodes' slurmd", self.nodes[0].name)
 
     def stop(self) -> None:

@@ -48,6 +48,19 @@ class CheckRun:
         ]
 
 
+BAD = ("FAIL", "ERROR", "UNREACHABLE")
+
+
+def assert_good_but_simulated(code: int, doc: dict[str, Any], stderr: str = "") -> None:
+    """A run on simulated nodes whose every finding is good: NOT ACCEPTED and exit 1 all
+    the same, for where its facts came from alone (simulated GPUs, recordings): a
+    simulated cluster is never a live, accepted fleet (docs/reports.md)."""
+    bad = [(f["node"], f["check"], f["status"]) for f in doc["findings"] if f["status"] in BAD]
+    assert bad == [], stderr[-2000:]
+    assert (code, doc["exit_code"], doc["verdict"]) == (1, 1, "NOT ACCEPTED"), stderr[-2000:]
+    assert doc["provenance"]["live"] is False and doc["provenance"]["reasons"]
+
+
 def run_check(
     inventory: Path, *args: str, timeout_s: float = 120, profile: Path | None = None
 ) -> CheckRun:

@@ -381,7 +381,9 @@ def broken_run(draw: st.DrawFn, scratch: Path, data: bytes) -> Broken:
     """The accepted run, copied under `scratch`, with one thing done to it: hostile bytes
     in a file, a FIFO, a symlink (to a device, a file or folder of this machine, a copy
     outside the run, nowhere), a file cut short, a huge line, a file removed."""
-    run = Path(shutil.copytree(accepted_run(), scratch / "run"))
+    # Under a folder of its own: `exporter --runs-dir` reads the run's parent, where the
+    # intact copy "outside" the run must not be (it would be a second, accepted run there).
+    run = Path(shutil.copytree(accepted_run(), scratch / "runs" / "run"))
     way = draw(st.sampled_from(["bytes", "fifo", "symlink", "truncate", "huge line", "remove"]))
     name = draw(st.sampled_from(RUN_ENTRIES if way in ("symlink", "remove") else RUN_FILES))
     target = run / name

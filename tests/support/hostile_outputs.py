@@ -106,7 +106,7 @@ def check_report_outputs(base: Path, text: str, fields: dict[str, str]) -> None:
         result.exception
     )
     assert result.exit_code == 1, result.output  # the planted FAIL
-    assert result.stdout.startswith("NOT ACCEPTED: ")
+    assert result.stdout.startswith("NOT ACCEPTED (demo data): ")
     assert CONTROL.search(result.stdout) is None
 
     html = (out / "report.html").read_text()

@@ -31,7 +31,7 @@ from bringup.node.probes.dcgm import facts_from_output
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
 from bringup.rundir import RunDir, load_facts
-from bringup.sim.demo import demo_fleet, demo_nodes
+from bringup.sim.demo import demo_fleet, demo_nodes, gpu_identity
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 
@@ -121,22 +121,38 @@ def clean_run(
     reason it is not accepted. `suite` "demo" is a suite of exactly the demo's probes."""
     healthy = next(n for n in demo_nodes() if n.node == "b300-node01")
     prof = profile.load("b300")
+    # A live run: the healthy node's facts as its probes would record them on each machine,
+    # with serials and ids of its own (bringup/checks/identity.py), no demo label.
+    for rec in healthy.probes.values():
+        rec.provenance = []
     if suite == "demo":
         out.parent.mkdir(parents=True, exist_ok=True)
         suite = demo_suite(out.parent)
     run = RunDir.create(out, "check", "b300", suite)
     run.manifest.started_at = STAMP
     findings = []
-    for name in names:
+    for number, name in enumerate(names, start=1):
         node = healthy.model_copy(update={"node": name}, deep=True)
+        own_machine(node, number)
         run.add_node(name)
         for rec in node.probes.values():
             run.add_record(name, rec.model_dump())
         judged = judge_node(node, prof)
         run.add_findings(judged)
         findings += judged
+    run.manifest.findings_bad = sum(1 for f in findings if f.status.bad)
     run.finish("complete", exit_code(findings))
     return out
+
+
+def own_machine(node: NodeFacts, number: int) -> None:
+    """The node's GPU serials and UUIDs, system serial and machine id made its own."""
+    gpu = node.probes["gpu"].facts or {}
+    for g in gpu.get("gpus", []):
+        g["serial"], g["uuid"] = gpu_identity(number, g["index"])
+    identity = (node.probes["host"].facts or {}).get("identity", {})
+    identity["system_serial"] = f"DEMO-SYS-{number:02d}"
+    identity["machine_id"] = f"{number:032x}"
 
 
 def fleet_run(out: Path, size: int) -> Path:

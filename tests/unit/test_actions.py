@@ -95,7 +95,7 @@ def test_a_check_that_crashes_still_has_an_action(monkeypatch: pytest.MonkeyPatc
 
     check = next(c for c in CHECKS if c.name == "host.iommu")
     broken = dataclasses.replace(check, judge=crash)
-    monkeypatch.setattr("bringup.checks.catalog.CHECKS", [broken])
+    monkeypatch.setattr("bringup.checks.host.CHECKS", [broken])  # the catalog reads it
     (found,) = judge_probe("host", _host("n1"), None, PROFILE)
     assert found.status == Status.ERROR and found.action == actions.CRASHED
 
@@ -118,7 +118,7 @@ def test_a_gpu_finding_names_the_gpu_serial_in_its_action() -> None:
     node04 = next(n for n in demo_nodes() if n.node == "b300-node04")
     (remap,) = [f for f in judge_node(node04, B300) if f.check == "gpu.remapped_rows"]
     assert remap.action is not None
-    assert remap.action.startswith("reset GPU 3 (serial DEMO00000003) (`nvidia-smi -r -i 3`)")
+    assert remap.action.startswith("reset GPU 3 (serial DEMO00040003) (`nvidia-smi -r -i 3`)")
 
 
 def _gpus() -> GpuFacts:

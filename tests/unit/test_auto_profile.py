@@ -198,7 +198,8 @@ def test_inspect_says_which_profile_and_prints_facts_only_when_asked() -> None:
     plain = invoke("inspect", path)
     assert "findings — profile h100" in plain.stdout
     assert '"gpus"' not in plain.stdout
-    assert plain.stdout.splitlines()[-1].startswith("NOT ACCEPTED: ")
+    # One capture is not a node: a fault found, never an acceptance verdict.
+    assert plain.stdout.splitlines()[-1].startswith("FAULT FOUND in nvidia-smi -q (")
     assert '"gpus"' in invoke("inspect", path, "--facts").stdout
 
 

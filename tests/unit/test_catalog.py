@@ -6,10 +6,12 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import bringup.checks
-from bringup.checks.catalog import CHECKS
+from bringup.checks.catalog import CHECK_MODULES, CHECKS, checks_for
 from bringup.node.catalog import PROBES
 
 
@@ -77,3 +79,40 @@ def test_judging_and_showing_stay_apart() -> None:
     assert (
         sorted(m for m in measurements if m.startswith(("bringup.report", "bringup.checks"))) == []
     )
+
+
+def test_check_modules_names_the_module_of_every_check() -> None:
+    # A subject's checks load only when its probe is judged: a check module whose probe is
+    # missing from CHECK_MODULES (or listed under another module) would never be judged.
+    found: dict[str, set[str]] = {}
+    seen: set[int] = set()
+    for info in pkgutil.walk_packages(bringup.checks.__path__, "bringup.checks."):
+        module = importlib.import_module(info.name)
+        if info.name.count(".") != 2 or info.name.endswith(".catalog"):
+            continue
+        checks = getattr(module, "CHECKS", None)
+        # a module that imports another's CHECKS (burnin_run) does not define checks
+        if isinstance(checks, list) and id(checks) not in seen:
+            seen.add(id(checks))
+            for check in checks:
+                found.setdefault(check.probe, set()).add(info.name.rsplit(".", 1)[1])
+    assert {probe: {name} for probe, name in CHECK_MODULES.items()} == found
+    assert [c.name for p in CHECK_MODULES for c in checks_for(p)] == sorted(
+        (c.name for c in CHECKS), key=[c.name for c in CHECKS].index
+    )
+    assert checks_for("no-such-probe") == []
+
+
+def test_judging_a_probe_loads_its_subject_alone() -> None:
+    script = (
+        "import sys\n"
+        "from bringup.checks.catalog import checks_for\n"
+        "names = [c.name for c in checks_for('xid')]\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('bringup.checks.')\n"
+        "    and m.count('.') == 2 and m.split('.')[2] not in ('actions', 'catalog'))\n"
+        "print(names, loaded)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "['xid.events', 'xid.sxid'] ['bringup.checks.xid']"

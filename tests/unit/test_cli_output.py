@@ -66,7 +66,8 @@ def test_limit_selects_demo_nodes_as_ansible_does(tmp_path: Path) -> None:
 
 def test_limit_on_the_healthy_node_judges_it_alone(tmp_path: Path) -> None:
     result = invoke("check", "--demo", "-l", "b300-node01", "-q", "--out", tmp_path / "r")
-    assert result.exit_code == 0  # nothing failed on it; but demo data is never ACCEPTED
+    # Nothing failed on it, but demo data is never ACCEPTED, and the exit status says so.
+    assert result.exit_code == 1
     assert result.stdout.splitlines() == ["NOT ACCEPTED (demo data): 28 PASS on 1 node"]
 
 
@@ -109,8 +110,8 @@ def test_report_limit_reports_on_the_nodes_chosen(tmp_path: Path) -> None:
     result = invoke(
         "report", run, "-l", "b300-node01", "-o", tmp_path / "one", "--format", "md", "-q"
     )
-    assert result.exit_code == 0, result.output
-    # The healthy node, but demo data: never ACCEPTED.
+    assert result.exit_code == 1, result.output
+    # The healthy node, but demo data: never ACCEPTED (the exit status follows).
     assert result.stdout.splitlines()[0].startswith("NOT ACCEPTED (demo data): 28 PASS")
     text = (tmp_path / "one" / "report.md").read_text()
     assert "b300-node01" in text and "b300-node02" not in text

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from bringup.findings import Status
 from bringup.provenance import (
     REDACTED,
     Change,
+    Origin,
     Provenance,
     Resumed,
+    Source,
     compare,
     evidence_files,
     evidence_hashes,
-    verdict_note,
+    origin_of,
 )
 from bringup.rundir import RunDir, load_manifest
 
@@ -86,15 +89,50 @@ def test_evidence_is_raw_facts_findings_and_result_files_not_reports(tmp_path: P
     assert evidence_hashes(tmp_path)["facts/n1.json"] == digest
 
 
-def test_verdict_note_says_demo_and_replay_only() -> None:
-    assert verdict_note(None) is None
-    assert verdict_note(Provenance(mode="live")) is None
-    assert verdict_note(Provenance(mode="resume")) is None
-    assert verdict_note(Provenance(mode="demo")) == "demo data"
-    replay = Provenance(mode="replay", replay_of="runs/x", replay_manifest_sha256="ab" * 32)
-    assert verdict_note(replay) == f"replay of runs/x, manifest sha256 {'ab' * 8}…"
-    bare = Provenance(mode="replay", replay_of="n1.json")
-    assert verdict_note(bare) == "replay of n1.json, no manifest"
+def test_a_run_is_live_only_when_every_record_is() -> None:
+    """The run's origin is derived from its records: one link anywhere makes it not live,
+    and the verdict says each cause in the order first met."""
+    demo, sim = Source(kind="demo"), Source(kind="simulated", of="GPUs")
+    replayed = Source(kind="replayed", of="d", sha256="ab" * 32)
+    files = Source(kind="file", of="/x/n3.json", sha256="cd" * 32)
+    assert origin_of([("n1", []), ("n2", [])]) == Origin()
+    assert Origin().live and Origin().mode == "live" and Origin().note is None
+    chained = origin_of([("n1", [demo, replayed]), ("n2", [demo, replayed])])
+    assert chained.note == "demo data, replayed from d"
+    assert chained.mode == "demo+replayed" and not chained.live
+    mixed = origin_of([("n1", []), ("n2", [sim]), ("n3", [demo, files]), ("n4", [files])])
+    assert mixed.note == "simulated GPUs, demo data, facts from files on n3, n4"
+    assert origin_of([("n1", []), ("n2", [sim])]).note == "simulated GPUs"
+
+
+def test_an_old_record_without_a_chain_takes_its_manifests_mode() -> None:
+    """Fail closed for runs written before records carried a chain."""
+    assert origin_of([("n1", [])], Provenance(mode="demo")).note == "demo data"
+    replay = Provenance(mode="replay", replay_of="runs/x")
+    assert origin_of([("n1", [])], replay).note == "replayed from runs/x"
+    assert origin_of([("n1", [])], Provenance(mode="resume")).live
+
+
+@pytest.mark.parametrize(
+    ("statuses", "live", "expected"),
+    [
+        ([Status.PASS, Status.WARN], True, ("ACCEPTED", 0)),
+        ([Status.PASS], False, ("NOT ACCEPTED (demo data)", 1)),
+        ([Status.PASS, Status.FAIL], True, ("NOT ACCEPTED", 1)),
+        ([], True, ("NOT ACCEPTED", 1)),  # nothing judged is never accepted
+    ],
+)
+def test_one_rule_gives_the_verdict_and_the_exit_status(
+    statuses: list[Status], live: bool, expected: tuple[str, int]
+) -> None:
+    from bringup.findings import Finding
+    from bringup.provenance import verdict_exit_code, verdict_word
+
+    findings = [
+        Finding(node="n1", check=f"c{i}", status=s, message="m") for i, s in enumerate(statuses)
+    ]
+    made = Origin() if live else Origin(("demo data",), ("demo",))
+    assert (verdict_word(findings, made), verdict_exit_code(findings, made)) == expected
 
 
 def test_finish_hashes_every_evidence_file_and_resume_clears_them(tmp_path: Path) -> None:

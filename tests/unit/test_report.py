@@ -95,7 +95,7 @@ def test_demo_identity(demo: Path) -> None:
     one = nodes["b300-node01"]
     assert one.gpu_models == ["NVIDIA B300 SXM6 AC"]
     assert (one.gpu_count, one.driver, one.cuda, one.nvlink_version) == (8, "580.95.05", "13.0", 5)
-    assert one.serials[0] == "DEMO00000000"
+    assert one.serials[0] == "DEMO00010000"
     assert set(one.vbios) == {"97.10.00.00.01"}
     assert one.hostname == "b300-node01"
     assert nodes["b300-node02"].gpu_count == 7
@@ -108,8 +108,8 @@ def test_demo_identity_for_a_dispute(demo: Path) -> None:
     assert ident.gpus[6].model_dump() == {
         "index": 6,
         "pci_bus_id": "00000000:ba:00.0",
-        "serial": "DEMO00000006",
-        "uuid": "GPU-00000000-0000-0000-0000-000000000006",
+        "serial": "DEMO00050006",
+        "uuid": "GPU-00000000-0000-0000-0000-000000050006",
     }
     assert ident.system is not None
     assert (ident.system.chassis_serial, ident.system.fabric_manager_version) == (
@@ -119,17 +119,17 @@ def test_demo_identity_for_a_dispute(demo: Path) -> None:
     (xid,) = five.xids
     assert (xid.gpu_index, xid.gpu_serial, xid.utc) == (
         6,
-        "DEMO00000006",
+        "DEMO00050006",
         "2026-11-28T14:03:41.442918+00:00",
     )
     md = render.markdown(report)
     assert "| chassis serial | DEMO-CH-05 |" in md
     assert "| BMC firmware | not available: ipmitool not installed |" in md
     assert "| NVSwitch firmware | not available: not read by bringup (needs NVIDIA's NSCQ" in md
-    assert "| GPU map | GPU 0: PCI 00000000:18:00.0 · serial DEMO00000000 · GPU-0000" in md
-    assert "(GPU 6, serial DEMO00000006, 2026-11-28 14:03:41 UTC)" in md
+    assert "| GPU map | GPU 0: PCI 00000000:18:00.0 · serial DEMO00050000 · GPU-0000" in md
+    assert "(GPU 6, serial DEMO00050006, 2026-11-28 14:03:41 UTC)" in md
     html = render.html(report, render.make_plots(report, B300))
-    assert "GPU 6 (serial DEMO00000006)<br>0000:ba:00<br>2026-11-28 14:03:41 UTC" in html
+    assert "GPU 6 (serial DEMO00050006)<br>0000:ba:00<br>2026-11-28 14:03:41 UTC" in html
     assert '<th>Fabric Manager</th><td class="mono">580.95.05</td>' in html
 
 
@@ -150,7 +150,7 @@ def test_demo_markdown_and_html(demo: Path) -> None:
     md = render.markdown(report)
     assert "## Verdict: NOT ACCEPTED" in md
     assert (
-        "| FAIL | reset GPU 3 (serial DEMO00000003) (`nvidia-smi -r -i 3`) to apply the pending "
+        "| FAIL | reset GPU 3 (serial DEMO00040003) (`nvidia-smi -r -i 3`) to apply the pending "
         "row remap |"
     ) in md
     assert "**b300-node04** `gpu.remapped_rows`: GPU 3: row remap pending" in md
@@ -263,7 +263,7 @@ def test_baseline_flags_exactly_the_planted_regressions(
     assert (regressed.node, regressed.metric) == ("b300-node03", "nccl.busbw")
     assert regressed.change_pct == pytest.approx(-10.0)
     assert [(c.node, c.field, c.baseline, c.current) for c in comparison.identity] == [
-        ("b300-node06", "GPU 4 serial", "DEMO00000004", "1654922004999")
+        ("b300-node06", "GPU 4 serial", "DEMO00060004", "1654922004999")
     ]
     assert [(x.node, x.event.xid) for x in comparison.new_xids] == [("b300-node01", 48)]
     # node05's Xid 79 was already in the baseline's log: not new.
@@ -350,7 +350,7 @@ def test_findings_cut_short_by_a_crash(rich: Path, tmp_path: Path) -> None:
 def test_command_writes_every_format_and_exits_1(rich: Path, tmp_path: Path) -> None:
     result = cli("report", rich, "--format", "all", "--out", tmp_path)
     assert result.returncode == 1, result.stderr
-    assert result.stdout.splitlines()[0].startswith("NOT ACCEPTED: ")
+    assert result.stdout.splitlines()[0].startswith("NOT ACCEPTED (demo data): ")
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["report.html", "report.json", "report.junit.xml", "report.md"]
     summary = json.loads((tmp_path / "report.json").read_text())

@@ -106,7 +106,7 @@ def test_json_keeps_the_text_as_sent(report: Report) -> None:
 
 def test_console_verdict_is_plain_text(report: Report, tmp_path: Path) -> None:
     lines = verdict_lines(report)
-    assert lines[0].startswith("NOT ACCEPTED: ")
+    assert lines[0].startswith("NOT ACCEPTED (demo data): ")
     assert all(CONTROL.search(line) is None for line in lines)
 
 

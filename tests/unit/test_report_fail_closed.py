@@ -175,15 +175,28 @@ def test_findings_that_lost_their_failures_are_not_accepted(tmp_path: Path) -> N
     kept = [line for line in lines(demo) if json.loads(line)["status"] not in ("FAIL", "ERROR")]
     (demo / "findings.jsonl").write_text("\n".join(kept) + "\n")
     report = report_of(demo)
-    words = (
-        "the run ended with exit code 1 but findings.jsonl holds no FAIL, ERROR or "
-        "UNREACHABLE finding"
-    )
+    # The run recorded how many bad findings it wrote: demo data exits 1 whatever its
+    # findings, so the exit code alone could no longer tell that verdicts were lost.
+    words = "the run wrote 4 FAIL, ERROR or UNREACHABLE findings but findings.jsonl holds 0"
     assert message(report, "report.findings").startswith(words)
     assert_rejected_everywhere(report, "report.findings", words)
     result = invoke("report", demo, "--out", tmp_path / "out")
     assert result.exit_code == 1
     assert result.stdout.startswith("NOT ACCEPTED (demo data): ")
+
+
+def test_a_live_run_from_before_the_count_still_reads_its_exit_code(tmp_path: Path) -> None:
+    """A manifest without findings_bad (an older run): a live run's exit code 1 over
+    findings that all pass still says verdicts were lost."""
+    run = clean_run(tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(findings_bad=None, exit_code=1)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    words = (
+        "the run ended with exit code 1 but findings.jsonl holds no FAIL, ERROR or "
+        "UNREACHABLE finding"
+    )
+    assert_rejected_everywhere(report_of(run), "report.findings", words)
 
 
 def test_a_failed_probe_whose_errors_were_cut_is_missing(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_failures_are_the_bad_checks(rich: Path) -> None:
     failure = case.find("failure")
     assert failure is not None
     assert (failure.get("type"), failure.get("message")) == ("FAIL", "GPU 3: row remap pending")
-    assert "action: reset GPU 3 (serial DEMO00000003) (`nvidia-smi -r -i 3`)" in (
+    assert "action: reset GPU 3 (serial DEMO00040003) (`nvidia-smi -r -i 3`)" in (
         failure.text or ""
     )
     warned = next(s for s in root.iter("testsuite") if s.get("name") == "b300-node06")

@@ -76,7 +76,7 @@ def test_exactly_the_three_planted_changes(later: Report) -> None:
             "volatile 3, aggregate 3",
         ),
         ("b300-node03", "setting", "GPU 1 power limit", "1100 W", "700 W"),
-        ("b300-node06", "identity", "GPU 4 serial", "DEMO00000004", "1654922007777"),
+        ("b300-node06", "identity", "GPU 4 serial", "DEMO00060004", "1654922007777"),
     ]
 
 

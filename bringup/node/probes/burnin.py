@@ -34,6 +34,7 @@ from bringup.node import progress
 from bringup.node.probes.telemetry import Sampler, Timeline
 from bringup.node.rendezvous import free_port, interface_towards
 from bringup.node.result import ProbeError, ProbeOutput
+from bringup.node.simulated import sampled_gpus
 from bringup.node.tool import package_root, run, which
 from bringup.node.workdir import new_dir, work_dir
 
@@ -221,7 +222,8 @@ def collect(params: Params) -> ProbeOutput:
             raw[name] = (work / name).read_text()
     if not params.keep_checkpoints:
         shutil.rmtree(work / "checkpoints", ignore_errors=True)
-    return ProbeOutput(facts=facts, raw=raw)
+    # Its telemetry (throttling, power) read the simulated NVML: said so, never live.
+    return ProbeOutput(facts=facts, raw=raw, simulated=sampled_gpus())
 
 
 def _launch_args(params: Params, nproc: int) -> list[str]:

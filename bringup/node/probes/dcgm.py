@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from bringup.node import progress
 from bringup.node.parsers.dcgm_diag import DiagReport, parse_diag
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
+from bringup.node.simulated import tool_is_simulated
 from bringup.node.tool import CommandResult, run, which
 
 NOT_INSTALLED = "dcgmi not found (install DCGM: `bringup provision --tags dcgm`)"
@@ -71,7 +72,8 @@ def collect(params: Params) -> ProbeOutput:
         report = parse_diag(result.stdout)
     except ParseError as exc:
         raise ProbeError(f"{command}: {why_no_verdict(result, exc)}", raw) from None
-    return ProbeOutput(DcgmFacts(params.level, command, result.returncode, report), raw)
+    facts = DcgmFacts(params.level, command, result.returncode, report)
+    return ProbeOutput(facts, raw, simulated=["dcgmi"] if tool_is_simulated(dcgmi) else [])
 
 
 def facts_from_output(text: str) -> DcgmFacts:

@@ -20,6 +20,7 @@ from bringup.node.gpu_facts import (
 )
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
+from bringup.node.simulated import GPUS, nvml_is_simulated
 from bringup.node.tool import run, which
 
 # --- collection -------------------------------------------------------------------------
@@ -59,7 +60,8 @@ def collect(params: Params) -> ProbeOutput:
                 raise ProbeError(f"no NVIDIA driver found ({_nvml_reason(exc)})", raw) from None
         else:
             try:
-                return ProbeOutput(_read_nvml(pynvml), raw)
+                said = [GPUS] if nvml_is_simulated(pynvml) else []
+                return ProbeOutput(_read_nvml(pynvml), raw, simulated=said)
             finally:
                 pynvml.nvmlShutdown()
     if not smi:

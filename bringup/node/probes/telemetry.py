@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from bringup.node.gpu_facts import decode_clock_event_reasons, nvml_field_number
 from bringup.node.result import ProbeError, ProbeOutput
+from bringup.node.simulated import sampled_gpus
 from bringup.node.timeline import Sample, Timeline
 
 
@@ -443,4 +444,4 @@ def collect(params: Params) -> ProbeOutput:
     timeline = sample_for(params.seconds, params.interval_s, params.max_samples)
     if not timeline.samples and timeline.error:
         raise ProbeError(timeline.error)
-    return ProbeOutput(timeline)
+    return ProbeOutput(timeline, simulated=sampled_gpus())

@@ -96,6 +96,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NewType, TypedDict
 
+from bringup.node.simulated import NVML_MARKER as MARKER
+
 SCHEMA = 1
 ENV_STATE = "BRINGUP_NVMLSIM_STATE"  # the variable nvml_sim.c reads at nvmlInit
 
@@ -156,11 +158,13 @@ DEVICE_ENTRY_POINTS = (
     "nvmlDeviceGetGpuFabricInfoV",
     "nvmlDeviceGetFieldValues",
 )
-ENTRY_POINTS = SYSTEM_ENTRY_POINTS + DEVICE_ENTRY_POINTS
+# Not NVML: the simulator's own mark (MARKER), which the probes look up to say their
+# records are simulated (bringup/node/simulated.py). No state can override it.
+ENTRY_POINTS = SYSTEM_ENTRY_POINTS + DEVICE_ENTRY_POINTS + (MARKER,)
 
 # Entry points whose answer a state can override ("errors"): all but these, which have no
 # error to give (nvmlInit_v2 is nvmlInitWithFlags(0): override that one).
-_NOT_OVERRIDABLE = {"nvmlShutdown", "nvmlErrorString", "nvmlInit_v2"}
+_NOT_OVERRIDABLE = {"nvmlShutdown", "nvmlErrorString", "nvmlInit_v2", MARKER}
 OVERRIDABLE = tuple(name for name in ENTRY_POINTS if name not in _NOT_OVERRIDABLE)
 # The names nvml.h and pynvml's wrappers use for the versioned symbols.
 ALIASES = {

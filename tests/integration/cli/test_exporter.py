@@ -86,6 +86,8 @@ def test_exposition_values(rich: Path) -> None:
     assert value(parsed, "bringup_findings", status="FAIL") == 10.0  # 4 planted + 6 nccl
     info = [k for k in parsed if k[0] == "bringup_run_info"]
     assert dict(info[0][1])["profile"] == "b300"
+    assert dict(info[0][1])["mode"] == "demo"  # derived from its records: never accepted
+    assert value(parsed, "bringup_run_accepted") == 0.0
 
 
 def test_unreadable_run_is_up_0_not_an_error(tmp_path: Path) -> None:

@@ -21,11 +21,21 @@ SMI = FIXTURES / "smi" / "mleng-a100-sxm4-80gb-q-excerpt-remapped-rows-pending.t
 HOST_ONLY = "name: host-only\ndescription: the host probe\nbudget_s: 60\nprobes:\n  - name: host\n"
 
 
+# Commands whose verdict is not theirs: the exporter serves the verdict of a run it
+# reads (as a metric); exporting it went fine whatever the verdict.
+SERVES_A_VERDICT = {"exporter"}
+
+
 def valid(result: Any, command: str, code: int) -> dict[str, Any]:
-    """The document, validated, after checking the command and exit code it states."""
+    """The document, validated, after checking the command and exit code it states: the
+    process's, and for a command that judges the one its verdict gives (0 only for
+    ACCEPTED, 1 for NOT ACCEPTED of any cause, 2 refused)."""
     assert result.code == code, result.stderr[-2000:]
     doc = valid_envelope(result.json())
     assert (doc["command"], doc["exit_code"]) == (command, code)
+    if doc["verdict"] is not None and command not in SERVES_A_VERDICT:
+        assert code == (0 if doc["verdict"] == "ACCEPTED" else 1), (command, doc["verdict"])
+        assert doc["provenance"]["live"] == (doc["provenance"]["reasons"] == [])
     return doc
 
 
@@ -39,6 +49,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Any]) -> d
 def test_check_demo_names_its_nodes_and_probes(demo: dict[str, Any]) -> None:
     doc = demo["doc"]
     assert doc["verdict"] == "NOT ACCEPTED" and doc["run_dir"] == str(demo["out"])
+    assert doc["provenance"] == {"mode": "demo", "live": False, "reasons": ["demo data"]}
     assert [n["state"] for n in doc["nodes"]] == ["recorded"] * len(doc["nodes"])
     assert {n["node"] for n in doc["nodes"]} == {f["node"] for f in doc["findings"]}
     assert all(n["probes"]["gpu"]["ok"] for n in doc["nodes"])
@@ -68,7 +79,10 @@ def test_inspect_a_file_and_a_directory_give_one_shape(
 ) -> None:
     one = valid(cli("inspect", SMI, "-p", "a100", "--json"), "inspect", 1)["data"]
     many = valid(cli("inspect", demo["out"], "--json"), "inspect", 1)["data"]
-    assert set(one) == set(many) == {"source", "kind", "read", "profile", "facts"}
+    assert set(one) == set(many) == {"source", "kind", "read", "profile", "facts", "verdict"}
+    # A capture is not a node, recorded facts not a run: no acceptance verdict at all.
+    assert one["verdict"].startswith("FAULT FOUND in nvidia-smi -q (")
+    assert many["verdict"].startswith("FAULT FOUND in the facts of 6 nodes in ")
     assert [set(item) for item in one["facts"]] == [{"node", "probe", "facts"}]
     assert {item["probe"] for item in many["facts"]} >= {"gpu", "topology", "host"}
 
@@ -185,7 +199,8 @@ def test_slurm_healthcheck_on_this_gpu_less_machine(
         "slurm healthcheck",
         1,  # no GPU here: unfit
     )
-    assert doc["data"]["healthcheck"]["node"] == "n1" and doc["verdict"] == "NOT ACCEPTED"
+    assert doc["data"]["healthcheck"]["node"] == "n1" and doc["data"]["healthcheck"]["fit"] is False
+    assert doc["verdict"] is None  # fitness for a job, not an acceptance
 
 
 @pytest.mark.parametrize(

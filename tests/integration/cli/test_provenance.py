@@ -50,12 +50,15 @@ def test_a_demo_report_says_demo_data_in_its_verdict_line(tmp_path: Path) -> Non
 
 
 def test_a_replay_report_names_the_run_and_its_manifest_hash(clean: Path, tmp_path: Path) -> None:
+    """A replay of a clean live run: every finding passes, and it is NOT ACCEPTED, exit 1:
+    its facts were not measured by this run (replayed from the run, whose manifest hash
+    each record and the report carry)."""
     replay = tmp_path / "replay"
     judged = invoke("check", "--replay", clean, "--out", replay)
-    assert judged.exit_code == 0, judged.output
+    assert judged.exit_code == 1, judged.output
     original = manifest_sha256(clean)
     # Said in the verdict line, as the report says it.
-    said = f"ACCEPTED (replay of {clean}, manifest sha256 {original[:16]}…): 56 PASS on 2 nodes"
+    said = f"NOT ACCEPTED (replayed from {clean}): 56 PASS on 2 nodes"
     assert judged.stdout.splitlines()[-1] == said
     manifest = json.loads((replay / "manifest.json").read_text())
     made = manifest["provenance"]
@@ -63,14 +66,19 @@ def test_a_replay_report_names_the_run_and_its_manifest_hash(clean: Path, tmp_pa
     assert made["replay_of"] == str(clean)
     assert made["replay_manifest_sha256"] == original
     assert manifest["probes"] == ["gpu", "topology", "host", "xid", "nvme"]  # the original's
+    facts = json.loads((replay / "facts" / "b300-node01.json").read_text())
+    chain = facts["probes"]["gpu"]["provenance"]
+    assert chain == [{"kind": "replayed", "of": str(clean), "sha256": original}]
     code, console, html, md, doc = report(replay, tmp_path / "out")
-    line = f"ACCEPTED (replay of {clean}, manifest sha256 {original[:16]}…)"
-    assert code == 0, console
+    line = f"NOT ACCEPTED (replayed from {clean})"
+    assert code == 1, console
     assert console.startswith(f"{line}: ")
     assert f"<h2>{escape(line)}</h2>" in html
-    assert "## Verdict: ACCEPTED (replay of " in md and f"sha256 {original[:16]}…)\n" in md
+    assert f"## Verdict: {line}\n" in md
     assert doc["verdict"]["line"] == line
+    assert (doc["verdict"]["mode"], doc["run"]["derived_mode"]) == ("replayed", "replayed")
     assert doc["run"]["replay_manifest_sha256"] == original
+    assert f"its manifest sha256 {original}" in doc["run"]["origin"]
     assert doc["run"]["manifest_sha256"] == manifest_sha256(replay)
     assert doc["run"]["command_line"] == f"bringup check --replay {clean} --out {replay}"
 
@@ -116,10 +124,16 @@ def test_a_replay_without_a_planned_probe_is_not_accepted(clean: Path, tmp_path:
             "nvme.concurrent_read",
             "nvme.rand_read",
         )
+    } | {  # and the edit itself: the file is not what the run recorded
+        (
+            "b300-node07",
+            "replay.source",
+            f"replayed data differs from what run {edited} recorded: facts/b300-node07.json",
+        )
     }
     code, console, html, md, doc = report(replay, tmp_path / "out")
     assert code == 1
-    assert console.startswith("NOT ACCEPTED (replay of ")
+    assert console.startswith("NOT ACCEPTED (replayed from ")
     assert doc["verdict"]["nodes_failing"] == ["b300-node07"]
     assert escape(words) in html and "b300-node07" in md
 
@@ -147,7 +161,7 @@ def test_a_replay_of_a_facts_file_has_no_plan_and_is_not_accepted(
     assert "report.suite" in checked.stdout.splitlines()[-1]
     code, console, _, _, doc = report(replay, tmp_path / "out")
     assert code == 1
-    assert console.startswith(f"NOT ACCEPTED (replay of {facts}, no manifest): ")
+    assert console.startswith(f"NOT ACCEPTED (replayed from {facts}): ")
     assert "ERROR report.suite: the run records no suite" in console
     assert doc["run"]["replay_manifest_sha256"] is None
 

@@ -24,7 +24,7 @@ from bringup import baseline as baselines
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cli import run_cli
-from tests.support.cluster import needs_cluster
+from tests.support.cluster import assert_good_but_simulated, needs_cluster
 
 NEEDED = ("torch", "deepspeed", "transformers", "peft")
 MISSING = [m for m in NEEDED if importlib.util.find_spec(m) is None]
@@ -81,7 +81,8 @@ def node_work_dir(cluster: SimCluster, run: BurninRun, node: str) -> Path:
 def test_each_node_trains_on_its_own(make_cluster: Callable[..., SimCluster]) -> None:
     cluster = make_cluster(2)
     run = bringup_burnin(cluster)
-    assert run.code == 0, (run.doc["findings"], run.stderr[-2000:])
+    # Trained for real, but its telemetry is the simulated NVML's: never ACCEPTED.
+    assert_good_but_simulated(run.code, run.doc, run.stderr)
     statuses = run.statuses()
     for node in cluster.names:
         for check in ("burnin.run", "burnin.loss", "burnin.checkpoint", "burnin.node_spread"):
@@ -106,7 +107,8 @@ def test_each_node_trains_on_its_own(make_cluster: Callable[..., SimCluster]) ->
 def test_all_nodes_as_one_joint_job(make_cluster: Callable[..., SimCluster]) -> None:
     cluster = make_cluster(2)
     run = bringup_burnin(cluster, "--joint", "--port", PORT)
-    assert run.code == 0, (run.doc["findings"], run.stderr[-2000:])
+    # Trained for real, but its telemetry is the simulated NVML's: never ACCEPTED.
+    assert_good_but_simulated(run.code, run.doc, run.stderr)
     job = run.findings("burnin.job")["node01"]
     assert job["status"] == "PASS"
     assert job["message"] == "tiny over 2 nodes (node01, node02), 2 ranks, 8 steps"

@@ -231,3 +231,38 @@ def test_check_local_judges_an_nvl72_tray_by_its_own_profile(
     lines = (tmp_path / "run" / "findings.jsonl").read_text().splitlines()
     (auto,) = [f for f in map(json.loads, lines) if f["check"] == "profile.auto"]
     assert (auto["status"], auto["value"]) == ("PASS", profile)
+
+
+RECORD = """
+from bringup.node.protocol import run_one
+record = run_one("{probe}", {params})
+out.update(ok=record["ok"], error=record["error"], provenance=record.get("provenance"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("probe", "params"), [("gpu", "{}"), ("telemetry", "{'seconds': 0.3, 'interval_s': 0.1}")]
+)
+def test_the_simulator_makes_itself_known_to_the_probe(
+    run_pynvml: RunPynvml, probe: str, params: str
+) -> None:
+    """The simulated library marks every record it answered "simulated GPUs", through the
+    library itself (no environment variable): such a run is never a live measurement."""
+    record = run_pynvml(state_from_profile("b300"), RECORD.format(probe=probe, params=params))
+    assert record["ok"], record["error"]
+    assert record["provenance"] == [{"kind": "simulated", "of": "GPUs"}]
+
+
+def test_real_nvml_leaves_the_record_live() -> None:
+    """The marker is the simulator's own symbol: a library without it (the real NVML, or
+    none) is not called simulated."""
+    from types import SimpleNamespace
+
+    from bringup.node.simulated import nvml_is_simulated
+
+    class RealNvml:  # ctypes.CDLL raises AttributeError for a symbol the library lacks
+        def __getattr__(self, name: str) -> object:
+            raise AttributeError(name)
+
+    assert not nvml_is_simulated(SimpleNamespace(nvmlLib=RealNvml()))
+    assert not nvml_is_simulated(SimpleNamespace(nvmlLib=None))

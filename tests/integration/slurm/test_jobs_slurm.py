@@ -20,7 +20,7 @@ import pytest
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cli import run_cli
-from tests.support.cluster import needs_slurm
+from tests.support.cluster import assert_good_but_simulated, needs_slurm
 
 NEEDED = ("torch", "deepspeed", "transformers", "peft")
 MISSING = [m for m in NEEDED if importlib.util.find_spec(m) is None]
@@ -137,7 +137,8 @@ def test_the_tiny_burnin_over_two_nodes_under_srun(
         cluster, "burnin", "--joint", "--port", PORT, "--node-work-dir", work, *TINY,
         timeout_s=300,
     )  # fmt: skip
-    assert run.code == 0, (run.doc.get("findings"), run.stderr[-2000:])
+    # Trained for real, but its telemetry is the simulated NVML's: never ACCEPTED.
+    assert_good_but_simulated(run.code, run.doc, run.stderr)
     job = run.findings("burnin.job")["node01"]
     assert job["status"] == "PASS"
     assert job["message"] == "tiny over 2 nodes (node01, node02), 2 ranks, 8 steps"

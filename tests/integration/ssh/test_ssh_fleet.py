@@ -175,6 +175,20 @@ def test_limit_and_per_host_profile_overrides(
     findings = by_node(doc)
     assert ("gpu.count", "PASS") in findings["known7"]  # this node is known to have 7
     assert ("gpu.count", "FAIL") in findings["plain7"]
+    # The override is part of the verdict: recorded per node against the profile the node
+    # was judged by (auto: its GPU's), and said in the report's profile block.
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["overrides"] == {"known7": [{"field": "gpu.count", "profile": 8, "value": 7}]}
+    report = cli("report", out, "--format", "md", "--out", tmp_path / "rep")
+    assert (
+        "known7 judged with overrides: gpu.count 8 -&gt; 7"  # Markdown-escaped
+        in (tmp_path / "rep" / "report.md").read_text()
+    )
+    # Facts answered from bringup_replay files (the demo's): never a live run.
+    assert doc["provenance"]["reasons"] == ["demo data", "facts from files on known7, plain7"]
+    assert report.returncode == 1 and report.stdout.startswith(
+        "NOT ACCEPTED (demo data, facts from files on known7, plain7): "
+    )
 
 
 @pytest.mark.parametrize(

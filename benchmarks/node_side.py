@@ -1,0 +1,206 @@
+"""The node side's cost per run, phase by phase, as a node pays it (issue 31).
+
+    .venv/bin/python benchmarks/node_side.py [--baseline REV] [--repeat 5]
+
+Each phase is run as its own process, the way the SSH transport starts the node side on a
+node: the probe code zip stored in a private cache (the tree's own upload command, once),
+then the tree's own remote command (`sh -c`, the cached zip run by python3) with a JSON
+request on stdin. CPU is user + system of the process and its children (the kernel's
+accounting, getrusage), the median of `--repeat` runs; wall is beside it but moves with
+whatever else this machine runs. The phases:
+
+- interpreter start: `python3 -c pass`, the floor of any run;
+- upload: storing the zip once (the size and sha256 check on the node included);
+- start, no probe: the remote command with an empty request (shell, cache look-up, unpack
+  check, the node side's own imports): what every run pays before its first probe;
+- each probe: a run with that probe alone, less the empty run (its imports and its work);
+- the probes together: one run with every probe, as `check --nodes` sends them;
+- `slurm healthcheck`: the whole command (controller and node side) against the simulated
+  NVML, where the tree has it.
+
+The gpu probe reads a simulated NVML (docs/nvmlsim.md: `bringup sim nvml`, built here with
+a C compiler and cJSON; without them the gpu probe fails fast and says so). The other
+probes read this machine. `--baseline REV` measures that commit side by side, from a
+`git worktree` in a private temporary directory (5d22cad: before the one-house redesign;
+main: before this branch). Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# fanout.py's suite (topology) and the Slurm health check's (gpu, xid); host and nvme too
+# with --probes (at 5d22cad the host probe ran fio for 20 s: not the same probe)
+PROBES = ("gpu", "topology", "xid")
+PRINT_CODE = """\
+import json, sys
+try:
+    from bringup.fleet import node_code as m
+except ImportError:  # before the one-house redesign (5d22cad): bringup/ssh.py
+    from bringup import ssh as m
+code = m.build_node_code()
+open(sys.argv[1], "wb").write(code.data)
+try:
+    upload = m.upload_command(code, sys.argv[2])
+except TypeError:
+    upload = m.upload_command(code)
+print(json.dumps({"run": m.remote_command(code, sys.argv[2]), "upload": upload}))
+"""
+
+
+@dataclass
+class Cost:
+    cpu_s: float
+    wall_s: float
+
+    def __sub__(self, other: Cost) -> Cost:
+        return Cost(self.cpu_s - other.cpu_s, self.wall_s - other.wall_s)
+
+
+def timed(argv: list[str], env: dict[str, str], stdin: bytes = b"", cwd: Path = REPO) -> Cost:
+    """CPU (user + system, the command and its children) and wall seconds of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=cwd, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-2:]
+        print(f"  ! {argv[:3]} exited {done.returncode}: {tail}", file=sys.stderr)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Cost(cpu, wall)
+
+
+def median(runs: list[Cost]) -> Cost:
+    return Cost(statistics.median(r.cpu_s for r in runs), statistics.median(r.wall_s for r in runs))
+
+
+@contextmanager
+def tree_of(rev: str | None, base: Path) -> Iterator[Path]:
+    """This checkout, or REV checked out in a private worktree (removed afterwards)."""
+    if rev is None:
+        yield REPO
+        return
+    path = base / f"tree-{rev.replace('/', '_')}"
+    subprocess.run(
+        ["git", "worktree", "add", "-q", "--detach", str(path), rev], cwd=REPO, check=True
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=REPO, check=False)
+
+
+def simulated_nvml(base: Path) -> dict[str, str]:
+    """The environment that points pynvml at a simulated B300 NVML (empty when it cannot
+    be built here: the gpu probe then fails fast, and says why)."""
+    out = base / "nvml"
+    build = [sys.executable, "-m", "bringup.cli", "sim", "nvml", "build", "--out", str(out)]
+    state = [sys.executable, "-m", "bringup.cli", "sim", "nvml", "state", "--from", "b300"]
+    state += ["--out", str(base / "b300.json")]
+    for argv in (build, state):
+        if subprocess.run(argv, capture_output=True, cwd=REPO, check=False).returncode != 0:
+            print("simulated NVML not built here: the gpu probe fails fast", file=sys.stderr)
+            return {}
+    return {"LD_LIBRARY_PATH": str(out), "BRINGUP_NVMLSIM_STATE": str(base / "b300.json")}
+
+
+def measure_tree(
+    tree: Path, base: Path, nvml: dict[str, str], repeat: int, probes: tuple[str, ...]
+) -> dict[str, Cost]:
+    """Each phase's median cost for the node side of `tree`."""
+    home = base / f"home-{tree.name}"
+    home.mkdir()
+    env = {**os.environ, **nvml, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    env["PYTHONPATH"] = str(tree)  # the tree's own bringup, not this venv's
+    python = sys.executable  # the venv's: the baseline's gpu probe finds pynvml in it too
+    zip_file = base / f"{tree.name}.zip"
+    shown = subprocess.run(
+        [python, "-c", PRINT_CODE, str(zip_file), python],
+        capture_output=True,
+        env=env,
+        cwd=tree,
+        check=True,
+    )
+    commands = json.loads(shown.stdout)
+    node_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # a node has neither
+    costs: dict[str, Cost] = {}
+    costs["interpreter start"] = median(
+        [timed([python, "-c", "pass"], node_env) for _ in range(repeat)]
+    )
+    costs["upload (once)"] = timed(
+        ["sh", "-c", commands["upload"]], node_env, zip_file.read_bytes()
+    )
+
+    def run(probes: tuple[str, ...]) -> Cost:
+        request = json.dumps({"probes": [{"name": p, "timeout_s": 60} for p in probes]})
+        timed(["sh", "-c", commands["run"]], node_env, request.encode())  # warm: bytecode, unpack
+        return median(
+            [
+                timed(["sh", "-c", commands["run"]], node_env, request.encode())
+                for _ in range(repeat)
+            ]
+        )
+
+    costs["start, no probe"] = run(())
+    for probe in probes:
+        costs[f"probe {probe}"] = run((probe,)) - costs["start, no probe"]
+    costs[f"{'+'.join(probes)} (one run)"] = run(probes)
+    return costs
+
+
+def healthcheck(tree: Path, base: Path, nvml: dict[str, str], repeat: int) -> Cost | None:
+    """`bringup slurm healthcheck` (prolog suite) of `tree`, or None where it has none."""
+    if not (tree / "bringup" / "fleet" / "healthcheck.py").is_file() or not nvml:
+        return None
+    env = {**os.environ, **nvml, "PYTHONPATH": str(tree)}
+    argv = [sys.executable, "-m", "bringup.cli", "slurm", "healthcheck", "--node", "n1"]
+    argv += ["--profile", "b300", "--out", str(base / f"hc-{tree.name}")]
+    timed(argv, env, cwd=tree)  # warm: bytecode
+    return median([timed(argv, env, cwd=tree) for _ in range(repeat)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="a commit to measure beside this checkout")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per phase (median)")
+    parser.add_argument("--probes", nargs="+", default=list(PROBES), help="probes to measure")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bringup-nodeside-") as tmp:
+        base = Path(tmp)
+        nvml = simulated_nvml(base)
+        names = ["this checkout"] + ([args.baseline] if args.baseline else [])
+        results: list[dict[str, Cost]] = []
+        with tree_of(None, base) as ours, tree_of(args.baseline, base) as theirs:
+            trees = [ours] + ([theirs] if args.baseline else [])
+            for tree in trees:
+                costs = measure_tree(tree, base, nvml, args.repeat, tuple(args.probes))
+                check = healthcheck(tree, base, nvml, args.repeat)
+                if check is not None:
+                    costs["slurm healthcheck (whole command)"] = check
+                results.append(costs)
+        print(f"node side per run, CPU s (wall s); median of {args.repeat}; {os.cpu_count()} CPUs")
+        print(f"{'phase':<36}" + "".join(f"{n[:22]:>24}" for n in names))
+        for phase in results[0]:
+            cells = [r.get(phase) for r in results]
+            text = "".join(
+                f"{c.cpu_s:>11.3f} ({c.wall_s:>6.3f} s)" if c else f"{'-':>24}" for c in cells
+            )
+            print(f"{phase:<36}{text}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""One machine, one node: no serial, UUID or machine id on two nodes of a run.
+
+An inventory that names one machine twice (two addresses of one host, an alias, a copy
+and paste) would have that machine measured and accepted twice, and the fleet counted
+larger than it is. What identifies a machine, as the probes read it:
+
+    GPU serial, GPU UUID     the gpu probe (NVML, nvidia-smi): each GPU's own
+    system serial            the host probe (SMBIOS, /sys/class/dmi/id/product_serial)
+    machine id               the host probe (/etc/machine-id, machine-id(5))
+
+`fleet.identity`: a value seen on two nodes or more is a FAIL on each, naming the other
+nodes and the value. Like fleet.consistency it says nothing of a node whose every value
+is its own (a fleet-wide check adds no PASS line per node). A run of one node has nothing
+to compare. Values a tool prints for "unknown"
+("N/A", "[N/A]", "0", empty) identify nothing and are left out.
+
+Pure: over each node's recorded facts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from bringup.checks import finding
+from bringup.facts import NodeFacts, decode_record
+from bringup.findings import Finding, Status
+from bringup.node.gpu_facts import GpuFacts
+from bringup.node.probes.host import HostFacts
+
+CHECK = "fleet.identity"
+ACTION = (
+    "one machine is named twice in the inventory (two addresses or aliases of one host): "
+    "remove the duplicate from hosts.ini and measure again; if the nodes are truly "
+    "different, compare their serials (`nvidia-smi -q | grep -i serial`, `cat "
+    "/etc/machine-id`) and report the cloned value to the provider"
+)
+# What NVML and nvidia-smi print where a value is not known: no identity.
+_UNKNOWN = {"", "n/a", "[n/a]", "0", "none", "unknown", "not available", "[not available]"}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One identifying value of a node: what it is ("GPU 3 serial") and the value."""
+
+    kind: str  # "GPU serial", "GPU UUID", "system serial", "machine id": compared within kind
+    where: str  # "GPU 3 serial", "system serial"
+    value: str
+
+
+def node_marks(node: NodeFacts) -> list[Mark]:
+    """The identifying values the node's gpu and host records show (none where absent)."""
+    marks: list[Mark] = []
+    gpu = _decoded(node, "gpu")
+    if isinstance(gpu, GpuFacts):
+        for g in gpu.gpus:
+            marks += _mark("GPU serial", f"GPU {g.index} serial", g.serial)
+            marks += _mark("GPU UUID", f"GPU {g.index} UUID", g.uuid)
+    host = _decoded(node, "host")
+    if isinstance(host, HostFacts):
+        marks += _mark("system serial", "system serial", host.identity.system_serial)
+        marks += _mark("machine id", "machine id", host.identity.machine_id)
+    return marks
+
+
+def judge_identity(nodes: list[NodeFacts]) -> list[Finding]:
+    """A fleet.identity FAIL on each node that shares a value with another node."""
+    marks = {node.node: node_marks(node) for node in nodes}
+    if len(marks) < 2:
+        return []
+    owners: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for name, mine in marks.items():
+        for mark in mine:
+            owners[(mark.kind, mark.value)].add(name)
+    found = []
+    for name, mine in marks.items():
+        shared = []
+        for mark in mine:
+            others = sorted(owners[(mark.kind, mark.value)] - {name})
+            if others:
+                shared.append(f"{mark.where} {mark.value} also on {', '.join(others)}")
+        if shared:
+            first = min(len(shared), 3)
+            more = f" (+{len(shared) - first} more)" if len(shared) > first else ""
+            message = f"one machine named twice? {'; '.join(shared[:first])}{more}"
+            item = finding(CHECK, Status.FAIL, message, value=len(shared), action=ACTION)
+            found.append(item.model_copy(update={"node": name}))
+    return found
+
+
+def _mark(kind: str, where: str, value: str | None) -> list[Mark]:
+    if value is None or value.strip().lower() in _UNKNOWN:
+        return []
+    return [Mark(kind, where, value.strip())]
+
+
+def _decoded(node: NodeFacts, probe: str) -> object:
+    record = node.probes.get(probe)
+    if record is None:
+        return None
+    facts, error = decode_record(record)
+    return facts if error is None else None

@@ -1,0 +1,67 @@
+"""Whether the run a replay judges again is still what that run recorded.
+
+A run's manifest holds the SHA-256 of every evidence file as the run left it
+(`files_sha256`, bringup/provenance.py). A replay compares them with the files as it
+finds them: each file changed, gone or added since is one ERROR `replay.source`, on the
+node the file belongs to (or the whole run), and the replay cannot be ACCEPTED. A run
+that never recorded its hashes (it did not finish) is said once, as an ERROR too: what
+cannot be checked is not taken on trust.
+
+Pure: over the recorded and present hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bringup.checks import finding
+from bringup.findings import Finding, Status
+from bringup.provenance import compare
+
+CHECK = "replay.source"
+_ACTION = (
+    "judge the run as it was recorded: ask its owner for the original run directory "
+    "(`bringup verify RUN_DIR` names every changed file), or measure again with `bringup check`"
+)
+
+
+def judge_replay_source(
+    run: str,
+    recorded: Mapping[str, str] | None,
+    present: Mapping[str, str],
+    node_of_file: Mapping[str, str],
+    nodes: set[str] | None = None,
+) -> list[Finding]:
+    """One ERROR per evidence file of `run` that differs from what it recorded.
+
+    `node_of_file` maps a node's file name (rundir.file_name) to the node; `nodes`, when
+    given, are the nodes replayed (--limit): a changed file of another node is not theirs.
+    """
+    if recorded is None:
+        message = (
+            f"replayed data cannot be checked: run {run} recorded no SHA-256 of its files "
+            "(it did not finish)"
+        )
+        return [finding(CHECK, Status.ERROR, message, action=_ACTION)]
+    found = []
+    for change in compare(dict(recorded), dict(present)):
+        node = _node_of(change.path, node_of_file)
+        if nodes is not None and node and node not in nodes:
+            continue
+        message = f"replayed data differs from what run {run} recorded: {change.path}"
+        if change.kind != "modified":
+            message += f" ({change.kind})"
+        item = finding(CHECK, Status.ERROR, message, action=_ACTION)
+        found.append(item.model_copy(update={"node": node}))
+    return found
+
+
+def _node_of(path: str, node_of_file: Mapping[str, str]) -> str:
+    """The node a run's evidence file belongs to: facts/<node>.json, raw/<node>/...; ""
+    for the run's own files (findings.jsonl)."""
+    parts = path.split("/")
+    if parts[0] == "facts" and len(parts) == 2 and parts[1].endswith(".json"):
+        return node_of_file.get(parts[1][: -len(".json")], "")
+    if parts[0] == "raw" and len(parts) > 2:
+        return node_of_file.get(parts[1], "")
+    return ""

@@ -1,0 +1,50 @@
+"""`bringup X` assembles the app with command X alone (issue 31: `bringup slurm healthcheck`
+runs at every job start); help and unknown commands get the whole app."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import typer
+
+from bringup import cli
+
+# Runs `bringup ARGS` as the console script does, then prints the command modules loaded.
+SCRIPT = """
+import sys
+from bringup import cli
+sys.argv = ["bringup", *sys.argv[1:]]
+try:
+    cli.run()
+except SystemExit:
+    pass
+print(sorted(m for m in sys.modules if m.startswith("bringup.commands.")))
+"""
+
+
+def _loaded(*argv: str) -> tuple[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", SCRIPT, *argv], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip().splitlines()[-1], done.stdout + done.stderr
+
+
+def test_a_command_loads_its_own_module_alone() -> None:
+    loaded, out = _loaded("slurm", "--help")
+    assert "healthcheck" in out
+    assert loaded == "['bringup.commands.common', 'bringup.commands.slurm']"
+
+
+def test_help_and_an_unknown_command_get_every_command() -> None:
+    loaded, out = _loaded("--help")
+    assert all(f"bringup.commands.{module}'" in loaded for module, _ in cli.COMMANDS.values())
+    assert "healthcheck" not in out and "provision" in out
+    _, out = _loaded("chek")
+    assert "No such command 'chek'. Did you mean 'check'?" in out
+
+
+def test_the_whole_app_has_every_command_under_its_name() -> None:
+    group = typer.main.get_command(cli.app)
+    assert set(group.commands) == set(cli.COMMANDS)  # type: ignore[attr-defined]
+    assert cli.app is cli.app  # assembled once
