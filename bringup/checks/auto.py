@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bringup.checks.catalog import CHECKS, judge_node
+from bringup.checks.catalog import judge_node
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
 from bringup.node import gpu_ids
@@ -189,7 +189,9 @@ def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
         *_not_judged([f for f in unjudged if f.check not in done], said),
     ]
     # In the catalog's order, as a node judged by a profile: a probe's first check first.
-    order = {c.name: i for i, c in enumerate(CHECKS)}
+    from bringup.checks import catalog
+
+    order = {c.name: i for i, c in enumerate(catalog.CHECKS)}
     return [said, *sorted(found, key=lambda f: order.get(f.check, len(order)))]
 
 
@@ -206,7 +208,9 @@ def _not_judged(findings: list[Finding], said: Finding) -> list[Finding]:
     The message names the check (so that a console does not fold them into one line as it
     does the checks of a probe that could not run) and why nothing judged it.
     """
-    described = {c.name: c.description for c in CHECKS}
+    from bringup.checks import catalog
+
+    described = {c.name: c.description for c in catalog.CHECKS}
     out = []
     for f in findings:
         what = described.get(f.check, f.check)
