@@ -33,6 +33,12 @@ class GpuSpec(Strict):
     # Gen6 Blackwell): the link can train no higher, so that is full speed. None: the host
     # is no limit (or the facts report the link's own maximum, which then decides).
     pcie_host_gen: int | None = None
+    # What this GPU must report (every datacenter HBM GPU has ECC, row remapping and a
+    # power limit): "N/A" there is a GPU or driver that could not say, flagged by the check
+    # that reads it. A profile of a GPU without one of these leaves it out: N/A stays SKIP.
+    reports: list[Literal["ecc", "remapped_rows", "power_limit"]] = Field(
+        default_factory=lambda: ["ecc", "remapped_rows", "power_limit"]
+    )
 
 
 class NvlinkSpec(Strict):

@@ -140,6 +140,10 @@ class Gpu:
     # The fields the GPU answered with an error instead of a value ("ECC Mode Current" for
     # `ECC Mode: Current : Unknown Error`): not "not reported", a GPU that cannot tell.
     unreadable: list[str] = field(default_factory=list)
+    # The fields printed as "N/A" ("Remapped Rows" for `Remapped Rows : N/A`): on a field
+    # the profile expects this GPU to have (GpuSpec.reports), the GPU or driver could not
+    # report it; elsewhere the field does not exist on this GPU.
+    not_available: list[str] = field(default_factory=list)
     # The output shows this GPU by its bus id only (`nvidia-smi -q -i 52:00.0` of a node of
     # 8): `index` is its place in the output, not nvidia-smi's index, so findings name it by
     # its bus id.

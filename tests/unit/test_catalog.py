@@ -46,12 +46,13 @@ def test_every_function_that_returns_findings_is_a_judge() -> None:
             if "Finding" in returns and not name.startswith("judge_"):
                 misnamed.append(f"{module.__name__}.{name}")
     # Not judgements: the Findings every GPU check gives when there is no GPU to judge or
-    # the GPU answered "Unknown Error", and the two that complete a judged finding's action
-    # (bringup/checks/actions.py).
+    # the GPU answered "Unknown Error" or "N/A" for a field it has, and the two that
+    # complete a judged finding's action (bringup/checks/actions.py).
     assert sorted(misnamed) == [
         "bringup.checks.actions.name_the_gpu",
         "bringup.checks.actions.with_action",
         "bringup.checks.gpu.per_gpu.no_gpus",
+        "bringup.checks.gpu.per_gpu.not_available_finding",
         "bringup.checks.gpu.per_gpu.unreadable_finding",
     ]
 

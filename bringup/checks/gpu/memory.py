@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from bringup.checks import finding
-from bringup.checks.gpu.per_gpu import gpu_label, judge_each_gpu, plural, unreadable_finding
+from bringup.checks.gpu.per_gpu import (
+    expected_reports,
+    gpu_label,
+    judge_each_gpu,
+    not_available_finding,
+    plural,
+    unreadable_finding,
+)
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 from bringup.profile import Profile
@@ -12,7 +19,7 @@ from bringup.profile import Profile
 # gpu.ecc
 
 
-def _ecc_one(gpu: Gpu) -> list[Finding] | None:
+def _ecc_one(gpu: Gpu, expects: list[str]) -> list[Finding] | None:
     """ECC on, and no uncorrected error since the last reset (volatile) or ever (aggregate)."""
     check, name = "gpu.ecc", gpu_label(gpu)
     volatile, aggregate = gpu.ecc_uncorrected_volatile, gpu.ecc_uncorrected_aggregate
@@ -22,6 +29,10 @@ def _ecc_one(gpu: Gpu) -> list[Finding] | None:
         # The driver asked and the GPU answered with an error (seen after an uncorrectable
         # error, before the reset): not "not reported", a GPU that cannot tell.
         found.append(unreadable_finding("gpu.ecc", gpu, unknown))
+    elif gpu.ecc_mode is None and (not_reported := not_available_finding(check, gpu, expects)):
+        # ECC Mode N/A beside readable counters: the counters say nothing of whether ECC
+        # is on, so this is no PASS.
+        found.append(not_reported)
     elif gpu.ecc_mode is None and volatile is None and aggregate is None:
         return None
     if gpu.ecc_mode is False:
@@ -69,9 +80,10 @@ def judge_ecc(facts: GpuFacts, profile: Profile) -> list[Finding]:
     return judge_each_gpu(
         "gpu.ecc",
         facts,
-        _ecc_one,
+        lambda gpu: _ecc_one(gpu, expected_reports(profile)),
         ok="ECC enabled, no uncorrected errors",
         unreported="ECC not reported",
+        expects=expected_reports(profile),
     )
 
 
@@ -140,4 +152,5 @@ def judge_remapped_rows(facts: GpuFacts, profile: Profile) -> list[Finding]:
         _remapped_rows_one,
         ok="no pending or failed row remap",
         unreported="remapped rows not reported (GPU older than A100, or MIG active)",
+        expects=expected_reports(profile),
     )

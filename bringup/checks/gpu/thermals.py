@@ -6,7 +6,7 @@ Every judge is pure: `GpuFacts + Profile -> list[Finding]`.
 from __future__ import annotations
 
 from bringup.checks import finding
-from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu
+from bringup.checks.gpu.per_gpu import expected_reports, gpu_label, gpu_list, judge_each_gpu
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, gpu_selector
 from bringup.profile import Profile
@@ -62,6 +62,7 @@ def judge_power(facts: GpuFacts, profile: Profile) -> list[Finding]:
         lambda gpu: _power_one(gpu, profile),
         ok=f"power limit >= {profile.gpu.power_limit_w:.0f} W, not lowered",
         unreported="power limit not reported",
+        expects=expected_reports(profile),
     )
 
 

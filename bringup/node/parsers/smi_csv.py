@@ -46,6 +46,11 @@ class _Row:
         """The first reported value among the names (aliases of one query field)."""
         return first_reported(*(self.cell(n)[0] for n in names))
 
+    def says_na(self, name: str) -> bool:
+        """True when the column is there and prints N/A ("[N/A]")."""
+        value = self._cells.get(name, (None, ""))[0]
+        return value is not None and value.strip().strip("[]").lower() == "n/a"
+
     def cell(self, *names: str) -> tuple[str | None, str]:
         """(value, unit of its column) of the first reported alias; (None, "") if none is."""
         for name in names:
@@ -174,7 +179,21 @@ def _gpu_from_csv(position: int, row: _Row) -> Gpu:
         fabric_state=fabric_state(row.text("fabric.state")),
         fabric_status=fabric_status(row.text("fabric.status")),
         fabric_clique_id=_csv_int(row, "fabric.cliqueId"),
+        not_available=[name for name in _EXPECTED_COLUMNS if row.says_na(name)],
     )
+
+
+# The columns of the fields a profile can expect a GPU to report (GpuSpec.reports): an N/A
+# there is kept (Gpu.not_available, named by its query field) for the check that reads it.
+_EXPECTED_COLUMNS = (
+    "ecc.mode.current",
+    "remapped_rows.correctable",
+    "remapped_rows.uncorrectable",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "enforced.power.limit",
+    "power.limit",
+)
 
 
 # The value may carry its unit ("631.95 W") or not (`nounits`); the header says which unit.

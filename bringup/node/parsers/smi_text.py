@@ -52,6 +52,16 @@ _KEY_VALUE = re.compile(r"(\S.*?)\s+:(?:\s(.*))?")
 _ANNOTATION = re.compile(r"\s+(?:<[=-]{2,}|<<+|={2,}>|-{2,}>|←).*$")
 # What the driver prints when the GPU answered a query with an error, not "not supported".
 _UNREADABLE = "unknown error"
+_NOT_AVAILABLE = "n/a"
+# The fields a profile can expect a GPU to report (GpuSpec.reports): an "N/A" in one of
+# them is kept (Gpu.not_available) for the check that reads it. The dozens of other N/A
+# fields of a healthy GPU (Module Power Readings, Retired Pages, vGPU, ...) are not.
+_EXPECTED_FIELDS = (
+    "ECC Mode Current",
+    "Remapped Rows",
+    "GPU Power Readings Current Power Limit",
+    "Power Readings Current Power Limit",
+)
 _GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)")
 # Sections that only appear inside a GPU: an excerpt that starts inside one (no "GPU ..."
 # header) is read as one GPU when it has any of them.
@@ -149,14 +159,15 @@ def parse_q_text(text: str) -> GpuFacts:
     )
 
 
-def _unreadable(node: _Node, path: tuple[str, ...] = ()) -> list[str]:
-    """The fields under a GPU section the GPU answered with "Unknown Error"."""
+def _fields_saying(node: _Node, word: str, path: tuple[str, ...] = ()) -> list[str]:
+    """The fields under a GPU section whose value is `word` ("unknown error", "n/a"),
+    named by their path ("ECC Mode Current")."""
     found = []
     for key, child in node.children.items():
         where = (*path, key)
-        if child.value is not None and child.value.strip("[]").lower() == _UNREADABLE:
+        if child.value is not None and child.value.strip("[]").lower() == word:
             found.append(" ".join(where))
-        found += _unreadable(child, where)
+        found += _fields_saying(child, word, where)
     return found
 
 
@@ -266,7 +277,12 @@ def _gpu_from_text(index: int, bus_id: str | None, gpu: _Node) -> Gpu:
         fabric_state=fabric_state(gpu.get("Fabric", "State")),
         fabric_status=fabric_status(gpu.get("Fabric", "Status")),
         fabric_clique_id=whole(gpu.get("Fabric", "CliqueId"), "", "CliqueId"),
-        unreadable=_unreadable(gpu),
+        unreadable=_fields_saying(gpu, _UNREADABLE),
+        not_available=[
+            name
+            for name in _fields_saying(gpu, _NOT_AVAILABLE)
+            if name.startswith(_EXPECTED_FIELDS)
+        ],
     )
 
 

@@ -146,7 +146,32 @@ def _gpu_from_xml(index: int, gpu: ET.Element) -> Gpu:
         fabric_state=fabric_state(_xml(gpu, "fabric/state")),
         fabric_status=fabric_status(_xml(gpu, "fabric/status")),
         fabric_clique_id=whole(_xml(gpu, "fabric/cliqueId"), "", "cliqueId"),
+        not_available=_xml_not_available(gpu, power),
     )
+
+
+_ROW_FIELDS = ("remapped_row_corr", "remapped_row_unc", "remapped_row_pending")
+
+
+def _says_na(element: ET.Element | None, path: str) -> bool:
+    """True when the element at path prints "N/A" (absent is not N/A: an older driver)."""
+    found = element.find(path) if element is not None else None
+    return found is not None and (found.text or "").strip().strip("[]").lower() == "n/a"
+
+
+def _xml_not_available(gpu: ET.Element, power: ET.Element | None) -> list[str]:
+    """The fields a profile can expect (GpuSpec.reports) that print N/A, named as `-q`
+    text names them so that a finding reads the same from either output."""
+    found = []
+    if _says_na(gpu, "ecc_mode/current_ecc"):
+        found.append("ECC Mode Current")
+    rows = gpu.find("remapped_rows")
+    if _says_na(gpu, "remapped_rows") or any(_says_na(rows, tag) for tag in _ROW_FIELDS):
+        found.append("Remapped Rows")
+    if power is not None and _says_na(power, "current_power_limit"):
+        section = "GPU Power Readings" if power.tag == "gpu_power_readings" else "Power Readings"
+        found.append(f"{section} Current Power Limit")
+    return found
 
 
 def _xml_ecc(ecc: ET.Element | None, scope: str, kind: str) -> int | None:
