@@ -284,6 +284,41 @@ def load(path: Path) -> Baseline:
         raise BaselineError(f"{path}: not a burn-in baseline ({describe(exc)})") from None
 
 
+# The figures every use of a baseline reads (plan's time model, the comparison of a later
+# run): a baseline without one of them on a node says nothing and is refused.
+REQUIRED_FIGURES = {
+    "step_time_median_s": "step time",
+    "model_flops_per_s_per_gpu": "model FLOP/s",
+}
+
+
+def missing_figures(baseline: Baseline) -> list[str]:
+    """What each node of the baseline lacks: "n01: no steps measured", "n02: step time"."""
+    lines = []
+    if not baseline.nodes:
+        return ["no node"]
+    for node in baseline.nodes:
+        lacking = [name for key, name in REQUIRED_FIGURES.items() if getattr(node, key) is None]
+        if node.steps_measured <= 0:
+            lacking.insert(0, "no steps measured")
+        if lacking:
+            lines.append(f"{node.node}: {', '.join(lacking)}")
+    return lines
+
+
+def load_complete(path: Path) -> Baseline:
+    """A baseline (as `load`) that holds every figure a comparison or a plan reads;
+    BaselineError, one line naming what is missing, otherwise."""
+    baseline = load(path)
+    missing = missing_figures(baseline)
+    if missing:
+        raise BaselineError(
+            f"{path}: the baseline lacks figures ({'; '.join(missing)}): it is not of a "
+            "completed burn-in; run `bringup burnin` again for a baseline"
+        )
+    return baseline
+
+
 # --- the handover bundle -----------------------------------------------------------------
 
 BUNDLE_KIND = "bringup.handover.bundle"

@@ -1,12 +1,13 @@
 """--profile auto: each node is judged by the shipped profile of its own GPU model.
 
 The model comes from the node's facts: the gpu probe's names, else the GPU the gemm,
-burn-in or nccl probe ran on; the PCI device id from the gpu probe, else from DCGM's
-device-id list. profile.for_gpu maps them to a profile (the model exactly, else by family,
-else by device id: a driver older than the GPU names it "NVIDIA Graphics Device"). A node
-with no GPU, or one no profile knows, gets one ERROR finding naming the model, its device
-id and the profiles there are: it is never judged by a profile chosen for it silently (a
-B300 profile on an H100 fails every figure, for the wrong reason).
+burn-in or nccl probe ran on, else the names the telemetry probe read (diagnose --watch);
+the PCI device id from the gpu probe, else from DCGM's device-id list. profile.for_gpu
+maps them to a profile (the model exactly, else by family, else by device id: a driver
+older than the GPU names it "NVIDIA Graphics Device"). A node with no GPU, or one no
+profile knows, gets one ERROR finding naming the model, its device id and the profiles
+there are: it is never judged by a profile chosen for it silently (a B300 profile on an
+H100 fails every figure, for the wrong reason).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bringup.profile import Profile, available, for_gpu
 CHECK = "profile.auto"
 
 # Probes whose facts name the GPU, the most direct first.
-_MODEL_PROBES = ("gpu", "gemm", "burnin", "nccl")
+_MODEL_PROBES = ("gpu", "gemm", "burnin", "nccl", "telemetry")
 # nccl-tests' device line, as the nccl facts keep it: "node005 device 0 [0x18] NVIDIA H100".
 _NCCL_DEVICE = re.compile(r"\[[^\]]*\]\s*(?P<name>.+)$")
 
@@ -39,9 +40,15 @@ def gpu_model(probe: str, facts: Any) -> str | None:
         names = [getattr(facts, "device_name", None) or ""]
     elif probe == "nccl":
         names = [m["name"] for d in facts.devices if (m := _NCCL_DEVICE.search(d))]
+    elif probe == "telemetry":
+        names = [facts.gpu_names[k] for k in sorted(facts.gpu_names, key=_index)]
     elif probe == "topology":  # an environment dump names the GPUs above the matrix
         names = list(getattr(facts, "gpu_models", []))
     return next((n.strip() for n in names if n and n.strip() and n.strip() != "cpu"), None)
+
+
+def _index(key: str) -> int:
+    return int(key) if key.isdigit() else 1 << 30
 
 
 def gpu_device_id(probe: str, facts: Any) -> str | None:
@@ -157,10 +164,67 @@ def judge_node_model(node: NodeFacts) -> tuple[Profile | None, Finding]:
 
 
 def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
-    """The node's findings by the profile given, or with AUTO by its own GPU's."""
+    """The node's findings by the profile given, or with AUTO by its own GPU's.
+
+    With AUTO and no profile that fits, every check still has its finding, as the report
+    counts them: the checks that need no profile are judged, those of a probe that could not
+    run are ERRORs with its reason (they read nothing of a profile), and those of a probe
+    that measured are ERRORs "measured, not judged" that keep its figures (the NVMe
+    figures of a GPU-less node are shown, never passed).
+    """
     if isinstance(profile, Profile):
         return judge_node(node, profile)
     chosen, said = judge_node_model(node)
     if chosen is not None:
         return [said, *judge_node(node, chosen)]
-    return [said, *judge_node(node, NO_PROFILE, profile_free_only=True)]
+    judged = judge_node(node, NO_PROFILE, profile_free_only=True)
+    done = {f.check for f in judged}
+    failed = {k: r for k, r in node.probes.items() if not r.ok}
+    measured = {k: r for k, r in node.probes.items() if r.ok}
+    unrun = judge_node(node.model_copy(update={"probes": failed}), NO_PROFILE)
+    unjudged = judge_node(node.model_copy(update={"probes": measured}), _stand_in())
+    found = [
+        *judged,
+        *[f for f in unrun if f.check not in done],
+        *_not_judged([f for f in unjudged if f.check not in done], said),
+    ]
+    # In the catalog's order, as a node judged by a profile: a probe's first check first.
+    from bringup.checks import catalog
+
+    order = {c.name: i for i, c in enumerate(catalog.CHECKS)}
+    return [said, *sorted(found, key=lambda f: order.get(f.check, len(order)))]
+
+
+def _stand_in() -> Profile:
+    """A profile to read figures with when none fits: its thresholds never reach a verdict."""
+    from bringup.profile import load
+
+    return load(available()[0])
+
+
+def _not_judged(findings: list[Finding], said: Finding) -> list[Finding]:
+    """Each finding of a measured probe as an ERROR: its figure kept, no threshold, no pass.
+
+    The message names the check (so that a console does not fold them into one line as it
+    does the checks of a probe that could not run) and why nothing judged it.
+    """
+    from bringup.checks import catalog
+
+    described = {c.name: c.description for c in catalog.CHECKS}
+    out = []
+    for f in findings:
+        what = described.get(f.check, f.check)
+        crashed = f.message.startswith("check crashed")
+        out.append(
+            f.model_copy(
+                update={
+                    "status": Status.ERROR,
+                    "message": f"{what}: measured, not judged: no profile fits this node's GPU",
+                    "value": None if crashed else f.value,
+                    "unit": None if crashed else f.unit,
+                    "expected": None,
+                    "action": said.action,
+                }
+            )
+        )
+    return out

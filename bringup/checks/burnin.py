@@ -25,11 +25,38 @@ BASELINE_TOLERANCE = 0.05  # tokens/s or MFU more than 5% below the baseline fai
 HARDWARE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 # Reasons that lower clocks under load by policy: WARN (power cap, software thermal).
 SOFTWARE_REASONS = ("sw_power_cap", "sw_thermal_slowdown")
+# Why a burn-in on the CPU is never ACCEPTED, said alike on the console and in the report.
+NO_GPU_PEAK = "a CPU burn-in: no GPU peak to judge MFU by, so no node is accepted by it"
+
+
+NO_DATA_ACTION = (
+    "read raw/<node>/burnin/trainer.log for the cause (a missing torch, a crash), "
+    "fix it and rerun the burn-in"
+)
+
+
+def judge_no_steps(check: str, facts: BurninFacts) -> Finding | None:
+    """The ERROR of a check that has nothing to judge: the burn-in produced no step.
+
+    No data is no pass: "0 ranks' step times within 5%" or "no throttling" over a trainer
+    that never trained would accept a node that was never measured. The cause is the
+    trainer's own (its exit status and telling log line, facts.error)."""
+    if facts.steps:
+        return None
+    cause = facts.error or "the trainer reported no step and no error"
+    return finding(
+        check,
+        Status.ERROR,
+        f"no data: the burn-in produced no steps ({cause})",
+        action=NO_DATA_ACTION,
+    )
 
 
 def judge_run(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.run: the trainer ran to its end (steps or minutes)."""
     steps = len(facts.steps)
+    if not facts.error and (empty := judge_no_steps("burnin.run", facts)) is not None:
+        return [empty]
     if facts.error:
         return [
             finding(
@@ -66,6 +93,8 @@ def judge_run(facts: BurninFacts, profile: Profile) -> list[Finding]:
 
 def judge_loss(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.loss: no NaN, and the loss went down."""
+    if (empty := judge_no_steps("burnin.loss", facts)) is not None:
+        return [empty]
     if facts.nan_step is not None:
         return [
             finding(
@@ -110,6 +139,8 @@ def judge_loss(facts: BurninFacts, profile: Profile) -> list[Finding]:
 def judge_checkpoint(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.checkpoint: adapters saved whole, restored bit-identically, loss continues."""
     name = "burnin.checkpoint"
+    if (empty := judge_no_steps(name, facts)) is not None:
+        return [empty]
     if not facts.checkpoints:
         return [
             finding(
@@ -191,19 +222,34 @@ def judge_mfu_against(
     Both are (FLOP/s, what it is). Informative: the profile has no MFU floor; a drop is
     judged against a baseline (`judge_baseline`).
     """
+    if (empty := judge_no_steps("burnin.mfu", facts)) is not None:
+        return empty
     node = summarize("", facts, peak, ceiling)
     model = node.model_flops_per_s_per_gpu
     if model is None:
         return finding("burnin.mfu", Status.ERROR, "no timed step: model FLOP/s unknown")
     text = f"{_flops(model)} of model FLOPs per GPU"
+    on = facts.device_name or facts.device_kind
+    if facts.device_kind != "cuda":
+        # A CPU run checks the machinery, it accepts no GPU: the same reason everywhere
+        # (console, report), whatever --peak-tflops computed the figure against.
+        mfu = f" (MFU {node.mfu:.1%} of the --peak-tflops given)" if node.mfu is not None else ""
+        return finding(
+            "burnin.mfu",
+            Status.ERROR,
+            f"{text} on {on}{mfu}: {NO_GPU_PEAK}",
+            value=model,
+            unit="FLOP/s",
+            action="run the burn-in on the GPUs to accept them",
+        )
     if node.mfu is None or peak is None:
         return finding(
             "burnin.mfu",
-            Status.SKIP,
-            f"{text} on {facts.device_name or facts.device_kind}: no peak to compute MFU "
-            "against (a GPU profile, or --peak-tflops)",
+            Status.ERROR,
+            f"{text} on {on}: no peak to compute MFU against (a GPU profile, or --peak-tflops)",
             value=model,
             unit="FLOP/s",
+            action="give --profile NAME (the GPU's profile) or --peak-tflops",
         )
     text = f"MFU {node.mfu:.1%} ({text} of {peak[0] / 1e12:g} {peak[1]})"
     if node.mfu_vs_ceiling is not None and ceiling is not None:
@@ -229,6 +275,8 @@ def profile_ceiling(profile: Profile) -> tuple[float, str] | None:
 
 def judge_stragglers(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.straggler: a rank's step time or a GPU's clock trails the others."""
+    if (empty := judge_no_steps("burnin.straggler", facts)) is not None:
+        return [empty]
     found: list[Finding] = []
     medians = {
         r.rank: statistics.median(measured(r.step_times_s, facts.warmup_steps))
@@ -281,6 +329,8 @@ def _slow_clocks(telemetry: list[GpuTelemetry]) -> list[Finding]:
 
 def judge_throttle(facts: BurninFacts, profile: Profile) -> list[Finding]:
     """burnin.throttle: clocks event reasons seen while the GPUs were loaded."""
+    if (empty := judge_no_steps("burnin.throttle", facts)) is not None:
+        return [empty]
     timeline = facts.telemetry
     if timeline is None or not timeline.samples:
         reason = (timeline.error if timeline else None) or "no telemetry recorded"

@@ -66,12 +66,8 @@ class RunContents(Protocol):
 def judge_completeness(run: RunContents) -> list[Finding]:
     """One ERROR finding per piece the run lacks."""
     replay = f"judge the recorded facts again: `bringup check --replay {run.path}`"
-    out = [
-        *_whole_run(run),
-        *_findings_file(run, replay),
-        *_plan(run),
-        *_profile(run),
-    ]
+    whole, plan = _whole_run(run), [*_plan(run), *_profile(run)]
+    nodes: list[Finding] = []
     by_node: dict[str, list[Finding]] = {}
     for f in run.findings or []:
         by_node.setdefault(f.node, []).append(f)
@@ -83,8 +79,11 @@ def judge_completeness(run: RunContents) -> list[Finding]:
                 line,
                 action="rerun the missing probes on this node, then report again",
             )
-            out.append(f.model_copy(update={"node": node}))
-    return out
+            nodes.append(f.model_copy(update={"node": node}))
+    # The run's exit code is explained by its findings or by the other gaps (a check
+    # records these same gaps, and its exit code says them).
+    files = _findings_file(run, replay, [*whole, *plan, *nodes])
+    return [*whole, *files, *plan, *nodes]
 
 
 def _whole_run(run: RunContents) -> list[Finding]:
@@ -117,7 +116,7 @@ def _whole_run(run: RunContents) -> list[Finding]:
     return out
 
 
-def _findings_file(run: RunContents, replay: str) -> list[Finding]:
+def _findings_file(run: RunContents, replay: str, gaps: list[Finding]) -> list[Finding]:
     if run.findings is None:
         why = run.findings_problem or "findings.jsonl is missing: the run was never judged"
         return [finding("report.findings", Status.ERROR, why, action=replay)]
@@ -138,7 +137,9 @@ def _findings_file(run: RunContents, replay: str) -> list[Finding]:
     # The run recorded how many FAIL, ERROR and UNREACHABLE findings it wrote (commands/
     # common.py finish_run): fewer in findings.jsonl means verdicts were lost.
     wrote = run.manifest.findings_bad if run.manifest is not None else None
-    holds = sum(1 for f in run.findings if f.status.bad)
+    # The gaps judged here count as held: a check records these same findings (and the
+    # report judges them again in place of the recorded ones).
+    holds = sum(1 for f in [*run.findings, *gaps] if f.status.bad)
     if wrote is not None and holds < wrote:
         out.append(
             finding(
@@ -157,7 +158,7 @@ def _findings_file(run: RunContents, replay: str) -> list[Finding]:
     made = run.manifest.provenance if run.manifest is not None else None
     if code == 1 and not origin(list(run.facts.values()), made).live:
         code = None
-    if code and not any(f.status.bad for f in run.findings):
+    if code and not any(f.status.bad for f in [*run.findings, *gaps]):
         out.append(
             finding(
                 "report.findings",

@@ -3,7 +3,9 @@
 Every judge is pure: `NvmeFacts + Profile -> list[Finding]`. A problem is one finding that
 names the path ("/data: sequential read 1.20 GB/s ..."); when all is well a judge returns
 one PASS finding listing every path. A figure from memory instead of the device (O_DIRECT
-refused, or a tmpfs path) is never a PASS: it is a WARN that says so.
+refused, a tmpfs or overlay path, any path not on a block device) is never a PASS nor a
+WARN: it is an ERROR, because the NVMe was not measured at all (`--data-dir /dev/shm`
+would otherwise accept a node on the speed of its RAM).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
-from bringup.node.probes.nvme import MEMORY_FILESYSTEMS, NvmeFacts, NvmePath
+from bringup.node.probes.nvme import NOT_A_DEVICE, NvmeFacts, NvmePath
 from bringup.profile import Profile
 
 PROBE = "nvme"
@@ -22,9 +24,11 @@ SLOW_DISK_ACTION = (
     "check the NVMe is PCIe Gen4/5 x4 and not behind a RAID/HBA; see `nvme list`, `lspci -vv`"
 )
 MEMORY_ACTION = (
-    "point the nvme probe at a directory on the NVMe filesystem itself (ext4, xfs), "
+    "give --data-dir on the NVMe array (a directory on its ext4/xfs filesystem), "
     "not tmpfs/ramfs/overlay"
 )
+# What every figure of a path that is no device says, after why.
+NOT_A_DEVICE_TEXT = "measured memory, not a device: give --data-dir on the NVMe array"
 UNMEASURED_ACTION = "fix the cause above and rerun the nvme probe; fio's output is in raw/"
 
 # A judge of one path returns a problem finding, or the text that goes into the PASS line.
@@ -59,13 +63,36 @@ def _gb_s_or_none(bytes_per_s: float | None) -> float | None:
 def memory_reason(path: NvmePath) -> str | None:
     """Why a figure is memory rather than the device; None when the device was measured."""
     if not path.direct:
-        return (
-            f"O_DIRECT refused on {path.path} ({path.filesystem or 'tmpfs?'}): "
-            "page cache was measured, not the device"
-        )
-    if path.filesystem in MEMORY_FILESYSTEMS:
-        return f"{path.path} is {path.filesystem}: memory was measured, not a device"
+        return f"O_DIRECT refused on {path.path} ({path.filesystem or 'tmpfs?'})"
+    if path.filesystem in NOT_A_DEVICE:
+        return f"{path.path} is {path.filesystem}"
+    if path.on_block_device is False:
+        return f"{path.path} is not on a block device ({path.filesystem or 'unknown filesystem'})"
     return None
+
+
+def _not_a_device(
+    check: str,
+    path: NvmePath,
+    figure: str,
+    reason: str,
+    *,
+    value: float | int,
+    unit: str,
+    expected: str | None = None,
+) -> Finding:
+    """The ERROR of a figure that measured memory: never a PASS or a WARN. The figure is
+    kept (it was measured), the verdict says it is not the device's."""
+    message = f"{path_label(path)}: {figure}, but {reason}: {NOT_A_DEVICE_TEXT}"
+    return finding(
+        check,
+        Status.ERROR,
+        message,
+        value=value,
+        expected=expected,
+        unit=unit,
+        action=MEMORY_ACTION,
+    )
 
 
 def _unmeasured(check: str, path: NvmePath, test: str) -> Finding | None:
@@ -127,15 +154,9 @@ def judge_floor(
     expected = at_least(floor_gb_s)
     reason = memory_reason(path)
     if reason is not None:
-        message = f"{label}: {what} {value:.2f} GB/s, but {reason}"
-        return finding(
-            check,
-            Status.WARN,
-            message,
-            value=value,
-            expected=expected,
-            unit="GB/s",
-            action=MEMORY_ACTION,
+        figure = f"{what} {value:.2f} GB/s"
+        return _not_a_device(
+            check, path, figure, reason, value=value, expected=expected, unit="GB/s"
         )
     if floor_gb_s is not None and value < floor_gb_s:
         message = f"{label}: {what} {value:.2f} GB/s, below the {floor_gb_s:.1f} GB/s floor"
@@ -264,9 +285,8 @@ def judge_rand_read(facts: NvmeFacts, profile: Profile) -> list[Finding]:
         reason = memory_reason(path)
         iops = round(path.rand_read_iops)
         if reason is not None:
-            message = f"{label}: random read {iops} IOPS, but {reason}"
-            return finding(
-                check, Status.WARN, message, value=iops, unit="IOPS", action=MEMORY_ACTION
+            return _not_a_device(
+                check, path, f"random read {iops} IOPS", reason, value=iops, unit="IOPS"
             )
         p99 = "" if path.rand_read_p99_s is None else f", p99 {path.rand_read_p99_s * 1e3:.2f} ms"
         return f"{label} {iops} IOPS{p99}"

@@ -39,6 +39,7 @@ from bringup.commands.common import (
     SlurmOpt,
     TimeOpt,
     create_run,
+    err,
     fail,
     finish_run,
     finite,
@@ -481,17 +482,31 @@ def _finish(
     """Write the baseline (when any node reported), the findings, the manifest; show; exit."""
     from bringup import baseline as baselines
     from bringup.checks.burnin import judge_baseline
+    from bringup.commands.report import judge_whole
+    from bringup.commands.show import plain
     from bringup.rundir import now
 
-    if node_bases:
+    # A baseline is what a completed burn-in measured: none from a trainer that did not
+    # finish on every node (its figures would be nulls that `plan` and `report` trust).
+    unfinished = sorted({f.node for f in findings if f.status.bad and f.check in _COMPLETED_BY})
+    if node_bases and not unfinished:
         base = baselines.build(node_bases, recipe, run.manifest.profile, now())
         baselines.write(run.path / "baseline.json", base)
         if previous is not None:
             findings += judge_baseline(base, previous)
     run.add_findings(findings)
+    # The whole run judged as `report` will judge it: the same verdict on the console.
+    findings += judge_whole(run)
     code = finish_run(run, findings)
+    if unfinished and not as_json:
+        where = ", ".join(unfinished)
+        err.print(plain(f"no baseline.json: the burn-in did not complete on {where}"))
     _show(run, findings, as_json, quiet)
     raise typer.Exit(code)
+
+
+# The checks that say a node's burn-in ran to its end: any of them bad, no baseline.
+_COMPLETED_BY = ("burnin.run", "burnin.job", "node.run", "node.reachable")
 
 
 def _show(run: RunDir, findings: list[Finding], as_json: bool, quiet: bool = False) -> None:
@@ -539,6 +554,6 @@ def _load_baseline(path: Path) -> baselines.Baseline:
     from bringup import baseline as baselines
 
     try:
-        return baselines.load(path)
+        return baselines.load_complete(path)
     except baselines.BaselineError as exc:
         fail(str(exc))

@@ -38,6 +38,7 @@ from bringup.commands.common import (
     SuiteOpt,
     TimeOpt,
     create_run,
+    err,
     fail,
     finish_run,
     load_facts,
@@ -176,7 +177,10 @@ def check(
         findings, run, outcomes = probe_fleet(
             "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options, caps
         )
+    from bringup.commands.report import judge_whole
+
     findings += judge_fleet(run, findings, golden_fields, golden)
+    findings += judge_whole(run)
     code = finish_run(run, findings)
     durations = _durations(run) if outcomes else {}
     if as_json:
@@ -440,7 +444,8 @@ def probe_fleet(
     caps: NodeCaps | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
-    from bringup.fleet.plan import FleetError, plan_node
+    from bringup.commands.show import plain
+    from bringup.fleet.plan import FleetError, disk_writes, plan_node
     from bringup.fleet.run import run as run_fleet
     from bringup.rundir import RunDir, RunDirError
 
@@ -477,6 +482,10 @@ def probe_fleet(
             if chosen.nodes_file is not None:
                 _record_target(run, chosen, dirs, suite_name)
             record_slurm(run, nodes)
+        # Gigabytes written to the nodes' disks are said before they are (stderr: --json
+        # keeps stdout to its one document).
+        for line in disk_writes(plans):
+            err.print(plain(line), soft_wrap=True)
         outcomes = run_fleet(plans, run, forks=chosen.forks, caps=caps)
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes

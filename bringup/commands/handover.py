@@ -81,7 +81,7 @@ def handover(
     forks: ForksOpt = 64,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     suite_name: SuiteOpt = "acceptance",
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,

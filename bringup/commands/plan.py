@@ -180,7 +180,7 @@ def load_measured(path: Path) -> Measured:
             f"this bringup reads version {baselines.SCHEMA_VERSION}"
         )
     try:
-        base = baselines.load(file)
+        base = baselines.load_complete(file)
     except baselines.BaselineError as exc:
         fail(str(exc))
     try:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from bringup.findings import Finding
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
+    from bringup.rundir import RunDir
 
 FORMATS = ("html", "md", "junit", "json")
 DEFAULT_FORMATS = ("html", "md")
@@ -108,6 +109,15 @@ def shown_for(f: Finding, kept: set[str]) -> bool:
     return not f.node or bool(set(f.node.split(",")) & kept)
 
 
+def drop_recorded_whole_run(run: RunData) -> None:
+    """Leave out what `check` recorded of the whole run (checks/whole_run.py): the report
+    judges it again from the facts, by the same functions."""
+    from bringup.checks.whole_run import is_whole_run
+
+    if run.findings is not None:
+        run.findings = [f for f in run.findings if not is_whole_run(f.check)]
+
+
 def judge_run(run: RunData) -> list[Finding]:
     """What the recorded run lacks (checks/completeness.py), and for a handover bundle each
     of its parts judged as a run (checks/bundle.py): before any --limit narrows it."""
@@ -135,18 +145,20 @@ def build_report(
     from bringup.checks.identity import CHECK as IDENTITY
     from bringup.checks.identity import judge_identity
     from bringup.checks.regression import Known, judge_override_changes, judge_regressions
-    from bringup.checks.stragglers import judge_stragglers
+    from bringup.checks.whole_run import judge_whole_run
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
 
     limits = tolerances(prof)
     now = measure_fleet(run.facts, prof)
-    judged = judge_run(run) if complete is None else list(complete)
+    # What `check` recorded of the whole run is judged again here, by the same function.
+    drop_recorded_whole_run(run)
+    lacking = judge_run(run) if complete is None else list(complete)
     if not any(f.check == IDENTITY for f in run.findings or []):
         # One machine, one node: judged here too for a run whose check did not (a run of
         # an older bringup); a run that judged it holds its findings already.
-        judged += judge_identity(list(run.facts.values()))
-    judged += judge_stragglers(now, limits)
+        lacking += judge_identity(list(run.facts.values()))
+    judged = judge_whole_run(run, prof, now, lacking)
     if baseline is not None:
         then = measure_fleet(baseline.facts, prof)
         known_now = Known(run.nodes, run.facts_problems)
@@ -161,17 +173,62 @@ def build_report(
     return build(run, prof, judged, order, baseline, generated_at, measurements=now)
 
 
+def judge_whole(run: RunDir) -> list[Finding]:
+    """What only the whole run shows (its gaps against the plan, its stragglers), judged
+    by the function `report` calls on the same directory afterwards, and recorded: the
+    console, the exit code and the report then count the same findings."""
+    from bringup.checks.whole_run import judge_whole_run
+    from bringup.report.rundata import RunDataError, load, planned_probes
+
+    try:
+        data = load(run.path)
+    except RunDataError:
+        return []  # nothing written at all: nothing for a report to read either
+    # Judged as the run will stand once closed: its manifest as this process holds it (a
+    # burn-in sets its profile in memory), its status final, its exit code these
+    # findings' own (not yet written).
+    status = "complete" if run.manifest.status == "running" else run.manifest.status
+    data.manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    data.manifest_problem = None
+    data.planned, data.plan_problem = planned_probes(data.manifest)
+    found = judge_whole_run(data, resolve_profile(None, data), None, judge_run(data))
+    run.add_findings(found)
+    return found
+
+
+def _refuse_incomplete_burnin(path: Path) -> None:
+    """A --baseline whose burn-in baseline lacks figures is bad input (exit 2, one line):
+    compared against nulls, a later run would look neither better nor worse."""
+    from bringup import baseline as baselines
+
+    has_burnin = (path / "baseline.json").exists()
+    if baselines.is_bundle(path):
+        try:
+            has_burnin = any(p.kind == "burnin" for p in baselines.load_bundle(path).parts)
+        except baselines.BundleError:
+            return  # the report says what is wrong with the bundle
+    if not has_burnin:
+        return  # a check run: compared by its facts
+    try:
+        baselines.load_complete(path)
+    except baselines.BaselineError as exc:
+        fail(f"--baseline {exc}")
+
+
 def make_report(
     run_dir: Path, baseline_dir: Path | None, profile_name: str | None, limit: str | None = None
 ) -> tuple[Report, profile_mod.Profile | None]:
     """Read the run (and baseline) directories and build the report; bad input exits 2."""
     from bringup.report.rundata import RunDataError, load
 
+    if baseline_dir is not None and baseline_dir.is_dir():
+        _refuse_incomplete_burnin(baseline_dir)
     try:
         run = load(run_dir)
         baseline = load(baseline_dir) if baseline_dir is not None else None
     except RunDataError as exc:
         fail(str(exc))
+    drop_recorded_whole_run(run)  # judged again below, never taken from the file
     complete = None
     if limit:
         whole = judge_run(run)  # judged on all the run recorded, then narrowed

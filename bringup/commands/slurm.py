@@ -21,9 +21,9 @@ from bringup.commands.common import (
     create_run,
     fail,
     finite,
-    load_profile,
     load_suite,
     print_envelope,
+    profile_or_auto,
 )
 
 slurm_app = typer.Typer(
@@ -40,7 +40,7 @@ def healthcheck(
     suite_name: Annotated[
         str, typer.Option("--suite", "-s", help="Suite name or YAML path (fast: no load).")
     ] = "prolog",
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     drain: Annotated[
         bool,
         typer.Option("--drain", help="Drain this node when unfit; resume it when it passes again."),
@@ -81,7 +81,9 @@ def healthcheck(
     started = time.monotonic()
     name = hc.slurm_node_name(node)
     chosen = load_suite(suite_name)
-    prof = load_profile(profile_name)
+    # auto (the default): this node judged by its own GPU's profile, never drained for
+    # being another model than a profile named for the whole cluster.
+    prof = profile_or_auto(profile_name)
     runs = out_dir or hc.default_runs_dir()
     try:
         path = hc.new_run_path(runs)
@@ -182,7 +184,7 @@ def render(
         str,
         typer.Option("--suite", "-s", help="acceptance (or any suite: a check), nccl or burnin."),
     ] = "acceptance",
-    profile_name: ProfileOpt = "b300",
+    profile_name: ProfileOpt = "auto",
     recipe_name: Annotated[
         str, typer.Option("--recipe", "-r", help="burnin: the recipe (tiny, llama-8b-lora, ...).")
     ] = "tiny",
@@ -219,7 +221,7 @@ def render(
     from bringup.fleet.inventory import Host
     from bringup.fleet.plan import FleetError, plan_node
 
-    load_profile(profile_name)  # a bad name is said now, not when the job runs
+    profile_or_auto(profile_name)  # a bad name is said now, not when the job runs
     if suite_name in _JOBS:
         command, suite, args = suite_name, _job_suite(suite_name, recipe_name), []
         if suite_name == "burnin":

@@ -25,6 +25,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.files import is_link
 from bringup.findings import Finding, Status
 from bringup.fleet.slurmctl import NodeState
@@ -71,11 +72,13 @@ def reason_text(findings: list[Finding]) -> str | None:
     "bringup: gpu.remapped_rows GPU 3 row remap pending (+1 more)".
 
     A FAIL is named before an ERROR: a fault that was measured says more than a probe that
-    could not run (which often follows from it)."""
+    could not run (which often follows from it); and a probe's own ERROR before the
+    `profile.auto` ERROR that follows from it (no GPU answered, so no model to judge by)."""
     bad = [f for f in findings if f.status.bad]
     if not bad:
         return None
-    first = next((f for f in bad if f.status is Status.FAIL), bad[0])
+    cause = [f for f in bad if f.check != AUTO_CHECK] or bad
+    first = next((f for f in bad if f.status is Status.FAIL), cause[0])
     more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
     text = f"{first.check} {_flat(first.message)}"
     room = MAX_REASON - len(REASON_PREFIX) - len(more)

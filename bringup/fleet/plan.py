@@ -251,3 +251,37 @@ def plan_node(
         deadline_s=sum(float(s["timeout_s"]) for s in steps) + NODE_SLACK_S,
         skip=done is not None and not steps and not replayed,
     )
+
+
+# --- what a run writes to the nodes' disks: said before it starts ---------------------------
+
+
+def disk_writes(plans: list[NodePlan]) -> list[str]:
+    """One line per set of directories the nvme probe will write into, with how much and
+    on which nodes: fio's files and the checkpoint test are gigabytes, never unannounced."""
+    from bringup.node.probes.nvme import DEFAULT_PATH
+    from bringup.node.protocol import build_params
+
+    where: dict[tuple[str, ...], tuple[str, list[str]]] = {}
+    for plan in plans:
+        for step in plan.request["probes"]:
+            if step["name"] != "nvme":
+                continue
+            params = build_params("nvme", step["params"])
+            paths = tuple(params.paths) if params.paths is not None else ()
+            size = (
+                f"fio files of {params.size_bytes / 1e9:.1f} GB (one per GPU for the "
+                f"concurrent read) and a {params.checkpoint_bytes / 1e9:.1f} GB checkpoint"
+            )
+            where.setdefault(paths, (size, []))[1].append(plan.node)
+    lines = []
+    for paths, (size, nodes) in where.items():
+        into = (
+            ", ".join(paths)
+            if paths
+            else f"{DEFAULT_PATH} (no --data-dir: only if it is on a block device, "
+            "else nvme.* ERROR)"
+        )
+        on = nodes[0] if len(nodes) == 1 else f"{len(nodes)} nodes"
+        lines.append(f"nvme: {size} in {into} on {on}, removed afterwards")
+    return lines

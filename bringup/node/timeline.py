@@ -41,6 +41,9 @@ class Timeline:
     # default board power limit (to tell a lowered limit) and the HBM maximum temperature.
     power_default_limit_w: dict[str, float] = field(default_factory=dict)
     memory_max_temperature_c: dict[str, float] = field(default_factory=dict)
+    # Per GPU (index as a string): its product name as NVML gives it, read once at start;
+    # what `--profile auto` judges a watch (diagnose --watch) by.
+    gpu_names: dict[str, str] = field(default_factory=dict)
 
     def duration_s(self) -> float:
         """Seconds from the first to the last sample plus one interval (0 without samples)."""

@@ -1,4 +1,7 @@
-"""JUnit XML for CI pipelines that gate training on acceptance: one testcase per node × check.
+"""JUnit XML for CI pipelines that gate training on acceptance: one testcase per finding.
+
+A check with several findings on one node (one per GPU, one per path) gives a testcase
+for each, named "gpu.ecc #1", "gpu.ecc #2": CI counts exactly what the report counts.
 
 Valid against the common JUnit schema (Jenkins xunit-plugin junit-10.xsd, the one pytest's
 xunit2 output follows; a copy is in tests/fixtures/junit/). That schema has no `<error>`
@@ -16,7 +19,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-from bringup.findings import Finding, Status, worst
+from bringup.findings import Finding, Status
 from bringup.report import escape
 from bringup.report.model import Report
 
@@ -33,18 +36,30 @@ def _text(findings: list[Finding]) -> str:
     return "\n".join(lines)
 
 
-def _testcase(node: str, check: str, findings: list[Finding]) -> ET.Element:
-    case = ET.Element("testcase", name=check, classname=f"bringup.{node}", time="0")
-    status = worst(findings)
-    bad = [f for f in findings if f.status == status]
-    if status.bad:
-        kind = "FAIL" if status == Status.FAIL else status.value
-        ET.SubElement(case, "failure", type=kind, message=bad[0].message).text = _text(findings)
-    elif status == Status.SKIP:
-        ET.SubElement(case, "skipped", message=bad[0].message)
+def _testcase(node: str, name: str, f: Finding) -> ET.Element:
+    case = ET.Element("testcase", name=name, classname=f"bringup.{node}", time="0")
+    if f.status.bad:
+        kind = "FAIL" if f.status == Status.FAIL else f.status.value
+        ET.SubElement(case, "failure", type=kind, message=f.message).text = _text([f])
+    elif f.status == Status.SKIP:
+        ET.SubElement(case, "skipped", message=f.message)
     else:
-        ET.SubElement(case, "system-out").text = _text(findings)
+        ET.SubElement(case, "system-out").text = _text([f])
     return case
+
+
+def case_names(findings: list[Finding]) -> list[str]:
+    """Each finding's name among its node's: the check, or "check #i" when the check has
+    several findings there (distinct, in the order the check wrote them)."""
+    total: dict[str, int] = defaultdict(int)
+    for f in findings:
+        total[f.check] += 1
+    seen: dict[str, int] = defaultdict(int)
+    names = []
+    for f in findings:
+        seen[f.check] += 1
+        names.append(f"{f.check} #{seen[f.check]}" if total[f.check] > 1 else f.check)
+    return names
 
 
 def _only_xml_text(root: ET.Element) -> None:
@@ -60,15 +75,15 @@ def _only_xml_text(root: ET.Element) -> None:
 
 def to_junit(report: Report) -> str:
     """The report's findings as a JUnit <testsuites> document (UTF-8 text)."""
-    by_node: dict[str, dict[str, list[Finding]]] = defaultdict(lambda: defaultdict(list))
+    by_node: dict[str, list[Finding]] = defaultdict(list)
     for f in report.findings:  # already in report order: node, then catalog check order
-        by_node[f.node or RUN_SUITE][f.check].append(f)
+        by_node[f.node or RUN_SUITE].append(f)
     root = ET.Element("testsuites", name=report.title)
     totals = {"tests": 0, "failures": 0}
     ordered = sorted(by_node, key=lambda n: (n == RUN_SUITE, n))
     for node in ordered:
-        checks = by_node[node]
-        cases = [_testcase(node, check, found) for check, found in checks.items()]
+        found = by_node[node]
+        cases = [_testcase(node, name, f) for name, f in zip(case_names(found), found, strict=True)]
         failures = sum(1 for c in cases if c.find("failure") is not None)
         skipped = sum(1 for c in cases if c.find("skipped") is not None)
         suite = ET.SubElement(

@@ -145,19 +145,19 @@ def _accepted(accepted: bool) -> GaugeMetricFamily:
 
 
 def _check_status(report: Report) -> GaugeMetricFamily:
+    """One sample per finding: `finding` numbers a check's findings on a node from 1
+    (a check with one finding there has finding="1")."""
     family = GaugeMetricFamily(
         "bringup_check_status",
-        "Worst status of a check on a node: 0 PASS, 1 SKIP, 2 WARN, 3 FAIL, 4 ERROR, "
-        "5 UNREACHABLE (alert on >= 3).",
-        labels=["node", "check"],
+        "Status of each finding of a check on a node: 0 PASS, 1 SKIP, 2 WARN, 3 FAIL, "
+        "4 ERROR, 5 UNREACHABLE (alert on >= 3).",
+        labels=["node", "check", "finding"],
     )
-    worst: dict[tuple[str, str], Status] = {}
+    seen: dict[tuple[str, str], int] = {}
     for f in report.findings:
         key = (f.node or "run", f.check)
-        if key not in worst or f.status.rank > worst[key].rank:
-            worst[key] = f.status
-    for (node, check), status in worst.items():
-        family.add_metric([node, check], float(status.rank))
+        seen[key] = seen.get(key, 0) + 1
+        family.add_metric([*key, str(seen[key])], float(f.status.rank))
     return family
 
 

@@ -201,3 +201,22 @@ def test_inspect_says_which_profile_and_prints_facts_only_when_asked() -> None:
     # One capture is not a node: a fault found, never an acceptance verdict.
     assert plain.stdout.splitlines()[-1].startswith("FAULT FOUND in nvidia-smi -q (")
     assert '"gpus"' in invoke("inspect", path, "--facts").stdout
+
+
+def test_a_watch_is_judged_by_the_gpus_its_telemetry_names() -> None:
+    """diagnose --watch records only telemetry: the GPUs NVML named (here the recorded H200
+    `nvidia-smi -q`) choose the profile, never "no GPU model in the facts"."""
+    from dataclasses import asdict
+
+    from bringup.facts import ProbeRecord
+    from bringup.node.parsers.dmon import parse_q_series
+
+    timeline = parse_q_series((FIXTURES / "smi" / "ugpuexp-h200-q-load.txt").read_text())
+    assert timeline.gpu_names == {"0": "NVIDIA H200"}
+    record = ProbeRecord(probe="telemetry", ok=True, facts=asdict(timeline))
+    node = NodeFacts(
+        node="watched", bringup_version="0", collected_at="T", probes={"telemetry": record}
+    )
+    said = judge_node_by(node, AUTO)[0]
+    assert (said.check, said.status, said.value) == ("profile.auto", Status.PASS, "h200")
+    assert said.message == "judged by profile h200: the GPU is 'NVIDIA H200'"

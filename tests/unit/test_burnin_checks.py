@@ -47,19 +47,50 @@ def as_gpu(facts: BurninFacts, timeline: Timeline) -> BurninFacts:
     )
 
 
-def test_the_recorded_cpu_run_passes() -> None:
+def test_the_recorded_cpu_run_passes_all_but_mfu_which_accepts_no_cpu() -> None:
     facts = recorded()
     statuses = {c.name: [f.status for f in c.judge(facts, H200)] for c in checks.CHECKS}
     assert statuses == {
         "burnin.run": [Status.PASS],
         "burnin.loss": [Status.PASS],
         "burnin.checkpoint": [Status.PASS],
-        "burnin.mfu": [Status.SKIP],  # a CPU: no GPU peak applies
+        "burnin.mfu": [Status.ERROR],  # a CPU: no GPU peak to judge by, never accepted
         "burnin.straggler": [Status.PASS],
         "burnin.throttle": [Status.SKIP],
     }
     [loss] = checks.judge_loss(facts, H200)
     assert loss.message == "loss 6.3169 -> 5.8247 (mean of first and last 3 steps)"
+    [mfu] = checks.judge_mfu(facts, H200)
+    assert mfu.message.endswith(
+        "on cpu: a CPU burn-in: no GPU peak to judge MFU by, so no node is accepted by it"
+    ), mfu.message
+    assert mfu.unit == "FLOP/s" and isinstance(mfu.value, float)  # the figure is kept
+    # Against a --peak-tflops given for the CPU: the MFU is said, the verdict the same.
+    with_peak = checks.judge_mfu_against(facts, (0.05e12, "TFLOP/s given"), None)
+    assert with_peak.status is Status.ERROR
+    assert "(MFU " in with_peak.message and "of the --peak-tflops given)" in with_peak.message
+
+
+def test_a_burnin_with_no_steps_is_an_error_in_every_check_naming_the_cause() -> None:
+    """The trainer died at once (no torch): nothing is judged as passing, and each check
+    says why there is no data."""
+    cause = "trainer exited 1: ModuleNotFoundError: No module named 'torch'"
+    dead = dataclasses.replace(recorded(), steps=[], ranks=[], checkpoints=[], restore=None)
+    dead = dataclasses.replace(dead, error=cause, stopped_by=None)
+    for check in checks.CHECKS:
+        [found] = check.judge(dead, H200)
+        assert found.status is Status.ERROR, check.name
+        if check.name != "burnin.run":
+            assert found.message == f"no data: the burn-in produced no steps ({cause})"
+    [run] = checks.judge_run(dead, H200)
+    assert cause in run.message
+    # No error said, no steps all the same: still no pass.
+    silent = dataclasses.replace(dead, error=None)
+    [straggler] = checks.judge_stragglers(silent, H200)
+    assert (straggler.status, straggler.message) == (
+        Status.ERROR,
+        "no data: the burn-in produced no steps (the trainer reported no step and no error)",
+    )
 
 
 def test_nan_and_flat_loss_fail() -> None:

@@ -3,7 +3,8 @@ shell completion on."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterator
+from typing import Annotated, Any
 
 import pytest
 import typer
@@ -96,3 +97,24 @@ def test_completion_answers_the_shell(words: str, expected: str) -> None:
     }
     result = CliRunner().invoke(app, [], prog_name="bringup", env=env)
     assert result.stdout.split() == [expected]
+
+
+def _commands(command: Any, path: str = "bringup") -> Iterator[tuple[str, Any]]:
+    """Every registered command and subcommand (click's, as Typer builds them), by name."""
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, f"{path} {name}")
+
+
+def test_every_command_that_judges_defaults_to_profile_auto() -> None:
+    """--profile auto everywhere: each node judged by its own GPU's profile; a default of
+    one model (b300) would judge every other GPU by the wrong figures, or drain it."""
+    defaults = {
+        name: param.default
+        for name, command in _commands(typer.main.get_command(app))
+        for param in command.params
+        if "--profile" in getattr(param, "opts", [])
+    }
+    assert {"bringup check", "bringup handover", "bringup slurm healthcheck"} <= set(defaults)
+    assert {"bringup slurm render", "bringup report", "bringup diagnose"} <= set(defaults)
+    assert {name: d for name, d in defaults.items() if d != "auto"} == {}

@@ -21,7 +21,7 @@ from bringup.node.collective.measure import device_id_safe
 from bringup.node.parsers.nvlink_status import gpu_facts_from_nvlink, parse_nvlink_status
 from bringup.node.parsers.smi_text import parse_q_text
 from bringup.node.parsers.smi_xml import parse_q_xml
-from bringup.node.probes.burnin import BurninFacts
+from bringup.node.probes.burnin import BurninFacts, StepRecord
 from bringup.node.probes.gemm import GemmFacts, GemmGpu
 from bringup.node.probes.telemetry import throttle_counter_fields
 from bringup.node.timeline import Sample, Timeline
@@ -92,6 +92,8 @@ def test_a_burnin_on_gpus_without_samples_is_not_a_pass() -> None:
         device_name="NVIDIA H200", dtype="bf16", zero_stage=3, seq_len=4096, micro_batch=1,
         grad_accum=1, gradient_checkpointing=False, warmup_steps=2,
         telemetry=Timeline(interval_s=0.2, gpus=8),
+        # It trained (a burn-in with no step at all is "no data", judged before telemetry).
+        steps=[StepRecord(step=1, loss=2.0, time_s=1.0)],
     )  # fmt: skip
     (finding,) = judge_throttle(facts, load_profile("h200"))
     assert finding.status == Status.ERROR

@@ -131,17 +131,60 @@ def test_all_paths_above_the_floor_is_one_pass() -> None:
     assert (findings[0].value, findings[0].unit) == (1.33, "GB/s")
 
 
-def test_page_cache_measured_is_a_warning_not_a_pass() -> None:
+def test_page_cache_measured_is_an_error_never_a_pass_or_warn() -> None:
     buffered = replace(recorded_path("/x"), direct=False, filesystem="ramfs")
     [found] = judge("nvme.seq_write", NvmeFacts([buffered]), with_floors(seq_write_min_gb_s=1.0))
-    assert found.status is Status.WARN
-    assert (
-        "O_DIRECT refused on /x (ramfs): page cache was measured, not the device" in found.message
+    assert (found.status, found.value) == (Status.ERROR, 2.58)  # the figure is kept
+    assert found.message == (
+        "/x: sequential write 2.58 GB/s, but O_DIRECT refused on /x (ramfs): "
+        "measured memory, not a device: give --data-dir on the NVMe array"
     )
     tmpfs = replace(recorded_path("/dev/shm"), filesystem="tmpfs")
     [found] = judge("nvme.rand_read", NvmeFacts([tmpfs]), h200())
-    assert found.status is Status.WARN
-    assert "memory was measured" in found.message
+    assert found.status is Status.ERROR
+    assert found.message == (
+        "/dev/shm: random read 93302 IOPS, but /dev/shm is tmpfs: "
+        "measured memory, not a device: give --data-dir on the NVMe array"
+    )
+
+
+@pytest.mark.parametrize("check", [c.name for c in checks.CHECKS])
+def test_a_path_not_on_a_block_device_is_an_error_in_every_nvme_check(check: str) -> None:
+    # overlay (a container's root) and any filesystem with no block device under it.
+    for path in (
+        replace(recorded_path("/data"), filesystem="overlay"),
+        replace(recorded_path("/data"), filesystem="fuse.weird", on_block_device=False),
+    ):
+        findings = judge(check, round_trip(NvmeFacts([path])), with_floors(seq_read_min_gb_s=1.0))
+        assert [f.status for f in findings] == [Status.ERROR], (check, path.filesystem)
+        assert findings[0].message.endswith(
+            "measured memory, not a device: give --data-dir on the NVMe array"
+        )
+
+
+def test_shm_and_this_disk_as_the_probe_sees_them(tmp_path: Path) -> None:
+    mounts = nvme.read_mounts()
+    assert nvme.on_block_device("/dev/shm", nvme.mount_of("/dev/shm", mounts)) is False
+    assert nvme.on_block_device("/proc", nvme.mount_of("/proc", mounts)) is False
+    here = nvme.mount_of(str(tmp_path), mounts)
+    if here is None or here.filesystem in nvme.NOT_A_DEVICE:
+        pytest.skip(f"{tmp_path} is not on a disk here")
+    assert nvme.on_block_device(str(tmp_path), here) is True
+
+
+def test_the_default_path_in_memory_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No --data-dir: fio must not write gigabytes into a tmpfs /tmp. /dev/shm stands in
+    # for such a /tmp (a real tmpfs); fio would take minutes, and is never started.
+    monkeypatch.setattr(nvme, "DEFAULT_PATH", "/dev/shm")
+    monkeypatch.setattr(nvme, "_run_tests", lambda *a: pytest.fail("fio ran on memory"))
+    [path] = nvme.collect(Params()).facts.paths
+    assert (path.path, path.filesystem, path.on_block_device) == ("/dev/shm", "tmpfs", False)
+    assert path.error == (
+        "no --data-dir given and /dev/shm is tmpfs, not on a block device: not measured "
+        "(it would measure memory, not a device): give --data-dir on the NVMe array"
+    )
+    [found] = judge("nvme.seq_read", round_trip(NvmeFacts([path])), h200())
+    assert (found.status, found.message) == (Status.ERROR, f"/dev/shm: {path.error}")
 
 
 def test_unmeasured_path_is_an_error_in_every_check() -> None:

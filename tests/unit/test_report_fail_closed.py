@@ -91,13 +91,13 @@ def assert_rejected_everywhere(report: Report, check: str, words: str, node: str
     text = junit.to_junit(report)
     SCHEMA.validate(text)
     suite = next(s for s in ET.fromstring(text) if s.get("name") == (node or junit.RUN_SUITE))
-    case = next(c for c in suite if c.get("name") == check)
+    case = next(c for c in suite if (c.get("name") or "").split(" #")[0] == check)
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "ERROR"
     assert words in (failure.text or "")
     metrics = exported(report)
     assert metrics[("bringup_run_accepted", frozenset())] == 0.0
-    labels = frozenset({"node": node or "run", "check": check}.items())
+    labels = frozenset({"node": node or "run", "check": check, "finding": "1"}.items())
     assert metrics[("bringup_check_status", labels)] == Status.ERROR.rank
 
 

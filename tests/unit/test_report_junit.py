@@ -1,5 +1,5 @@
 """`bringup report --format junit`: valid against the common JUnit schema, one testcase per
-node × check, and a check that could not be measured never reads as passed.
+finding, and a check that could not be measured never reads as passed.
 
 The schema is the Jenkins xunit-plugin junit-10.xsd as pytest's own tests keep it
 (tests/fixtures/junit/SOURCES.md); xmlschema validates against it.
@@ -7,13 +7,13 @@ The schema is the Jenkins xunit-plugin junit-10.xsd as pytest's own tests keep i
 
 from __future__ import annotations
 
-import json
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import xmlschema
+from prometheus_client import CollectorRegistry, generate_latest
 
 from bringup import profile
 from bringup.commands.report import build_report
@@ -36,24 +36,54 @@ def junit_of(run: Path) -> tuple[str, ET.Element]:
     return text, ET.fromstring(text)
 
 
-def test_valid_and_one_testcase_per_node_and_check(rich: Path) -> None:
-    text, root = junit_of(rich)
+def test_valid_and_one_testcase_per_finding(rich: Path) -> None:
+    """Exactly one testcase per finding of the report: a check with several findings on a
+    node (one per GPU, say) gives distinct names, none merged."""
+    report = build_report(load(rich), B300, generated_at="T")
+    text = to_junit(report)
     SCHEMA.validate(text)
-    findings = [json.loads(line) for line in (rich / "findings.jsonl").read_text().splitlines()]
-    expected = {(f["node"], f["check"]) for f in findings}
-    cases = {
+    root = ET.fromstring(text)
+    cases = [
         (suite.get("name"), case.get("name"))
         for suite in root.iter("testsuite")
         for case in suite.iter("testcase")
-    }
-    assert cases == expected
-    assert root.get("tests") == str(len(expected))
+    ]
+    assert len(cases) == len(report.findings)
+    assert len(set(cases)) == len(cases)  # distinct names
+    assert root.get("tests") == str(len(report.findings))
+    # Checks that wrote two findings or more on one node are there, numbered from 1.
+    many = {(n, c.split(" #")[0]) for n, c in cases if " #" in c}
+    assert many, "the demo has a check with several findings on one node"
+    node, check = sorted(many)[0]
+    mine = [f for f in report.findings if (f.node, f.check) == (node, check)]
+    assert [c for n, c in cases if n == node and c.startswith(f"{check} #")] == [
+        f"{check} #{i}" for i in range(1, len(mine) + 1)
+    ]
+
+
+def test_prometheus_has_one_check_status_per_finding(rich: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bringup.report.prometheus import RunCollector
+
+    report = build_report(load(rich), B300, generated_at="T")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunCollector(lambda: rich, lambda _: report))
+    text = generate_latest(registry).decode()
+    samples = [
+        (s.labels["node"], s.labels["check"], s.labels["finding"])
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "bringup_check_status"
+    ]
+    assert len(samples) == len(report.findings)
+    assert len(set(samples)) == len(samples)
 
 
 def test_failures_are_the_bad_checks(rich: Path) -> None:
     _, root = junit_of(rich)
     failed = {
-        (suite.get("name"), case.get("name"))
+        (suite.get("name"), (case.get("name") or "").split(" #")[0])
         for suite in root.iter("testsuite")
         for case in suite.iter("testcase")
         if case.find("failure") is not None

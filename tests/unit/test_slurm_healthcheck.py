@@ -304,3 +304,25 @@ def test_bad_options_exit_2(args: list[str], tmp_path: Path) -> None:
     result = invoke("slurm", "healthcheck", "--out", tmp_path, *args)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ")
+
+
+def test_the_reason_names_the_probe_not_the_missing_model_it_caused() -> None:
+    """--profile auto on a node whose gpu probe hung: profile.auto has no model to go by,
+    but the drain reason is the probe's own ERROR, the cause."""
+    from bringup.findings import Finding, Status
+    from bringup.fleet.healthcheck import reason_text
+
+    hung = "did not finish within the 6 s budget (probe gpu stopped after 5 s)"
+    findings = [
+        Finding(
+            node="n",
+            check="profile.auto",
+            status=Status.ERROR,
+            message=f"no GPU model in the facts (gpu probe: {hung})",
+        ),
+        Finding(node="n", check="gpu.count", status=Status.ERROR, message=hung),
+        Finding(node="n", check="xid.events", status=Status.PASS, message="no XID"),
+    ]
+    assert reason_text(findings) == f"bringup: gpu.count {hung} (+1 more)"
+    alone = reason_text(findings[:1]) or ""  # no other cause said: the model's ERROR is it
+    assert alone.startswith("bringup: profile.auto no GPU model in the facts (gpu probe: ")

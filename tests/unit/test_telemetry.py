@@ -53,6 +53,9 @@ class ReplaySource:
     def limits(self) -> tuple[dict[str, float], dict[str, float]]:
         return {"0": 400.0}, {"0": 95.0}
 
+    def names(self) -> dict[str, str]:
+        return {"0": "NVIDIA A100-SXM4-40GB"}  # the capture's GPU, as NVML would name it
+
     def close(self) -> None:
         self.closed = True
 
@@ -85,6 +88,7 @@ def test_the_thread_samples_the_source_until_it_ends_and_keeps_everything() -> N
     assert timeline.throttle_time_s == {"0": {"sw_power_cap": 2.5}}
     assert timeline.power_default_limit_w == {"0": 400.0}
     assert timeline.memory_max_temperature_c == {"0": 95.0}
+    assert timeline.gpu_names == {"0": "NVIDIA A100-SXM4-40GB"}  # read once, at start
     assert source.closed
     assert sampler.stop().samples == timeline.samples  # stop again: the same samples
 

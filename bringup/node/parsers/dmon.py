@@ -201,6 +201,8 @@ def parse_q_series(text: str) -> Timeline:
                 timeline.power_default_limit_w[key] = gpu.power_default_limit_w
             if gpu.memory_max_temperature_c:
                 timeline.memory_max_temperature_c[key] = gpu.memory_max_temperature_c
+            if gpu.name:
+                timeline.gpu_names[key] = gpu.name
             timeline.samples.append(
                 Sample(
                     t_s=round(t_s, 3),
@@ -343,6 +345,8 @@ def parse_csv_series(text: str) -> Timeline:
                 timeline.power_default_limit_w[key] = gpu.power_default_limit_w
             if gpu.memory_max_temperature_c:
                 timeline.memory_max_temperature_c[key] = gpu.memory_max_temperature_c
+            if gpu.name:
+                timeline.gpu_names[key] = gpu.name
             timeline.samples.append(
                 Sample(
                     t_s=round(start - starts[0], 3),

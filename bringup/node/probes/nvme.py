@@ -12,6 +12,11 @@ without the sticky bit: bringup/node/workdir.py) is refused: fio writes as root 
 whatever it finds there. Raw block devices are tested only with
 `destructive=True`, because the write tests overwrite them.
 
+Memory is not a device: the probe records whether each path's filesystem sits on a block
+device (`on_block_device`), and the default path (/tmp, when no --data-dir is given) is
+measured only when it does: fio would otherwise write gigabytes into memory (tmpfs) for
+a figure the verdict cannot use (checks/nvme.py makes any such figure an ERROR).
+
 A failure is kept where it happened: a path that cannot be tested records its error and
 the other paths are still measured; a failed fio test records its error and the other
 tests of that path still run.
@@ -45,6 +50,11 @@ REUSED_FILES = ("seq_read", "seq_write")
 FALLBACK_ENGINE = "psync"  # synchronous, in every fio build; iodepth is then 1
 # Filesystems where an O_DIRECT refusal is expected because they live in memory.
 MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+# Filesystems that are never a device of their own: memory, or layers over another one.
+NOT_A_DEVICE = (*MEMORY_FILESYSTEMS, "overlay", "squashfs", "fuse.lxcfs", "proc", "sysfs")
+# Where fio writes when no path is given (--data-dir, bringup_data_dirs): only if it is
+# on a block device.
+DEFAULT_PATH = "/tmp"
 
 
 @dataclass
@@ -52,8 +62,9 @@ class Params:
     """What to test and how hard; suites set these by name."""
 
     # Data and checkpoint directories; each should be its own mount point. Paths on the
-    # same filesystem (same st_dev) are measured once and all reported.
-    paths: list[str] = field(default_factory=lambda: ["/tmp"])
+    # same filesystem (same st_dev) are measured once and all reported. None: DEFAULT_PATH,
+    # measured only when it is on a block device.
+    paths: list[str] | None = None
     size_bytes: int = 1 * GIB  # per file of the read/write tests
     runtime_s: int = 20  # per time-based test, after the ramp
     ramp_s: int = 2  # fio ramp_time: not counted, lets queues and caches settle
@@ -76,6 +87,8 @@ class NvmePath:
     mount_point: str | None = None
     mount_device: str | None = None  # as /proc/mounts names it, e.g. /dev/nvme0n1p1
     filesystem: str | None = None  # ext4, xfs, tmpfs, ...
+    # Whether the filesystem sits on a block device (None: not known, an older record).
+    on_block_device: bool | None = None
     free_bytes: int | None = None
     direct: bool = True  # False: O_DIRECT refused, fio ran buffered (page cache measured)
     engine: str | None = None  # fio ioengine used, libaio or psync
@@ -134,7 +147,9 @@ def collect(params: Params) -> ProbeOutput:
     raw: dict[str, str] = {}
     results: list[NvmePath] = []
     measured: dict[int, NvmePath] = {}  # st_dev -> the path that measured it
-    for path in params.paths:
+    if params.paths is None:
+        results.append(_default_path(fio, params, readers, mounts, measured, raw))
+    for path in params.paths or []:
         results.append(_measure_path(fio, path, params, readers, mounts, measured, raw))
     for device in params.devices:
         results.append(_measure_device(fio, device, params, readers, mounts, raw))
@@ -178,6 +193,27 @@ def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
         ):
             best = mount
     return best
+
+
+def on_block_device(path: str, mount: Mount | None) -> bool | None:
+    """Whether the filesystem holding `path` sits on a block device; None: cannot tell.
+
+    The kernel lists every block device under /sys/dev/block/MAJOR:MINOR; tmpfs, overlay
+    and other pseudo filesystems have an anonymous device (major 0) that is not there.
+    btrfs and ZFS also report an anonymous st_dev, so the mount's source is asked too.
+    """
+    if mount is not None and mount.filesystem in NOT_A_DEVICE:
+        return False
+    try:
+        st_dev = os.stat(path).st_dev
+    except OSError:
+        return None
+    if os.path.exists(f"/sys/dev/block/{os.major(st_dev)}:{os.minor(st_dev)}"):
+        return True
+    if mount is not None and mount.device.startswith("/dev/"):
+        with contextlib.suppress(OSError):
+            return stat.S_ISBLK(os.stat(mount.device).st_mode)
+    return False
 
 
 def count_gpus() -> int:
@@ -238,11 +274,7 @@ def _measure_path(
     raw: dict[str, str],
 ) -> NvmePath:
     """Test one directory, or report it as a copy of the path on the same filesystem."""
-    result = NvmePath(path=path)
-    mount = mount_of(path, mounts)
-    if mount is not None:
-        result.mount_point, result.mount_device = mount.mount_point, mount.device
-        result.filesystem = mount.filesystem
+    result = _located(path, mounts)
     try:
         st_dev = os.stat(path).st_dev
     except OSError as exc:
@@ -258,6 +290,38 @@ def _measure_path(
         error = _run_in_scratch(fio, path, params, readers, result, raw)
     result.error = error
     return result
+
+
+def _located(path: str, mounts: list[Mount]) -> NvmePath:
+    """A path's result so far: its mount, filesystem and whether that is a device."""
+    result = NvmePath(path=path)
+    mount = mount_of(path, mounts)
+    if mount is not None:
+        result.mount_point, result.mount_device = mount.mount_point, mount.device
+        result.filesystem = mount.filesystem
+    result.on_block_device = on_block_device(path, mount)
+    return result
+
+
+def _default_path(
+    fio: str,
+    params: Params,
+    readers: int,
+    mounts: list[Mount],
+    measured: dict[int, NvmePath],
+    raw: dict[str, str],
+) -> NvmePath:
+    """DEFAULT_PATH when no path was given: measured only on a block device."""
+    result = _located(DEFAULT_PATH, mounts)
+    if result.on_block_device is False:
+        what = result.filesystem or "not a block device"
+        result.error = (
+            f"no --data-dir given and {DEFAULT_PATH} is {what}, not on a block device: "
+            "not measured (it would measure memory, not a device): "
+            "give --data-dir on the NVMe array"
+        )
+        return result
+    return _measure_path(fio, DEFAULT_PATH, params, readers, mounts, measured, raw)
 
 
 def _check_free_space(path: str, params: Params, readers: int, result: NvmePath) -> str | None:

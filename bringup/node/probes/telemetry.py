@@ -49,6 +49,10 @@ class Source(Protocol):
         """Default power limit (W) and HBM max temperature (C) per GPU, where known."""
         ...
 
+    def names(self) -> dict[str, str]:
+        """Each GPU's product name ("NVIDIA H200"), where known."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -120,6 +124,7 @@ class Sampler:
         self._counters_start: dict[str, dict[str, float]] = {}
         self._opened = False
         self._limits: tuple[dict[str, float], dict[str, float]] = ({}, {})
+        self._names: dict[str, str] = {}
         self.timeline: Timeline | None = None  # set by stop() (and on leaving a with block)
 
     def start(self) -> Sampler:
@@ -135,6 +140,8 @@ class Sampler:
             self._limits = self.source.limits()
         except SourceError:
             self._limits = ({}, {})
+        with contextlib.suppress(SourceError):  # unnamed GPUs: auto then says no model
+            self._names = self.source.names()
         self._t0 = self._clock()
         self._thread = threading.Thread(target=self._loop, name="bringup-telemetry", daemon=True)
         self._thread.start()
@@ -164,6 +171,7 @@ class Sampler:
                 dropped=self._buffer.dropped,
                 power_default_limit_w=self._limits[0],
                 memory_max_temperature_c=self._limits[1],
+                gpu_names=self._names,
             )
             return self.timeline
 
@@ -360,6 +368,16 @@ class NvmlSource:
             if mem_max:  # 0 or absent: the driver reports it relative to T.Limit, or not at all
                 memory[str(index)] = float(mem_max)
         return power, memory
+
+    def names(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for index, h in enumerate(self._handles):
+            name = self._get("nvmlDeviceGetName", h)
+            if isinstance(name, bytes):
+                name = name.decode(errors="replace")
+            if isinstance(name, str) and name.strip():
+                found[str(index)] = name.strip()
+        return found
 
     def close(self) -> None:
         if self._nvml is not None:

@@ -151,10 +151,72 @@ def test_acceptance_runs_fio_for_real(tmp_path: Path, cli) -> None:
     assert result.code == 1  # no GPU here
     nvme_findings = [f for f in result.json()["findings"] if f["check"].startswith("nvme.")]
     assert nvme_findings
-    assert all(f["status"] != "ERROR" for f in nvme_findings), nvme_findings
+    if on_a_device(data):
+        assert all(f["status"] != "ERROR" for f in nvme_findings), nvme_findings
+    else:  # a container's overlay /tmp: fio measured it, and the verdict says it is no device
+        assert {f["status"] for f in nvme_findings} == {"ERROR"}, nvme_findings
+        assert all("measured memory, not a device" in f["message"] for f in nvme_findings)
+    assert all(f["value"] is not None for f in nvme_findings), nvme_findings  # fio measured
     raw = list((tmp_path / "run" / "raw" / HOST / "nvme").iterdir())
     assert any(p.suffix == ".json" for p in raw)
     assert not any(p.name.startswith(".bringup-fio") for p in data.iterdir())
+    # Said before it is written: where fio writes and how much.
+    assert (
+        f"nvme: fio files of 0.0 GB (one per GPU for the concurrent read) and a 0.0 GB "
+        f"checkpoint in {data.resolve()} on {HOST}, removed afterwards"
+    ) in " ".join(result.stderr.split())
+
+
+def on_a_device(path: Path) -> bool:
+    """Whether fio's figures on `path` are a device's, as the nvme probe judges it."""
+    from bringup.node.probes import nvme
+
+    return nvme.on_block_device(str(path), nvme.mount_of(str(path), nvme.read_mounts())) is True
+
+
+def nvme_suite(tmp_path: Path) -> Path:
+    """The acceptance suite's nvme step alone, with files of a few MiB."""
+    suite = yaml.safe_load((REPO / "checks/suites/acceptance.yaml").read_text())
+    suite["probes"] = [s for s in suite["probes"] if s["name"] == "nvme"]
+    suite["probes"][0]["params"] = {
+        "size_bytes": 8 << 20,
+        "runtime_s": 1,
+        "ramp_s": 0,
+        "checkpoint_bytes": 16 << 20,
+    }
+    small = tmp_path / "nvme.yaml"
+    small.write_text(yaml.safe_dump(suite))
+    return small
+
+
+def test_data_dir_in_memory_is_an_nvme_error_never_a_pass(tmp_path: Path, cli) -> None:
+    """--data-dir /dev/shm: fio measures RAM; every nvme.* check is an ERROR saying so."""
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm here")
+    argv = ["check", "--local", "-p", "b300", "--suite", nvme_suite(tmp_path)]
+    result = cli(*argv, "--data-dir", "/dev/shm", "--out", tmp_path / "run", "--json")
+    assert result.code == 1, result.stderr
+    doc = result.json()
+    assert doc["verdict"] == "NOT ACCEPTED"
+    nvme_findings = [f for f in doc["findings"] if f["check"].startswith("nvme.")]
+    assert [f["check"] for f in nvme_findings] == [
+        "nvme.seq_read",
+        "nvme.seq_write",
+        "nvme.checkpoint",
+        "nvme.concurrent_read",
+        "nvme.rand_read",
+    ]
+    for f in nvme_findings:
+        assert f["status"] == "ERROR", f
+        assert f["message"].startswith("/dev/shm: "), f
+        assert f["message"].endswith(
+            ": measured memory, not a device: give --data-dir on the NVMe array"
+        ), f
+        # Why: tmpfs refuses O_DIRECT (kernels before 6.6), or is tmpfs all the same.
+        why = ("O_DIRECT refused on /dev/shm (tmpfs)", "/dev/shm is tmpfs")
+        assert any(w in f["message"] for w in why), f
+        assert f["value"] is not None  # what fio measured is kept, and judged no device's
+    assert "in /dev/shm on" in " ".join(result.stderr.split())
 
 
 def test_acceptance_without_a_gpu_errors_dcgm_gemm_and_p2p_with_the_reason(
@@ -254,9 +316,17 @@ def test_auto_profile_on_a_gpu_less_node_is_one_error_naming_the_profiles(
     (said,) = [f for f in findings if f["check"] == "profile.auto"]
     assert said["status"] == "ERROR"
     assert said["message"].startswith("no GPU model in the facts (gpu probe: no NVIDIA driver")
-    assert "available: a100, b200, b300, h100, h200" in said["message"]
-    # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is.
-    assert {f["check"].split(".")[0] for f in findings} <= {"profile", "xid", "dcgm"}
+    assert "available: a100, b200, b300, gb200, gb300, h100, h200" in said["message"]
+    # Nothing judged by a guessed profile; what needs none (xid, dcgm) still is. Every other
+    # check is shown, never passed: the ERRORs of a probe that could not run carry its
+    # reason, those of one that measured say it was not judged (the report counts the same).
+    others = [f for f in findings if f["check"].split(".")[0] not in ("profile", "xid", "dcgm")]
+    assert {f["check"].split(".")[0] for f in others} == {"gpu", "topology", "host"}
+    assert {f["status"] for f in others} == {"ERROR"}
+    host = [f for f in others if f["check"].startswith("host.")]
+    assert all(
+        f["message"].endswith("measured, not judged: no profile fits this node's GPU") for f in host
+    )
 
 
 def test_snapshot_says_why_a_probe_failed_and_exits_1(tmp_path: Path, cli) -> None:

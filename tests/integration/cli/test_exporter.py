@@ -49,9 +49,24 @@ def test_exposition_values(rich: Path) -> None:
     assert value(parsed, "bringup_exporter_up") == 1.0
     assert value(parsed, "bringup_run_accepted") == 0.0
     # Status codes: 0 PASS ... 3 FAIL.
-    assert value(parsed, "bringup_check_status", node="b300-node02", check="gpu.count") == 3.0
-    assert value(parsed, "bringup_check_status", node="b300-node01", check="gpu.count") == 0.0
-    assert value(parsed, "bringup_check_status", node="b300-node06", check="gpu.clock_events") == 2
+    assert (
+        value(parsed, "bringup_check_status", node="b300-node02", check="gpu.count", finding="1")
+        == 3.0
+    )
+    assert (
+        value(parsed, "bringup_check_status", node="b300-node01", check="gpu.count", finding="1")
+        == 0.0
+    )
+    assert (
+        value(
+            parsed,
+            "bringup_check_status",
+            node="b300-node06",
+            check="gpu.clock_events",
+            finding="1",
+        )
+        == 2
+    )
     for node in NODES:
         assert value(parsed, "bringup_nccl_busbw_bytes", node=node) == 476.53e9
         assert (
@@ -102,11 +117,17 @@ def test_one_broken_run_under_runs_dir_does_not_break_the_scrape(
     assert latest_run(runs) == runs / "good"
     parsed = samples(generate_latest(registry_for(lambda: latest_run(runs), report_of)).decode())
     assert value(parsed, "bringup_exporter_up") == 1.0
-    assert value(parsed, "bringup_check_status", node="b300-node02", check="gpu.count") == 3.0
+    assert (
+        value(parsed, "bringup_check_status", node="b300-node02", check="gpu.count", finding="1")
+        == 3.0
+    )
     # The broken run itself, exported: read, and not accepted.
     parsed = samples(generate_latest(registry_for(lambda: broken, report_of)).decode())
     assert value(parsed, "bringup_run_accepted") == 0.0
-    assert value(parsed, "bringup_check_status", node="run", check="report.findings") == 4.0
+    assert (
+        value(parsed, "bringup_check_status", node="run", check="report.findings", finding="1")
+        == 4.0
+    )
 
 
 def test_a_report_that_fails_is_up_0_and_the_server_serves(rich: Path) -> None:
@@ -146,7 +167,16 @@ def test_server_on_localhost(rich: Path) -> None:
             text = response.read().decode()
     finally:
         server.shutdown()
-    assert value(samples(text), "bringup_check_status", node="b300-node05", check="xid.events") == 3
+    assert (
+        value(
+            samples(text),
+            "bringup_check_status",
+            node="b300-node05",
+            check="xid.events",
+            finding="1",
+        )
+        == 3
+    )
 
 
 def _exporter_cli(*args: str | Path) -> list[str]:
@@ -164,7 +194,12 @@ def test_textfile_is_written_by_the_command(rich: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     parsed = samples(target.read_text())
-    assert value(parsed, "bringup_check_status", node="b300-node03", check="topology.nvlink") == 3
+    assert (
+        value(
+            parsed, "bringup_check_status", node="b300-node03", check="topology.nvlink", finding="1"
+        )
+        == 3
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["bringup.prom"]  # no temporary left
 
 

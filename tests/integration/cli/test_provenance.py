@@ -155,7 +155,10 @@ def test_a_replay_of_a_facts_file_has_no_plan_and_is_not_accepted(
 ) -> None:
     replay = tmp_path / "replay"
     facts = clean / "facts" / "b300-node01.json"
-    assert invoke("check", "--replay", facts, "--out", replay).exit_code == 1
+    # One judge: check says at once what the report says (no plan: report.suite ERROR).
+    checked = invoke("check", "--replay", facts, "--out", replay)
+    assert checked.exit_code == 1
+    assert "report.suite" in checked.stdout.splitlines()[-1]
     code, console, _, _, doc = report(replay, tmp_path / "out")
     assert code == 1
     assert console.startswith(f"NOT ACCEPTED (replayed from {facts}): ")

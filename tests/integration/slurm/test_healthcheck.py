@@ -268,3 +268,46 @@ def test_as_prolog_a_faulty_node_refuses_the_job_and_keeps_bringups_reason(
         assert _drained_reasons(cluster) == {}
     finally:
         cluster.stop()
+
+
+def _h200_state() -> dict[str, object]:
+    """An 8-GPU H200 node: the recorded H200 capture's GPU (tests/fixtures/smi, real
+    nvidia-smi -q), once per slot with its own bus id, UUID and serial."""
+    import dataclasses
+
+    from bringup.node.parsers.smi_text import parse_q_text
+    from bringup.sim.nvml import state_from_facts
+    from tests.support import FIXTURES
+
+    facts = parse_q_text((FIXTURES / "smi" / "ugpuexp-h200-q-load.txt").read_text())
+    [gpu] = facts.gpus
+    gpus = [
+        dataclasses.replace(
+            gpu,
+            index=i,
+            pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            uuid=f"{(gpu.uuid or 'GPU-')[:-2]}{i:02d}",
+            serial=f"{(gpu.serial or '')[:-1]}{i}",
+        )
+        for i in range(8)
+    ]
+    return dict(state_from_facts(dataclasses.replace(facts, gpus=gpus)))
+
+
+def test_an_h200_node_is_judged_by_its_own_profile_and_left_up(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    """The default --profile auto: a healthy H200 is fit, never drained for not being a
+    B300 (the default profile once named one model for every node)."""
+    cluster = make_slurm_cluster(1, nvml=True)
+    write_state(_h200_state(), cluster.node("node01").nvml_state)
+    done = _in_node(cluster, "node01", "--out", str(tmp_path / "hc"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    import json
+
+    doc = json.loads(done.stdout)
+    said = [f for f in doc["findings"] if f["check"] == "profile.auto"]
+    assert [(f["status"], f["value"]) for f in said] == [("PASS", "h200")]
+    assert doc["data"]["healthcheck"]["fit"] is True
+    assert _drained_reasons(cluster) == {}
+    assert _states(cluster)["node01"][0] == "idle"

@@ -116,7 +116,7 @@ def test_sbatch_reads_the_quoted_values_and_runs_the_command(
         "--suite",
         "quick",
         "--profile",
-        "b300",
+        "auto",  # the default: each node by its own GPU's profile
         "--dataset-dir",
         "/data/$(whoami)",
         "--out",
