@@ -29,6 +29,8 @@ from bringup.commands.common import (
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    MaxRawFilesOpt,
+    MaxRawMibOpt,
     NodelistOpt,
     NodesCountOpt,
     NodesOpt,
@@ -86,6 +88,8 @@ def burnin(
     ] = False,
     limit: LimitOpt = None,
     forks: ForksOpt = 64,
+    max_raw_mib: MaxRawMibOpt = 256,
+    max_raw_files: MaxRawFilesOpt = 2000,
     recipe_name: Annotated[
         str, typer.Option("--recipe", "-r", help="Recipe name (tiny, llama-8b-lora, ...) or YAML.")
     ] = "tiny",
@@ -175,7 +179,16 @@ def burnin(
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
     chosen = target(
-        local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "burnin"
+        local,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "burnin",
+        max_raw_mib=max_raw_mib,
+        max_raw_files=max_raw_files,
     )
     if joint and not chosen.remote:
         fail("--joint needs --nodes hosts.ini or --slurm")
@@ -220,7 +233,7 @@ def burnin(
             run_path, "burnin", None if auto else profile_name, "burnin", probes=probes
         )
         record_slurm(run, nodes)
-        outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans))}
+        outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans), caps=chosen.caps)}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
     else:

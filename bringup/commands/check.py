@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from bringup import profile
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
-    from bringup.fleet.run import NodeCaps, NodeOutcome
+    from bringup.fleet.run import NodeOutcome
     from bringup.fleet.target import Target
     from bringup.rundir import RunDir
 
@@ -166,16 +166,22 @@ def check(
             )
         # A resumed run names its inventory (from its manifest) like --nodes does.
         chosen = target(
-            local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "check"
+            local,
+            nodes_file,
+            limit,
+            forks,
+            accept_new_hostkeys,
+            connect_timeout,
+            in_slurm,
+            "check",
+            max_raw_mib=max_raw_mib,
+            max_raw_files=max_raw_files,
         )
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
-        from bringup.fleet.run import NodeCaps
-
-        caps = NodeCaps(raw_bytes=max_raw_mib * 2**20, raw_files=max_raw_files)
         findings, run, outcomes = probe_fleet(
-            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options, caps
+            "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
     from bringup.commands.report import judge_whole
 
@@ -441,7 +447,6 @@ def probe_fleet(
     out_dir: Path | None,
     resume: Path | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-    caps: NodeCaps | None = None,
 ) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
     """The suite on every node of the target, each result recorded as it arrives."""
     from bringup.commands.show import plain
@@ -486,7 +491,7 @@ def probe_fleet(
         # keeps stdout to its one document).
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
-        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=caps)
+        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=chosen.caps)
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes
 

@@ -229,7 +229,7 @@ LimitOpt = Annotated[
     typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
 ]
 ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
-# What one node may store (bringup/fleet/run.py NodeCaps; docs/reference.md): a node past
+# What one node may store (bringup/fleet/target.py NodeCaps; docs/reference.md): a node past
 # either is an ERROR and nothing more of it is written.
 MaxRawMibOpt = Annotated[
     int,
@@ -362,10 +362,13 @@ def target(
     connect_timeout: float = 10.0,
     slurm: SlurmChoice | None = None,
     command: str = "run",
+    max_raw_mib: int = 256,
+    max_raw_files: int = 2000,
 ) -> Target:
     """The nodes the options name: exactly one of --local, --nodes and --slurm (which
-    takes an inventory too: its hosts, by name, and their variables)."""
-    from bringup.fleet.target import Target
+    takes an inventory too: its hosts, by name, and their variables), and what each node
+    may store (--max-raw-mib, --max-raw-files)."""
+    from bringup.fleet.target import NodeCaps, Target
 
     if slurm is not None and local:
         fail("--slurm runs on the nodes of a Slurm allocation: not with --local")
@@ -374,7 +377,10 @@ def target(
     if limit and nodes_file is None:
         fail("--limit selects hosts of an inventory: give --nodes FILE")
     job_name = f"bringup-{command}"  # an allocation it asks for, as squeue shows it
-    return Target(nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, slurm, job_name)
+    caps = NodeCaps(raw_bytes=max_raw_mib * 2**20, raw_files=max_raw_files)
+    return Target(
+        nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, slurm, job_name, caps
+    )
 
 
 def slurm_choice(

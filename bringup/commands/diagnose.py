@@ -24,6 +24,8 @@ from bringup.commands.common import (
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    MaxRawFilesOpt,
+    MaxRawMibOpt,
     NodelistOpt,
     NodesCountOpt,
     NodesOpt,
@@ -98,6 +100,8 @@ def diagnose(
     ] = False,
     limit: LimitOpt = None,
     forks: ForksOpt = 64,
+    max_raw_mib: MaxRawMibOpt = 256,
+    max_raw_files: MaxRawFilesOpt = 2000,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
     profile_name: ProfileOpt = "auto",
@@ -118,7 +122,16 @@ def diagnose(
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
     chosen = target(
-        local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "diagnose"
+        local,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "diagnose",
+        max_raw_mib=max_raw_mib,
+        max_raw_files=max_raw_files,
     )
     if not 0 < seconds <= 86400:
         fail(f"--seconds must be in (0, 86400], not {seconds:g}")
@@ -137,7 +150,7 @@ def diagnose(
         probes = [step.name for step in suite.probes]
         run = create_run(out_dir, "diagnose", profile_name, suite.name, probes=probes)
         record_slurm(run, nodes)
-        outcomes = run_fleet(plans, run, forks=chosen.forks)
+        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=chosen.caps)
     findings = [f for outcome in outcomes for f in outcome.findings]
     # The nodes against each other: one GPU node far behind the rest.
     across = judge_gemm_stragglers(recorded_gemm([run.facts_of(plan.node) for plan in plans]))

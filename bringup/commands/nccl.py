@@ -27,6 +27,8 @@ from bringup.commands.common import (
     JsonOpt,
     LimitOpt,
     LocalOpt,
+    MaxRawFilesOpt,
+    MaxRawMibOpt,
     NodelistOpt,
     NodesCountOpt,
     NodesOpt,
@@ -112,6 +114,8 @@ def nccl(
     ] = False,
     limit: LimitOpt = None,
     forks: ForksOpt = 64,
+    max_raw_mib: MaxRawMibOpt = 256,
+    max_raw_files: MaxRawFilesOpt = 2000,
     accept_new_hostkeys: AcceptOpt = False,
     connect_timeout: ConnectTimeoutOpt = 10.0,
     profile_name: ProfileOpt = "auto",
@@ -180,7 +184,16 @@ def nccl(
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
     chosen = target(
-        local, nodes_file, limit, forks, accept_new_hostkeys, connect_timeout, in_slurm, "nccl"
+        local,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "nccl",
+        max_raw_mib=max_raw_mib,
+        max_raw_files=max_raw_files,
     )
     if pairwise and not chosen.remote:
         fail("--pairwise needs --nodes hosts.ini or --slurm")
@@ -263,7 +276,7 @@ def _run_job(
 
     plans = _job_plans(nodes, nodes.hosts, params, prof, port, master_addr)
     # Every node of a job at once: a rendezvous needs them all.
-    outcomes = run_fleet(plans, run, forks=len(plans))
+    outcomes = run_fleet(plans, run, forks=len(plans), caps=nodes.target.caps)
     findings = [f for o in outcomes for f in o.findings]
     if not nodes.remote:
         return findings
@@ -379,7 +392,7 @@ def _measure_pairs(
             sub = RunDir.create(
                 run.path / f"{stage}-{index + 1}", "nccl", run.manifest.profile, None
             )
-            run_fleet(plans, sub, forks=len(plans))
+            run_fleet(plans, sub, forks=len(plans), caps=nodes.target.caps)
             sub.finish("complete", 0)
             for a, b in chunk:
                 found = node_results([a, b], sub)

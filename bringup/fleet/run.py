@@ -47,6 +47,7 @@ from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress
+from bringup.fleet.target import NodeCaps
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable, is_progress
 from bringup.profile import AUTO, Profile
 from bringup.rundir import Override, RunDir
@@ -56,15 +57,6 @@ State = Literal["complete", "unreachable", "error", "interrupted"]
 
 
 # --- what one node may store: pure ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeCaps:
-    """The most raw tool output one node's records may store (docs/reference.md): far over
-    what the probes write (a few MiB, tens of files), far under a full disk."""
-
-    raw_bytes: int = 256 * 2**20
-    raw_files: int = 2000
 
 
 class Refused(TransportError):

@@ -16,7 +16,7 @@ transport (a child process): the same planning, recording and judging as a remot
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -33,6 +33,15 @@ class TargetError(Exception):
 
 
 @dataclass(frozen=True)
+class NodeCaps:
+    """The most raw tool output one node's records may store (docs/reference.md): far over
+    what the probes write (a few MiB, tens of files), far under a full disk."""
+
+    raw_bytes: int = 256 * 2**20
+    raw_files: int = 2000
+
+
+@dataclass(frozen=True)
 class Target:
     """The command line's choice of nodes; `nodes_file` None means this machine."""
 
@@ -45,6 +54,8 @@ class Target:
     # inventory given too names the nodes and gives their host variables.
     slurm: SlurmChoice | None = None
     job_name: str = "bringup"
+    # --max-raw-mib / --max-raw-files: what one node may store (fleet/run.py RecordGate).
+    caps: NodeCaps = field(default_factory=NodeCaps)
 
     @property
     def remote(self) -> bool:

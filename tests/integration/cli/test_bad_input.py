@@ -87,7 +87,15 @@ def test_profiles_json(command: list[str], cli) -> None:
     assert result.code == 0
     data = result.json()["data"]
     if command[1] == "list":
-        assert [p["name"] for p in data["profiles"]] == ["a100", "b200", "b300", "h100", "h200"]
+        assert [p["name"] for p in data["profiles"]] == [
+            "a100",
+            "b200",
+            "b300",
+            "gb200",
+            "gb300",
+            "h100",
+            "h200",
+        ]
     else:
         assert data["profile"]["gpu"]["model"] == "NVIDIA B300 SXM6 AC"
         assert data["profile"]["nvlink"]["per_pair"] == 18

@@ -109,7 +109,14 @@ def test_snapshot_then_replay_gives_the_same_findings(tmp_path: Path, quick_run,
     assert manifest["provenance"]["replay_manifest_sha256"] == digest
     # What the node measured, as it measured it: its times and its raw tool outputs.
     node = f"facts/{HOST}.json"
-    assert (tmp_path / "replay" / node).read_text() == (snap / node).read_text()
+    # ... each probe's record now marked as replayed from the snapshot (its chain, issue 24).
+    snapped_facts = json.loads((snap / node).read_text())
+    replayed_facts = json.loads((tmp_path / "replay" / node).read_text())
+    for name, record in replayed_facts["probes"].items():
+        (step,) = record.pop("provenance")
+        assert (step["kind"], step["of"], step["sha256"]) == ("replayed", str(snap), digest)
+        assert snapped_facts["probes"][name].pop("provenance") == []
+    assert replayed_facts == snapped_facts
     raw = sorted(p.relative_to(snap) for p in (snap / "raw").rglob("*") if p.is_file())
     assert raw and raw == sorted(
         p.relative_to(tmp_path / "replay")

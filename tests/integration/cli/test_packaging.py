@@ -37,6 +37,8 @@ def test_wheel_ships_profiles_and_suites_and_finds_them(tmp_path: Path) -> None:
         "a100",
         "b200",
         "b300",
+        "gb200",
+        "gb300",
         "h100",
         "h200",
     ]

@@ -98,7 +98,10 @@ def test_a_fault_is_unfit_with_its_reason_and_a_healthy_node_fit(
     assert doc["exit_code"] == 0
     assert doc["data"]["healthcheck"]["node"] == "node05"  # SLURMD_NODENAME before --node
     assert {f["node"] for f in doc["findings"]} == {"node05"}
-    assert {f["check"].split(".")[0] for f in doc["findings"]} == {"gpu", "xid"}
+    # Under --profile auto the node is judged by its own GPU's profile, and says which.
+    assert {f["check"].split(".")[0] for f in doc["findings"]} == {"gpu", "xid", "profile"}
+    (chosen,) = [f for f in doc["findings"] if f["check"] == "profile.auto"]
+    assert chosen["status"] == "PASS" and "judged by profile b300" in chosen["message"]
     assert len(list(runs.iterdir())) == 2
 
 
