@@ -127,17 +127,14 @@ class _Verified:
     """One run directory checked: what changed, and its signature."""
 
     def __init__(self, path: Path, name: str) -> None:
-        from bringup.provenance import SIGNATURE, Change
+        from bringup.provenance import Change
 
         self.path = path
         self.name = name  # the part's path in a bundle; "" for a run given itself
         self.digest: str | None = None  # of its manifest.json
         self.recorded: dict[str, str] | None = None
         self.changes: list[Change] = []
-        self.signature: dict[str, Any] = {
-            "file": str(path / SIGNATURE),
-            "present": (path / SIGNATURE).is_file(),
-        }
+        self.signature = _signature_file(path)
 
     @property
     def intact(self) -> bool:
@@ -180,13 +177,20 @@ class _Verified:
         }
 
 
+def _signature_file(path: Path) -> dict[str, Any]:
+    """Where a manifest's signature would be, and whether it is there (checked later)."""
+    from bringup.provenance import SIGNATURE
+
+    return {"file": str(path / SIGNATURE), "present": (path / SIGNATURE).is_file()}
+
+
 class _VerifiedBundle:
     """A bundle's own manifest.json checked: each part's manifest, status and exit code as
     recorded, each rendered report, nothing unlisted (bringup/baseline.py); its signature."""
 
     def __init__(self, path: Path, bundle: Bundle) -> None:
         from bringup.baseline import bundle_changes
-        from bringup.provenance import SIGNATURE, manifest_sha256
+        from bringup.provenance import manifest_sha256
 
         self.path = path
         self.bundle = bundle
@@ -195,10 +199,7 @@ class _VerifiedBundle:
             self.digest: str | None = manifest_sha256(path)
         except OSError:
             self.digest = None  # read a moment ago: gone since
-        self.signature: dict[str, Any] = {
-            "file": str(path / SIGNATURE),
-            "present": (path / SIGNATURE).is_file(),
-        }
+        self.signature = _signature_file(path)
 
     @property
     def intact(self) -> bool:
