@@ -486,7 +486,7 @@ def _search_table(plan: Plan, unit: str) -> object:
     table.add_column(f"{unit} per GPU", justify="right")
     table.add_column("time", justify="right")
     table.add_column("GPU-hours", justify="right")
-    table.add_column("what it costs")
+    table.add_column("also")
     for c in plan.options:
         t = c.timing
         seconds = t.seconds if per_job else t.seconds_per_billion_tokens
@@ -501,15 +501,15 @@ def _costs(c: Candidate) -> str:
     """What an option asks beyond GPUs: host memory or NVMe, transfer time, NCCL."""
     said = []
     for place, amount in c.offloaded_per_node.items():
-        where = "host memory" if place == "cpu" else "NVMe"
-        said.append(f"{amount / 1e9:,.0f} GB {where} per node")
+        where = "host" if place == "cpu" else "NVMe"
+        said.append(f"{where} {amount / 1e9:,.0f} GB/node")
     if c.offload is not None and c.offload.seconds is not None:
-        label = " (assumed bandwidth)" if c.offload.assumed else ""
-        said.append(f"transfers {c.offload.seconds:.3g} s per micro-batch{label}")
+        label = " (assumed)" if c.offload.assumed else ""
+        said.append(f"+{c.offload.seconds:.2g} s/micro-batch{label}")
     if c.nccl_bound:
-        said.append("bound by NCCL")
+        said.append("NCCL-bound")
     if not c.keeps_method:
-        said.append("trains another way")
+        said.append("trains otherwise")
     return "; ".join(said) or "–"
 
 

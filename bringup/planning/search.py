@@ -36,7 +36,8 @@ from bringup.planning.memory import (
 from bringup.planning.offload import Host, OffloadTime, offload_time
 from bringup.planning.throughput import Measured, Timing, choose, communication, timing
 
-SHOWN = 6  # options a plan lists
+SHOWN = 5  # options a plan lists that keep the method
+SHOWN_OTHER_METHODS = 2  # and that change it
 # The offload settings tried, per ZeRO stage (DeepSpeed: the optimizer from stage 1, NVMe
 # and the parameters only under stage 3).
 _OFFLOADS: dict[int, tuple[tuple[Place, Place], ...]] = {
@@ -56,8 +57,8 @@ _OFFLOADS: dict[int, tuple[tuple[Place, Place], ...]] = {
 _CHEAPER_METHODS = {"full": ("lora", "qlora"), "lora": ("qlora",), "qlora": ()}
 _METHOD_WORDS = {
     "full": "full fine-tune",
-    "lora": "LoRA (adapters only)",
-    "qlora": "QLoRA (adapters on a 4-bit base)",
+    "lora": "LoRA",
+    "qlora": "QLoRA (4-bit base)",
 }
 
 
@@ -138,18 +139,18 @@ def changes(was: Setup, now: Setup, per_node: int) -> tuple[str, ...]:
     if now.zero_stage != was.zero_stage:
         said.append(f"ZeRO-{now.zero_stage}")
     if now.gradient_checkpointing != was.gradient_checkpointing:
-        said.append(f"gradient checkpointing {'on' if now.gradient_checkpointing else 'off'}")
+        said.append(f"checkpointing {'on' if now.gradient_checkpointing else 'off'}")
     if now.micro_batch != was.micro_batch:
         said.append(f"micro-batch {now.micro_batch}")
     places = {"cpu": "CPU", "nvme": "NVMe"}
     if (now.offload_optimizer, now.offload_params) != (was.offload_optimizer, was.offload_params):
         if now.offload_params != "gpu" and now.offload_params == now.offload_optimizer:
-            said.append(f"optimizer and parameters offloaded to {places[now.offload_params]}")
+            said.append(f"optimizer and weights to {places[now.offload_params]}")
         else:
             if now.offload_optimizer != "gpu":
-                said.append(f"optimizer offloaded to {places[now.offload_optimizer]}")
+                said.append(f"optimizer to {places[now.offload_optimizer]}")
             if now.offload_params != "gpu":
-                said.append(f"parameters offloaded to {places[now.offload_params]}")
+                said.append(f"weights to {places[now.offload_params]}")
     return tuple(said)
 
 
@@ -239,7 +240,8 @@ def search(
     for c in sorted(found.values(), key=_rank):
         if not any(_dominated(c, k) for k in kept):
             kept.append(c)
-    return kept[:shown]
+    same = [c for c in kept if c.keeps_method][:shown]
+    return same + [c for c in kept if not c.keeps_method][:SHOWN_OTHER_METHODS]
 
 
 def _knobs_of(s: Setup) -> tuple[object, ...]:

@@ -177,7 +177,10 @@ def choose(setup: Setup, device: Device, measured: list[Measured]) -> Efficiency
     # recompute, lower by the recompute's share with checkpointing (it is work, not free).
     rate = ASSUMED_MFU * device.peak_flops
     why = "no --baseline" if not measured else "no baseline usable on this device"
-    label = f"assumed MFU {ASSUMED_MFU:.0%}, not measured ({why})"
+    label = (
+        f"assumed HFU {ASSUMED_MFU:.0%} (MFU {ASSUMED_MFU:.0%} without recompute), "
+        f"not measured ({why})"
+    )
     return Efficiency(rate, "assumed", label)
 
 

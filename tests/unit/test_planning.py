@@ -100,7 +100,10 @@ def request(model: str = "llama-70b-lora", **kw: object) -> P.Request:
 def test_without_a_baseline_the_mfu_is_assumed_and_said() -> None:
     plan = P.make(request(tokens=2e9), B300, [])
     assert plan.efficiency.source == "assumed"
-    assert plan.efficiency.label == "assumed MFU 35%, not measured (no --baseline)"
+    assert (
+        plan.efficiency.label
+        == "assumed HFU 35% (MFU 35% without recompute), not measured (no --baseline)"
+    )
     # 35% of the peak is the hardware rate: the recipe checkpoints, so the recompute's
     # FLOPs come out of it and the MFU is lower by model / hardware FLOPs per token.
     t = plan.timing

@@ -167,7 +167,7 @@ def test_70b_lora_on_one_h100_suggests_the_fewest_gpus_then_qlora() -> None:
     assert (first["change"], first["gpus"], first["gpu_hours_per"]) == ("4 GPUs", 4, "job")
     assert first["gpu_hours"] == pytest.approx(first["seconds"] * 4 / 3600)
     (qlora,) = [o for o in options if o["method"] == "qlora"]
-    assert (qlora["gpus"], qlora["change"]) == (1, "QLoRA (adapters on a 4-bit base)")
+    assert (qlora["gpus"], qlora["change"]) == (1, "QLoRA (4-bit base)")
     assert qlora is options[-1]  # it trains on a quantized base: after those that keep LoRA
 
 
