@@ -14,6 +14,7 @@ reads files only; nothing is downloaded and nothing runs on a GPU. docs/plan.md.
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import datetime
 from pathlib import Path
@@ -266,14 +267,15 @@ def links_from_run(path: Path, device: Device) -> Host:
                     rate = pcie_bytes_per_s(gen, width) if gen and width else None
                     if rate is not None:
                         pcie.append((rate, f"{node.node} GPU {g.index} Gen{gen} x{width}"))
-            elif isinstance(facts, HostFacts) and facts.memory_total_bytes:
-                memory.append((facts.memory_total_bytes, node.node))
+            elif isinstance(facts, HostFacts) and _positive(facts.memory_total_bytes):
+                memory.append((int(facts.memory_total_bytes), node.node))
             elif isinstance(facts, NvmeFacts):
+                # A recorded file is untrusted: only a positive, finite figure is a rate.
                 best_read = max(
                     (
                         (p.seq_read_bytes_per_s, p.path)
                         for p in facts.paths
-                        if p.seq_read_bytes_per_s
+                        if _positive(p.seq_read_bytes_per_s)
                     ),
                     default=None,
                 )
@@ -281,7 +283,7 @@ def links_from_run(path: Path, device: Device) -> Host:
                     (
                         (p.seq_write_bytes_per_s, p.path)
                         for p in facts.paths
-                        if p.seq_write_bytes_per_s
+                        if _positive(p.seq_write_bytes_per_s)
                     ),
                     default=None,
                 )
@@ -291,7 +293,9 @@ def links_from_run(path: Path, device: Device) -> Host:
                     writes.append((best_write[0], f"{node.node}:{best_write[1]}"))
     assumed = assumed_host(device)
 
-    def slowest(found: list[tuple[float, str]], what: str, fallback: Bandwidth | None):
+    def slowest(
+        found: list[tuple[float, str]], what: str, fallback: Bandwidth | None
+    ) -> Bandwidth | None:
         if not found:
             return fallback
         rate, at = min(found)
@@ -304,6 +308,15 @@ def links_from_run(path: Path, device: Device) -> Host:
         slowest(writes, "fio sequential write,", assumed.nvme_write),
         memory_bytes=smallest[0] if smallest else None,
         memory_source=f"MemTotal of {smallest[1]} in {path}{said}" if smallest else None,
+    )
+
+
+def _positive(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
     )
 
 
@@ -490,6 +503,8 @@ def _search_table(plan: Plan, unit: str) -> object:
     for c in plan.options:
         t = c.timing
         seconds = t.seconds if per_job else t.seconds_per_billion_tokens
+        if c.gpu_hours is None:
+            seconds = None  # no time known (offload with no bandwidth figure)
         hours = f"{c.gpu_hours:,.1f}" if c.gpu_hours is not None else "–"
         table.add_row(
             c.change, _size(c.fit.allocated_bytes, unit), _duration(seconds), hours, _costs(c)
@@ -506,6 +521,8 @@ def _costs(c: Candidate) -> str:
     if c.offload is not None and c.offload.seconds is not None:
         label = " (assumed)" if c.offload.assumed else ""
         said.append(f"+{c.offload.seconds:.2g} s/micro-batch{label}")
+    elif c.offload is not None:
+        said.append("transfer time unknown: no bandwidth figure")
     if c.nccl_bound:
         said.append("NCCL-bound")
     if not c.keeps_method:

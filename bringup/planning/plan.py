@@ -198,7 +198,8 @@ def make(
     efficiency = choose(setup, device, measured)
     links = request.links or assumed_host(device)
     moved = offload_time(setup, device.per_node, links)
-    times = timing(setup, efficiency, request.tokens, moved.seconds or 0.0 if moved else 0.0)
+    stall = moved.seconds if moved is not None and moved.seconds is not None else 0.0
+    times = timing(setup, efficiency, request.tokens, stall)
     comm = communication(setup, device, nodes, efficiency)
     price = request.price_per_gpu_hour
     plan = Plan(

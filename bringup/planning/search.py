@@ -167,12 +167,14 @@ def evaluate(
     nodes = -(-setup.gpus // device.per_node)
     comm = communication(setup, device, nodes, efficiency)
     moved = offload_time(setup, device.per_node, links)
-    stall = moved.seconds or 0.0 if moved is not None else 0.0
+    stall = moved.seconds if moved is not None and moved.seconds is not None else 0.0
     bound = bool(comm is not None and comm.bound)
     if bound and comm is not None and comm.seconds and comm.compute_seconds:
         stall += comm.seconds - comm.compute_seconds
     times = timing(setup, efficiency, tokens, stall)
     seconds = times.seconds if tokens is not None else times.seconds_per_billion_tokens
+    if moved is not None and moved.seconds is None:
+        seconds = None  # a bandwidth it needs is unknown: no time, ranked last
     mem = memory(setup, device)
     return Candidate(
         setup=setup,

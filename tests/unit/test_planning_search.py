@@ -126,7 +126,6 @@ def test_8b_full_on_one_h100_suggests_four_gpus_before_32() -> None:
     code, doc = plan_json(
         "--model", "llama-8b-lora", "--method", "full", "--gpu", "h100", "--gpus", "1"
     )
-    assert code == 1 and doc["data"]["verdict"] == "DOES NOT FIT"
     options = doc["data"]["options"]
     first = options[0]
     assert (first["gpus"], first["method"], first["change"]) == (4, "full", "4 GPUs, micro-batch 1")
@@ -140,6 +139,7 @@ def test_8b_full_on_one_h100_suggests_four_gpus_before_32() -> None:
     # Cheapest first among those that keep the method, then those that change it.
     kept = [o["gpu_hours"] for o in options if o["method"] == "full"]
     assert kept == sorted(kept) and options[-1]["method"] == "lora"
+    assert code == 1 and doc["data"]["verdict"] == "DOES NOT FIT"
 
 
 def test_four_gpus_with_checkpointing_fit_as_the_issue_says() -> None:
@@ -160,7 +160,6 @@ def test_70b_lora_on_one_h100_suggests_the_fewest_gpus_then_qlora() -> None:
         "--tokens",
         "1B",
     )
-    assert code == 1
     options = doc["data"]["options"]
     first = options[0]
     # The fewest GPUs that fit the job as it is, with its time and GPU-hours for the job.
@@ -169,6 +168,7 @@ def test_70b_lora_on_one_h100_suggests_the_fewest_gpus_then_qlora() -> None:
     (qlora,) = [o for o in options if o["method"] == "qlora"]
     assert (qlora["gpus"], qlora["change"]) == (1, "QLoRA (4-bit base)")
     assert qlora is options[-1]  # it trains on a quantized base: after those that keep LoRA
+    assert code == 1
 
 
 def test_every_option_carries_its_own_figures() -> None:
@@ -307,3 +307,25 @@ def test_a_directory_without_facts_is_one_line(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "no facts/<node>.json found" in result.stderr
+
+
+def test_hostile_figures_in_a_run_are_not_rates(tmp_path: Path) -> None:
+    """A run directory is untrusted: a negative, NaN or zero read rate, a PCIe generation
+    no specification has and a negative memory are no figures; the profile's, assumed,
+    stand in."""
+    from bringup.commands.plan import links_from_run
+
+    live = facts_dir(tmp_path / "live", demo=False)
+    for n, file in enumerate(sorted((live / "facts").glob("*.json"))):
+        data = json.loads(file.read_text())
+        for path in data["probes"]["nvme"]["facts"]["paths"]:
+            path["seq_read_bytes_per_s"] = [-1.0, float("nan"), 0.0][n % 3]
+        for gpu in data["probes"]["gpu"]["facts"]["gpus"]:
+            gpu["pcie_link_gen_max"] = gpu["pcie_gen_max"] = 99
+        data["probes"]["host"]["facts"]["memory_total_bytes"] = -5
+        file.write_text(json.dumps(data))
+    host = links_from_run(live, B300)
+    assumed = assumed_host(B300)
+    assert (host.nvme_read, host.pcie) == (assumed.nvme_read, assumed.pcie)
+    assert host.memory_bytes is None
+    assert host.nvme_write is not None and host.nvme_write.measured  # untouched: measured
