@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_profile, out, print_envelope
+from bringup.commands.common import JsonOpt, fail, load_profile, one_line, out, print_envelope
 
 if TYPE_CHECKING:
     from bringup.planning.memory import Device, Option
@@ -266,9 +266,10 @@ def links_from_run(path: Path, device: Device) -> Host:
                     width = g.pcie_width_current or g.pcie_width_max
                     rate = pcie_bytes_per_s(gen, width) if gen and width else None
                     if rate is not None:
-                        pcie.append((rate, f"{node.node} GPU {g.index} Gen{gen} x{width}"))
+                        at = f"{one_line(node.node)} GPU {g.index} Gen{gen} x{width}"
+                        pcie.append((rate, at))
             elif isinstance(facts, HostFacts) and _positive(facts.memory_total_bytes):
-                memory.append((int(facts.memory_total_bytes), node.node))
+                memory.append((int(facts.memory_total_bytes), one_line(node.node)))
             elif isinstance(facts, NvmeFacts):
                 # A recorded file is untrusted: only a positive, finite figure is a rate.
                 best_read = max(
@@ -288,9 +289,9 @@ def links_from_run(path: Path, device: Device) -> Host:
                     default=None,
                 )
                 if best_read is not None:
-                    reads.append((best_read[0], f"{node.node}:{best_read[1]}"))
+                    reads.append((best_read[0], one_line(f"{node.node}:{best_read[1]}")))
                 if best_write is not None:
-                    writes.append((best_write[0], f"{node.node}:{best_write[1]}"))
+                    writes.append((best_write[0], one_line(f"{node.node}:{best_write[1]}")))
     assumed = assumed_host(device)
 
     def slowest(
@@ -531,6 +532,8 @@ def _costs(c: Candidate) -> str:
 
 
 def _show_time(plan: Plan, gpu: str) -> None:
+    from rich.markup import escape
+
     from bringup.planning.models import count_text
 
     s, t, e = plan.setup, plan.timing, plan.efficiency
@@ -573,9 +576,10 @@ def _show_time(plan: Plan, gpu: str) -> None:
             if amount
         ]
         took = f"{moved.seconds:.3g} s" if moved.seconds is not None else "no time (no bandwidth)"
+        # The sources name nodes and paths of a run: text, not markup.
         out.print(
             f"  offload: {', '.join(amounts)} per micro-batch: {took} — "
-            + "; ".join(moved.sources),
+            + escape("; ".join(moved.sources)),
             highlight=False,
         )
     comm = plan.communication

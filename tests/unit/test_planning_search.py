@@ -329,3 +329,22 @@ def test_hostile_figures_in_a_run_are_not_rates(tmp_path: Path) -> None:
     assert (host.nvme_read, host.pcie) == (assumed.nvme_read, assumed.pcie)
     assert host.memory_bytes is None
     assert host.nvme_write is not None and host.nvme_write.measured  # untouched: measured
+
+
+def test_a_node_name_from_a_run_is_text_not_markup(tmp_path: Path) -> None:
+    live = facts_dir(tmp_path / "live", demo=False)
+    for file in (live / "facts").glob("*.json"):
+        data = json.loads(file.read_text())
+        data["node"] = "[red]n\\x1b[0m[/red]\n2"
+        for gpu in data["probes"]["gpu"]["facts"]["gpus"]:
+            gpu["pcie_width_current"] = 4  # the slowest link: this node's
+        file.write_text(json.dumps(data))
+        break
+    result = invoke(
+        "plan", "--model", "llama-8b-lora", "--method", "full", "--gpu", "b300",
+        "--gpus", "8", "--offload-optimizer", "cpu", "--from", live,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = "".join(result.output.split("\n"))  # rich wraps long lines; the text stays
+    assert "[red]n\\x1b[0m[/red]\\n2 GPU 0 Gen6 x4" in text
+    assert "\x1b" not in result.output
