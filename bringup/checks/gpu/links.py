@@ -6,13 +6,17 @@ topology matrix, when the node has one: a GPU cut off from NVLink is the topolog
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bringup.checks import finding, has_profile
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
 from bringup.checks.topology import gpus_without_nvlink
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts
-from bringup.node.probes.topology import TopologyFacts
 from bringup.profile import Profile
+
+if TYPE_CHECKING:  # the topology probe loads only for a node that ran it
+    from bringup.node.probes.topology import TopologyFacts
 
 # `nvidia-smi nvlink -s` prints link speeds with three decimals ("26.562 GB/s") or none
 # ("25 GB/s"): a hundredth of a GB/s absorbs that rounding.
