@@ -316,6 +316,5 @@ def serve(request: dict[str, Any], out_fd: int) -> None:
 
 def main(argv: list[str]) -> int:
     request = json.loads(sys.stdin.read() or "{}")
-    sys.stdout.flush()
     serve(request, sys.stdout.fileno())
     return 0
