@@ -104,10 +104,6 @@ def test_each_node_trains_on_its_own(make_cluster: Callable[..., SimCluster]) ->
         assert (run.run_dir / "raw" / node / "burnin" / "trainer.log").is_file()
 
 
-# Since issue 24's no-data rule, a joint CPU burn-in gives node02 (no rank 0) a
-# burnin.throttle ERROR beside the CPU's burnin.mfu/report.profile: to be found (issue 24
-# follow-up in the closing note). It still runs, and says when it passes again.
-@pytest.mark.xfail(reason="node02 burnin.throttle ERROR in a joint CPU burn-in", strict=False)
 def test_all_nodes_as_one_joint_job(make_cluster: Callable[..., SimCluster]) -> None:
     cluster = make_cluster(2)
     run = bringup_burnin(cluster, "--joint", "--port", PORT)

@@ -128,10 +128,6 @@ def test_a_node_that_cannot_join_the_nccl_job_is_named(
     assert f"({cluster.node('node01').address}, {PORT})" in job["message"]
 
 
-# Since issue 24's no-data rule, the joint CPU burn-in under srun gives node02 (no rank 0)
-# a burnin.throttle ERROR beside the CPU's burnin.mfu/report.profile: to be found (issue 24
-# follow-up in the closing note). It still runs, and says when it passes again.
-@pytest.mark.xfail(reason="node02 burnin.throttle ERROR in a joint CPU burn-in", strict=False)
 def test_the_tiny_burnin_over_two_nodes_under_srun(
     make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
 ) -> None:
