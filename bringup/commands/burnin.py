@@ -233,6 +233,8 @@ def burnin(
             run_path, "burnin", None if auto else profile_name, "burnin", probes=probes
         )
         record_slurm(run, nodes)
+        if joint:  # the job's verdict is each of its nodes' (checks/completeness.py)
+            run.manifest.jobs = [list(nodes.names)]
         outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans), caps=chosen.caps)}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
