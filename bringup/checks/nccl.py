@@ -44,13 +44,11 @@ def _not_nccl(facts: NcclFacts, profile: Profile) -> Finding:
     It checks the machinery (ranks meet, values right), but it is no NCCL measurement:
     the bus bandwidth the profile requires of its GPUs was never measured, so the run must
     not be accepted, whatever floor the job's rank count has or lacks."""
-    ranks = facts.nranks or facts.launched_ranks
-    over = f" over {ranks} ranks" if ranks else ""
     return finding(
         CHECK,
         Status.ERROR,
         f"ran on gloo/CPU, not NCCL: the torch engine's {facts.collective or 'collective'}"
-        f"{over} measured the CPU and its sockets (peak busbw "
+        f"{_over(facts)} measured the CPU and its sockets (peak busbw "
         f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s), not the GPUs' bus; the {profile.name} "
         "profile's NCCL bandwidth is not measured",
         action="run `bringup nccl` on the GPUs with NCCL (nccl-tests, or --backend nccl); "
@@ -60,14 +58,18 @@ def _not_nccl(facts: NcclFacts, profile: Profile) -> Finding:
 
 def _unjudged(facts: NcclFacts) -> Finding:
     """SKIP: no profile fits the GPUs, so no floor; the run's correctness was judged."""
-    ranks = facts.nranks or facts.launched_ranks
-    over = f" over {ranks} ranks" if ranks else ""
     return finding(
         CHECK,
         Status.SKIP,
         f"no profile fits these GPUs: busbw not judged (peak "
-        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s{over}); its values were checked",
+        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s{_over(facts)}); its values were checked",
     )
+
+
+def _over(facts: NcclFacts) -> str:
+    """ " over 8 ranks", or nothing where the output does not say."""
+    ranks = facts.nranks or facts.launched_ranks
+    return f" over {ranks} ranks" if ranks else ""
 
 
 def _other_collective(facts: NcclFacts) -> list[Finding]:
