@@ -19,3 +19,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(INTEGRATION):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def shared_node_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment every simulated node of the session shares (SimCluster's `env`): one
+    TORCH_EXTENSIONS_DIR, so DeepSpeed's CPU shared-memory op, which a rank builds on first
+    use (about 80 s of CPU), is built once per session rather than once per node and test
+    (each node has its own XDG_CACHE_HOME, where torch would put it)."""
+    return {"TORCH_EXTENSIONS_DIR": str(tmp_path_factory.mktemp("torch-extensions"))}

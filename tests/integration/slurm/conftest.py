@@ -12,11 +12,14 @@ from bringup.sim.cluster import SimCluster
 
 
 @pytest.fixture
-def make_slurm_cluster(tmp_path: Path) -> Iterator[Callable[..., SimCluster]]:
+def make_slurm_cluster(
+    tmp_path: Path, shared_node_env: dict[str, str]
+) -> Iterator[Callable[..., SimCluster]]:
     """Start SimClusters with Slurm under tmp_path; every one is stopped, whatever happened."""
     started: list[SimCluster] = []
 
     def make(nodes: int, **kwargs: Any) -> SimCluster:
+        kwargs.setdefault("env", shared_node_env)
         cluster = SimCluster(nodes, tmp_path / f"cluster{len(started)}", slurm=True, **kwargs)
         started.append(cluster)
         return cluster.start()
