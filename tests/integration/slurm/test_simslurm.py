@@ -59,7 +59,7 @@ def test_srun_runs_one_task_in_each_node(make_slurm_cluster: Callable[..., SimCl
 
 
 def test_each_task_gets_its_own_nodes_environment(
-    make_slurm_cluster: Callable[..., SimCluster],
+    make_slurm_cluster: Callable[..., SimCluster], shared_node_env: dict[str, str]
 ) -> None:
     cluster = make_slurm_cluster(2, nvml=False)
     # A tool installed on node02 only: found there first on PATH, as over SSH.
@@ -69,6 +69,9 @@ def test_each_task_gets_its_own_nodes_environment(
     assert done.stdout == "the tool of node02\n"
     done = _srun(cluster, "-N1", "-w", "node01", "printenv", "XDG_CACHE_HOME")
     assert done.stdout.strip() == str(cluster.node("node01").cache_dir)
+    # And the environment the session's nodes share (SimCluster's env): the build cache.
+    done = _srun(cluster, "-N1", "-w", "node02", "printenv", "TORCH_EXTENSIONS_DIR")
+    assert done.stdout.strip() == shared_node_env["TORCH_EXTENSIONS_DIR"]
 
 
 def test_stop_removes_slurm_and_its_files(tmp_path: Path) -> None:
