@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.node_build import build_deepspeed_cpu_op
+
 INTEGRATION = Path(__file__).parent / "integration"
 
 
@@ -22,9 +24,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def shared_node_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Environment every simulated node of the session shares (SimCluster's `env`): one
-    TORCH_EXTENSIONS_DIR, so DeepSpeed's CPU shared-memory op, which a rank builds on first
-    use (about 80 s of CPU), is built once per session rather than once per node and test
-    (each node has its own XDG_CACHE_HOME, where torch would put it)."""
-    return {"TORCH_EXTENSIONS_DIR": str(tmp_path_factory.mktemp("torch-extensions"))}
+def deepspeed_cpu_op(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """DeepSpeed's CPU shared-memory op, built once for the session: a TORCH_EXTENSIONS_DIR
+    holding it, or None (and why, printed) where it cannot be built in time. A CPU rank
+    builds it on first use into its node's own cache (about 80 s of CPU, once per node and
+    test otherwise); clusters get a copy each (`node_build_env`), so a rank killed while it
+    holds the build lock can stall only its own test."""
+    return build_deepspeed_cpu_op(tmp_path_factory.mktemp("torch-extensions"))

@@ -143,8 +143,8 @@ class SimCluster:
         start_slurm() later): partition `sim`, a client needs only slurm_env().
 
         `env`: more environment for every node's sessions, beside node_env()'s own: a
-        build cache the nodes may share (a test suite's TORCH_EXTENSIONS_DIR, so DeepSpeed's
-        CPU op compiles once, not once per node and cluster).
+        build the nodes need and should not each make again (the tests give burn-in
+        clusters a TORCH_EXTENSIONS_DIR holding DeepSpeed's CPU op, built once a session).
         """
         if not 1 <= nodes <= MAX_NODES:
             raise SimClusterError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
