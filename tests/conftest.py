@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.node_build import build_deepspeed_cpu_op
+
 INTEGRATION = Path(__file__).parent / "integration"
 
 
@@ -19,3 +21,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(INTEGRATION):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def deepspeed_cpu_op(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """DeepSpeed's CPU shared-memory op, built once for the session: a TORCH_EXTENSIONS_DIR
+    holding it, or None (and why, printed) where it cannot be built in time. A CPU rank
+    builds it on first use into its node's own cache (about 80 s of CPU, once per node and
+    test otherwise); clusters get a copy each (`node_build_env`), so a rank killed while it
+    holds the build lock can stall only its own test."""
+    return build_deepspeed_cpu_op(tmp_path_factory.mktemp("torch-extensions"))

@@ -129,6 +129,7 @@ class SimCluster:
         nvml: bool | None = None,
         rootfs: Image | None = None,
         slurm: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """`nvml`: give every node its own simulated NVML (bringup.sim.nvml), so its gpu
         probe and telemetry sampler run for real through pynvml; None: where the library
@@ -140,6 +141,10 @@ class SimCluster:
 
         `slurm`: start a real Slurm over the nodes too (bringup.sim.slurm; or call
         start_slurm() later): partition `sim`, a client needs only slurm_env().
+
+        `env`: more environment for every node's sessions, beside node_env()'s own: a
+        build the nodes need and should not each make again (the tests give burn-in
+        clusters a TORCH_EXTENSIONS_DIR holding DeepSpeed's CPU op, built once a session).
         """
         if not 1 <= nodes <= MAX_NODES:
             raise SimClusterError(f"nodes must be 1..{MAX_NODES}, got {nodes}")
@@ -158,6 +163,7 @@ class SimCluster:
         self._nvml = nvml
         self._rootfs = rootfs
         self._want_slurm = slurm
+        self._env = dict(env or {})
         self.slurm: SimSlurm | None = None  # set by start_slurm()
         self.rootfs_image: Path | None = None  # the unpacked image, when rootfs was asked
         self.nvml_library: Path | None = None  # set by start() when the nodes have NVML
@@ -446,7 +452,7 @@ class SimCluster:
         tools first on PATH, its own cache (the probe code, work directories: the nodes
         share this machine's disk, not their caches), and its own simulated NVML."""
         path = f"{node.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        env = {"PATH": path, "XDG_CACHE_HOME": str(node.cache_dir)}
+        env = {**self._env, "PATH": path, "XDG_CACHE_HOME": str(node.cache_dir)}
         if self.nvml_library is not None:
             from bringup.sim.nvml import ENV_STATE
 

@@ -10,15 +10,20 @@ from typing import Any
 import pytest
 
 from bringup.sim.cluster import SimCluster
+from tests.support.node_build import node_build_env
 
 
 @pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[Callable[..., SimCluster]]:
+def make_cluster(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., SimCluster]]:
     """Start SimClusters under tmp_path; every one is stopped, whatever the test did."""
     started: list[SimCluster] = []
 
     def make(nodes: int, **kwargs: Any) -> SimCluster:
-        cluster = SimCluster(nodes, tmp_path / f"cluster{len(started)}", **kwargs)
+        workdir = tmp_path / f"cluster{len(started)}"
+        kwargs.setdefault("env", node_build_env(request, workdir))
+        cluster = SimCluster(nodes, workdir, **kwargs)
         started.append(cluster)
         return cluster.start()
 

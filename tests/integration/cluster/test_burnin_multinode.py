@@ -32,6 +32,7 @@ pytestmark = [
     pytest.mark.cluster,
     needs_cluster,
     pytest.mark.skipif(bool(MISSING), reason=f"burn-in needs {', '.join(MISSING)} on the nodes"),
+    pytest.mark.usefixtures("deepspeed_cpu_op"),  # built once per session (tests/conftest.py)
 ]
 
 # One rank per node on 2 shared cores; 8 steps with a checkpoint at 4 (restore checked).

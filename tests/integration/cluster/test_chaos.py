@@ -1,6 +1,10 @@
-"""A chaos run: 20 consecutive `bringup check --nodes` runs on 8 simulated nodes, each with one
-fault the simulated cluster can inject on a random node: every kind twice, the other runs
-drawn at random, in a random order (the seed is printed; BRINGUP_CHAOS_SEED replays one).
+"""A chaos run: consecutive `bringup check --nodes` runs on 8 simulated nodes, each with one
+fault the simulated cluster can inject on a node, every run a fresh draw of where.
+
+By default every fault kind runs once, in the order and on the nodes a fixed seed draws
+(CHAOS_SEED): the same runs each time, a few minutes. A thorough run asks for more runs with
+BRINGUP_CHAOS_RUNS (20 was the old default): every kind as many times as fit, the rest drawn
+at random, from a fresh seed that is printed; BRINGUP_CHAOS_SEED replays one.
 
 Every run must end within its deadline, give every node an outcome (reached, UNREACHABLE,
 or node.run ERROR, with a finding for every check of every probe of a reached node), keep
@@ -16,7 +20,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +37,9 @@ from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster]
 
-RUNS = 20
 NODES = 8
+# The default runs' seed: each kind once, the same order and nodes every time.
+CHAOS_SEED = 1
 PROBES = ("host", "gpu", "nvme")
 TIMEOUTS = {"host": 30.0, "gpu": 30.0, "nvme": 30.0}
 # The controller's deadline for a node (fleet/plan.py: the probes' timeouts + 60 s); the
@@ -185,26 +190,43 @@ def _kinds(cluster: SimCluster) -> list[str]:
     return kinds
 
 
-def _schedule(rng: random.Random, kinds: list[str]) -> list[str]:
-    """RUNS faults in random order: every kind twice, the remaining runs drawn at random."""
-    schedule = kinds * 2
-    schedule += [rng.choice(kinds) for _ in range(RUNS - len(schedule))]
+def _schedule(rng: random.Random, kinds: list[str], runs: int) -> list[str]:
+    """`runs` faults in random order: every kind as many times as fit (at least once), the
+    remaining runs drawn at random."""
+    schedule = kinds * max(1, runs // len(kinds))
+    schedule += [rng.choice(kinds) for _ in range(runs - len(schedule))]
     rng.shuffle(schedule)
-    return schedule[:RUNS]
+    return schedule
+
+
+def runs_and_seed(environ: Mapping[str, str]) -> tuple[int | None, int]:
+    """How many runs (None: one per fault kind) and the seed: fixed for the default runs,
+    fresh when BRINGUP_CHAOS_RUNS asks for more; BRINGUP_CHAOS_SEED wins either way."""
+    runs_text = environ.get("BRINGUP_CHAOS_RUNS", "").strip()
+    runs = int(runs_text) if runs_text else None
+    if runs is not None and runs < 1:
+        raise ValueError(f"BRINGUP_CHAOS_RUNS={runs_text!r}: give a number >= 1")
+    seed_text = environ.get("BRINGUP_CHAOS_SEED", "").strip()
+    if seed_text:
+        return runs, int(seed_text)
+    return runs, CHAOS_SEED if runs is None else time.time_ns() % 1_000_000
 
 
 @needs_cluster
-def test_twenty_runs_with_a_random_fault_each(
+def test_every_fault_kind_on_a_drawn_node(
     make_cluster: Callable[..., SimCluster], tmp_path: Path
 ) -> None:
-    seed = int(os.environ.get("BRINGUP_CHAOS_SEED") or time.time_ns() % 1_000_000)
-    print(f"\nchaos seed {seed} (BRINGUP_CHAOS_SEED={seed} replays this run)")
+    runs, seed = runs_and_seed(os.environ)
+    again = f"BRINGUP_CHAOS_SEED={seed}" + (f" BRINGUP_CHAOS_RUNS={runs}" if runs else "")
+    print(f"\nchaos seed {seed} ({again} replays this run)")
     rng = random.Random(seed)
     cluster = make_cluster(NODES)
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     suite = _suite(tmp_path / "chaos.yaml", data)
-    schedule = _schedule(rng, _kinds(cluster))
+    kinds = _kinds(cluster)
+    schedule = _schedule(rng, kinds, runs or len(kinds))
+    assert set(schedule) == set(kinds)
     faults: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     walls: list[float] = []
@@ -254,7 +276,7 @@ def test_twenty_runs_with_a_random_fault_each(
             assert after is not None and set(after["probes"]) == set(PROBES), where
         assert _leftovers(cluster) == {}, where
         faults[fault.kind] += 1
-    print(f"chaos seed {seed}: {RUNS} runs on {NODES} nodes")
+    print(f"chaos seed {seed}: {len(schedule)} runs on {NODES} nodes")
     print("faults: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items())))
     print("outcomes (node x run): " + ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())))
     print(f"run wall time: max {max(walls):.1f} s, total {sum(walls):.0f} s")

@@ -71,6 +71,16 @@ def test_every_node_answers_over_ssh_with_a_verified_host_key(make_cluster) -> N
     assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
 
 
+def test_every_session_gets_the_nodes_own_and_the_clusters_environment(make_cluster) -> None:
+    shared = {"TORCH_EXTENSIONS_DIR": "/the/clusters/build/cache"}  # SimCluster's env
+    cluster = make_cluster(2, nvml=False, env=shared)
+    for name in cluster.names:
+        client = _connect(cluster, name)
+        got = _exec(client, "printenv XDG_CACHE_HOME TORCH_EXTENSIONS_DIR").split()
+        client.close()
+        assert got == [str(cluster.node(name).cache_dir), shared["TORCH_EXTENSIONS_DIR"]]
+
+
 def test_hosts_ini_names_every_node_with_its_recording(make_cluster) -> None:
     cluster = make_cluster(2, faults={"node02": "xid79"})
     text = cluster.inventory.read_text()

@@ -4,8 +4,14 @@ Built at test time from tests/fixtures/apt/nvidia-repos.yaml (no .deb is committ
 each package is an empty `dpkg-deb` package with the real name, version, dependencies
 and conflicts, plus the few files that carry behaviour (the pinning packages' apt
 preferences, cuda-keyring's source list and keyring, the service units). The Release
-files are signed with a throwaway key made for the run, so apt on the nodes verifies
-them through `Signed-By` exactly as it verifies NVIDIA's.
+files are signed with a throwaway key made for the test process, so apt on the nodes
+verifies them through `Signed-By` exactly as it verifies NVIDIA's.
+
+Every provisioning test builds the repositories for its own URL (its cluster's bridge);
+about 130 dpkg-deb runs and an RSA key took 15 s on 2 loaded cores each time. Within one
+test process the key is made once and each .deb is built once (its bytes depend only on
+the package and the key) and copied: a later build remakes only the packages that carry
+the URL (cuda-keyring's source list), the indexes and their signatures.
 
     build(out, url) ─► out/compute/cuda/repos/debian12/x86_64/  InRelease, Packages, *.deb,
                                                                  3bf863cc.pub (the key)
@@ -16,6 +22,7 @@ them through `Signed-By` exactly as it verifies NVIDIA's.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import email.utils
@@ -219,6 +226,41 @@ class _Signer:
         )
 
 
+@functools.cache
+def _signer() -> _Signer:
+    """This process's signing key, made at its first build; its home goes when the process
+    ends (each build stops the agent it started)."""
+    home = Path(tempfile.mkdtemp(prefix="bringup-aptrepo-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return _Signer(home / "gnupg")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """One built .deb: its bytes and its control stanza as `dpkg-deb --field` prints it."""
+
+    data: bytes
+    control: str
+
+
+_BUILT: dict[tuple[Package, bytes], _Built] = {}
+
+
+def _deb(package: Package, key: bytes, work: Path) -> _Built:
+    """The package built with this key: once per process, then from memory."""
+    built = _BUILT.get((package, key))
+    if built is None:
+        work.mkdir(parents=True, exist_ok=True)
+        deb = work / package.filename
+        _build_deb(package, key, work, work)
+        control = subprocess.run(
+            ["dpkg-deb", "--field", str(deb)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        built = _BUILT[(package, key)] = _Built(deb.read_bytes(), control)
+        deb.unlink()
+    return built
+
+
 def _build_deb(package: Package, key: bytes, work: Path, out: Path) -> None:
     root = work / f"{package.name}_{package.version.replace(':', '_')}"
     (root / "DEBIAN").mkdir(parents=True)
@@ -261,18 +303,16 @@ def _build_deb(package: Package, key: bytes, work: Path, out: Path) -> None:
     shutil.rmtree(root)
 
 
-def _index(repo_dir: Path, packages: list[Package], signer: _Signer) -> None:
+def _index(
+    repo_dir: Path, packages: list[Package], built: dict[Package, _Built], signer: _Signer
+) -> None:
     """Packages, Packages.gz and a signed InRelease for a flat repository ("deb URL /")."""
     stanzas = []
     for package in sorted(packages, key=lambda p: (p.name, p.version)):
-        deb = repo_dir / package.filename
-        data = deb.read_bytes()
-        control = subprocess.run(
-            ["dpkg-deb", "--field", str(deb)], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        deb = built[package]
         stanzas.append(
-            f"{control}\nFilename: ./{package.filename}\nSize: {len(data)}\n"
-            f"SHA256: {hashlib.sha256(data).hexdigest()}\n"
+            f"{deb.control}\nFilename: ./{package.filename}\nSize: {len(deb.data)}\n"
+            f"SHA256: {hashlib.sha256(deb.data).hexdigest()}\n"
         )
     index = "\n".join(stanzas).encode()
     (repo_dir / "Packages").write_bytes(index)
@@ -298,22 +338,23 @@ def build(out: Path, url: str, data_file: Path = DATA) -> Repos:
     cuda_path = data["repositories"]["cuda"]["path"]
     toolkit_path = data["repositories"]["toolkit"]["path"]
     all_packages = packages(data, f"{url}/{cuda_path}")
-    with tempfile.TemporaryDirectory(prefix="bringup-aptrepo-") as tmp:
-        signer = _Signer(Path(tmp) / "gnupg")
-        try:
-            key = signer.public(armor=False)
-            for repo, path in (("cuda", cuda_path), ("toolkit", toolkit_path)):
-                repo_dir = out / path
-                repo_dir.mkdir(parents=True, exist_ok=True)
-                mine = [p for p in all_packages if p.repo == repo]
-                for package in mine:
-                    _build_deb(package, key, Path(tmp) / "build", repo_dir)
-                _index(repo_dir, mine, signer)
-                key_file = (repo_dir / data["repositories"][repo]["key"]).resolve()
-                key_file.parent.mkdir(parents=True, exist_ok=True)
-                key_file.write_bytes(signer.public(armor=True))
-        finally:
-            signer.close()
+    signer = _signer()
+    try:
+        key = signer.public(armor=False)
+        with tempfile.TemporaryDirectory(prefix="bringup-aptrepo-") as tmp:
+            built = {p: _deb(p, key, Path(tmp) / "build") for p in all_packages}
+        for repo, path in (("cuda", cuda_path), ("toolkit", toolkit_path)):
+            repo_dir = out / path
+            repo_dir.mkdir(parents=True, exist_ok=True)
+            mine = [p for p in all_packages if p.repo == repo]
+            for package in mine:
+                (repo_dir / package.filename).write_bytes(built[package].data)
+            _index(repo_dir, mine, built, signer)
+            key_file = (repo_dir / data["repositories"][repo]["key"]).resolve()
+            key_file.parent.mkdir(parents=True, exist_ok=True)
+            key_file.write_bytes(signer.public(armor=True))
+    finally:
+        signer.close()  # no agent left running between builds (gpg starts one when asked)
     return Repos(out, url, cuda_path, toolkit_path, tuple(all_packages))
 
 

@@ -29,6 +29,7 @@ pytestmark = [
     pytest.mark.slurm,
     needs_slurm,
     pytest.mark.skipif(bool(MISSING), reason=f"the jobs need {', '.join(MISSING)} on the nodes"),
+    pytest.mark.usefixtures("deepspeed_cpu_op"),  # built once per session (tests/conftest.py)
 ]
 
 # One gloo rank per node (2 shared cores here), small messages, few iterations.

@@ -61,7 +61,8 @@ def test_srun_runs_one_task_in_each_node(make_slurm_cluster: Callable[..., SimCl
 def test_each_task_gets_its_own_nodes_environment(
     make_slurm_cluster: Callable[..., SimCluster],
 ) -> None:
-    cluster = make_slurm_cluster(2, nvml=False)
+    shared = {"TORCH_EXTENSIONS_DIR": "/the/clusters/build/cache"}  # SimCluster's env
+    cluster = make_slurm_cluster(2, nvml=False, env=shared)
     # A tool installed on node02 only: found there first on PATH, as over SSH.
     cluster.install_tool("node02", "whoami-node", "#!/bin/sh\necho the tool of node02\n")
     done = _srun(cluster, "-N1", "-w", "node02", "whoami-node")
@@ -69,6 +70,9 @@ def test_each_task_gets_its_own_nodes_environment(
     assert done.stdout == "the tool of node02\n"
     done = _srun(cluster, "-N1", "-w", "node01", "printenv", "XDG_CACHE_HOME")
     assert done.stdout.strip() == str(cluster.node("node01").cache_dir)
+    # And the environment the cluster gives all its nodes (SimCluster's env).
+    done = _srun(cluster, "-N1", "-w", "node02", "printenv", "TORCH_EXTENSIONS_DIR")
+    assert done.stdout.strip() == shared["TORCH_EXTENSIONS_DIR"]
 
 
 def test_stop_removes_slurm_and_its_files(tmp_path: Path) -> None:
