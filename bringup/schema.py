@@ -23,11 +23,16 @@ class Strict(BaseModel):
 # for billions of values (the "billion laughs"); no profile, suite or recipe comes near this.
 MAX_VALUES = 1_000_000
 
+# libyaml's parser where PyYAML was built with it: the same safe constructors, parsed in C.
+# The pure-Python one spent most of `handover --demo` reading the shipped profiles again
+# for every node judged by --profile auto (benchmarks/report_speed.py).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def read_yaml(path: Path, error: type[Exception]) -> object:
     """Parsed YAML, or `error` with one line saying why not (bringup/files.py reads it)."""
     try:
-        data = yaml.safe_load(read_text(path, "YAML"))
+        data = yaml.load(read_text(path, "YAML"), Loader=_SAFE_LOADER)
     except InputError as exc:
         raise error(str(exc)) from None
     except yaml.YAMLError as exc:
