@@ -218,7 +218,12 @@ OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-<cmd>).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="Print only the outcome line: the verdict, or what was made."
+    ),
+]
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run on this machine.")]
 NodesOpt = Annotated[
     Path | None,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_profile, out, print_envelope
+from bringup.commands.common import JsonOpt, QuietOpt, fail, load_profile, out, print_envelope
 
 if TYPE_CHECKING:
     from bringup.planning.memory import Device, Option
@@ -85,6 +85,7 @@ def plan(
         typer.Option("--price-per-gpu-hour", help="Rental price of one GPU for an hour."),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Memory per GPU, time and cost of a fine-tune, from a measured burn-in baseline."""
     from bringup.planning import models
@@ -124,6 +125,8 @@ def plan(
         fail(str(exc))
     if as_json:
         print_envelope([], judged=False, data=to_json(result))
+    elif quiet:
+        out.print(outcome_line(result), highlight=False)
     else:
         show(result)
 
@@ -303,6 +306,15 @@ def show(plan: Plan) -> None:
         out.print("[bold]Notes[/]")
         for note in plan.notes:
             out.print(f"  - {note}", highlight=False)
+
+
+def outcome_line(plan: Plan) -> str:
+    """--quiet: whether the job fits, where, with what peak memory per GPU."""
+    s, d = plan.setup, plan.device
+    fits = {True: "fits", False: "does not fit", None: "not judged"}[plan.fit.fits]
+    unit = "GB" if plan.memory.peak >= 1e9 else "MB"
+    peak = f"{_size(plan.memory.peak, unit)} {unit}"
+    return f"{plan.model.name} {s.method}: {fits} on {s.gpus} × {d.name} ({peak} per GPU)"
 
 
 def _show_memory(plan: Plan, unit: str, gpu: str) -> None:

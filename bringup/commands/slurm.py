@@ -18,6 +18,7 @@ import typer
 from bringup.commands.common import (
     JsonOpt,
     ProfileOpt,
+    QuietOpt,
     create_run,
     fail,
     finite,
@@ -68,6 +69,7 @@ def healthcheck(
         typer.Option("--node", help="This node's Slurm name (default: $SLURMD_NODENAME)."),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # its one verdict line is all it prints
 ) -> None:
     """Is this node fit for the next job? Exit 0 fit, 1 unfit (a FAIL or an ERROR)."""
     from rich.console import Console
@@ -215,6 +217,7 @@ def render(
         typer.Argument(help="More options for the bringup command, after --.", show_default=False),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # the script is all it prints
 ) -> None:
     """Print an sbatch script for a check, NCCL across nodes, or the burn-in."""
     from bringup.fleet import sbatch

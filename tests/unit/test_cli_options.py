@@ -121,3 +121,21 @@ def test_every_command_that_judges_defaults_to_profile_auto() -> None:
     assert {"bringup check", "bringup handover", "bringup slurm healthcheck"} <= set(defaults)
     assert {"bringup slurm render", "bringup report", "bringup diagnose"} <= set(defaults)
     assert {name: d for name, d in defaults.items() if d != "auto"} == {}
+
+
+def test_every_command_takes_quiet_and_json_with_one_meaning() -> None:
+    """-q/--quiet and --json on every command (issue 27: handover, plan, verify and learn
+    refused -q), each with the one help text of commands/common.py."""
+    leaves = {
+        name: command
+        for name, command in _commands(typer.main.get_command(app))
+        if not hasattr(command, "commands")
+    }
+    assert len(leaves) >= 19  # every command and subcommand, not an empty walk
+    missing = {
+        name: sorted({"-q", "--quiet", "--json"} - {o for p in c.params for o in p.opts})
+        for name, c in leaves.items()
+    }
+    assert {name: m for name, m in missing.items() if m} == {}
+    helps = {(u.long, u.short, u.help) for u in USES if u.long in ("--quiet", "--json")}
+    assert len(helps) == 2, helps
