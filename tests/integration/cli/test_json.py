@@ -1,6 +1,7 @@
 """Every command's --json is one document of the published schema
 (docs/schema/bringup-output.schema.json, docs/json.md): each command is run here as a
-user runs it, in a child process, and its stdout validated with jsonschema.
+user runs it, in a child process, its stdout validated with jsonschema and its stderr
+empty.
 
 The burn-in's own run is validated where the tiny recipe trains (tests/integration/burnin);
 here it is its refusal, which is the same envelope.
@@ -31,6 +32,10 @@ def valid(result: Any, command: str, code: int) -> dict[str, Any]:
     process's, and for a command that judges the one its verdict gives (0 only for
     ACCEPTED, 1 for NOT ACCEPTED of any cause, 2 refused)."""
     assert result.code == code, result.stderr[-2000:]
+    # Nothing but the document: stderr carries only the progress line, and only on a
+    # terminal (here a pipe). A refusal (2) says its one line there too (common.fail).
+    if code != 2:
+        assert result.stderr == "", (command, result.stderr[-2000:])
     doc = valid_envelope(result.json())
     assert (doc["command"], doc["exit_code"]) == (command, code)
     if doc["verdict"] is not None and command not in SERVES_A_VERDICT:
