@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     AcceptOpt,
     AccountOpt,
@@ -51,6 +52,7 @@ from bringup.commands.common import (
     print_envelope,
     probe_states,
     profile_or_auto,
+    progress_console,
     provenance,
     record_slurm,
     recorded_entries,
@@ -491,7 +493,9 @@ def probe_fleet(
         # keeps stdout to its one document).
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
-        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=chosen.caps)
+        outcomes = run_fleet(
+            plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
+        )
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes
 
@@ -625,7 +629,10 @@ def inspect(
     file: Annotated[Path, typer.Argument(help="Tool output, facts JSON, or snapshot directory.")],
     profile_name: ProfileOpt = "auto",
     kind: Annotated[
-        str | None, typer.Option("--kind", help="Skip detection: smi-q, topo, fio, ...")
+        str | None,
+        typer.Option(
+            "--kind", help="Skip detection: smi-q, topo, fio, ...", autocompletion=complete.kinds
+        ),
     ] = None,
     show_facts: Annotated[
         bool, typer.Option("--facts", help="Print the parsed facts before the findings.")

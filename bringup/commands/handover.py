@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     AcceptOpt,
     ConnectTimeoutOpt,
@@ -76,7 +77,11 @@ def handover(
     ] = None,
     burnin_recipe: Annotated[
         str | None,
-        typer.Option("--burnin", help="Also run the burn-in with this recipe (name or YAML)."),
+        typer.Option(
+            "--burnin",
+            help="Also run the burn-in with this recipe (name or YAML).",
+            autocompletion=complete.recipes,
+        ),
     ] = None,
     seconds: Annotated[
         float,

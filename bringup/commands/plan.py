@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import JsonOpt, QuietOpt, fail, load_profile, out, print_envelope
 
 if TYPE_CHECKING:
@@ -37,9 +38,17 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 def plan(
     model: Annotated[
         str,
-        typer.Option("--model", "-m", help="Recipe name (llama-8b-lora, ...) or config.json path."),
+        typer.Option(
+            "--model",
+            "-m",
+            help="Recipe name (llama-8b-lora, ...) or config.json path.",
+            autocompletion=complete.recipes,
+        ),
     ],
-    method: Annotated[str, typer.Option("--method", help="full, lora or qlora.")],
+    method: Annotated[
+        str,
+        typer.Option("--method", help="full, lora or qlora.", autocompletion=complete.methods),
+    ],
     seq_len: Annotated[
         int | None, typer.Option("--seq-len", help="Sequence length (default: the recipe's).")
     ] = None,
@@ -58,7 +67,9 @@ def plan(
     gpu: Annotated[
         str | None,
         typer.Option(
-            "--gpu", help="Profile of the GPU (b300, h200, ...; default: the baseline's)."
+            "--gpu",
+            help="Profile of the GPU (b300, h200, ...; default: the baseline's).",
+            autocompletion=complete.gpus,
         ),
     ] = None,
     gpus: Annotated[

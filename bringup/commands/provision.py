@@ -20,6 +20,7 @@ from bringup.commands.common import (
     create_run,
     fail,
     print_envelope,
+    progress_console,
 )
 
 
@@ -89,8 +90,7 @@ def provision(
     except ProvisionError as exc:
         fail(str(exc))
     run = create_run(out_dir, "provision", None, None, probes=["provision"])
-    err = Console(stderr=True)
-    progress, result = run_playbooks(request, run, err)
+    progress, result = run_playbooks(request, run, progress_console())
     code = exit_code(result)
     state = run.manifest.status
     run.finish("complete" if state == "running" else state, code)

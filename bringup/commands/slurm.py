@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     JsonOpt,
     ProfileOpt,
@@ -184,11 +185,22 @@ _JOBS = ("nccl", "burnin")
 def render(
     suite_name: Annotated[
         str,
-        typer.Option("--suite", "-s", help="acceptance (or any suite: a check), nccl or burnin."),
+        typer.Option(
+            "--suite",
+            "-s",
+            help="acceptance (or any suite: a check), nccl or burnin.",
+            autocompletion=complete.job_suites,
+        ),
     ] = "acceptance",
     profile_name: ProfileOpt = "auto",
     recipe_name: Annotated[
-        str, typer.Option("--recipe", "-r", help="burnin: the recipe (tiny, llama-8b-lora, ...).")
+        str,
+        typer.Option(
+            "--recipe",
+            "-r",
+            help="burnin: the recipe (tiny, llama-8b-lora, ...).",
+            autocompletion=complete.recipes,
+        ),
     ] = "tiny",
     nodes_count: Annotated[
         int | None,
