@@ -124,15 +124,51 @@ def recorded_names(run: Path) -> list[str]:
 
 
 def inventory_names(path: Path) -> list[str]:
-    """The groups (but `all` and `ungrouped`) and hosts of an Ansible inventory, as Ansible
-    reads it; [] when it cannot."""
-    from bringup.files import MAX_BYTES
+    """The groups (but `all` and `ungrouped`) and hosts of an Ansible inventory: read as
+    plain INI when it is one (importing Ansible takes longer than a TAB may), else as
+    Ansible reads it; [] when it cannot be read."""
+    from bringup.files import InputError, read_text
 
+    if path.is_dir():
+        return _ansible_names(path)
     try:
-        if not (path.is_dir() or (path.is_file() and path.stat().st_size <= MAX_BYTES)):
-            return []  # a FIFO would hang the TAB, as bringup/files.py refuses it elsewhere
-    except OSError:
+        text = read_text(path, "inventory")  # a FIFO would hang the TAB: refused there
+    except (InputError, OSError):
         return []
+    simple = _ini_names(text)
+    return simple if simple is not None else _ansible_names(path)
+
+
+def _ini_names(text: str) -> list[str] | None:
+    """Groups and hosts of an INI inventory of plain names; None for anything Ansible
+    must read itself (YAML, host ranges `node[01:08]`, a script's output)."""
+    groups: set[str] = set()
+    hosts: set[str] = set()
+    section = "ungrouped"
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            if not line.endswith("]"):
+                return None
+            name, _, kind = line[1:-1].partition(":")
+            section = kind or "hosts"
+            if kind in ("", "children"):
+                groups.add(name)
+            continue
+        word = line.split()[0]
+        if section == "vars":
+            continue
+        if (":" in word and section != "children") or any(c in word for c in "[]{}"):
+            return None  # a YAML key, a range: Ansible's to read
+        (groups if section == "children" else hosts).add(word)
+    if not hosts:
+        return None
+    return [*sorted(groups - {"all", "ungrouped"}), *sorted(hosts)]
+
+
+def _ansible_names(path: Path) -> list[str]:
     import contextlib
     import io
 
