@@ -191,6 +191,12 @@ def test_handover_from_a_run(demo: dict[str, Any], cli: Callable[..., Any], tmp_
     assert [p["kind"] for p in doc["data"]["parts"]] == ["check"]
 
 
+def test_handover_demo_says_nothing_on_stderr(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """Issue 27: the check part's whole human table went to stderr."""
+    doc = valid(cli("handover", "--demo", "--out", tmp_path / "b", "--json"), "handover", 1)
+    assert [p["kind"] for p in doc["data"]["parts"]] == ["check"]
+
+
 def test_slurm_render(cli: Callable[..., Any]) -> None:
     doc = valid(cli("slurm", "render", "--suite", "quick", "--json"), "slurm render", 0)
     assert doc["data"]["script"].startswith("#!") and "#SBATCH" in doc["data"]["script"]
