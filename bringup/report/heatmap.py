@@ -79,6 +79,12 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
     return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
 
 
+def _dark(hex_colour: str) -> bool:
+    """Whether black text would be hard to read on this colour (ITU-R BT.601 luma)."""
+    r, g, b = _rgb(hex_colour)
+    return 0.299 * r + 0.587 * g + 0.114 * b < 115
+
+
 def ticks(low: float, high: float, most: int = 8) -> list[float]:
     """Round values from low to high for the colour bar: steps of 1, 2, 2.5 or 5 times a
     power of ten, at most `most` of them (30..90 -> 30, 40, ..., 90)."""
@@ -152,9 +158,11 @@ def heatmap(
                 f'<rect x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" fill="{fill}" '
                 'stroke="#fff"/>'
             )
+            ink = "#fff" if _dark(fill) else "#000"  # readable on either end of the scale
             parts.append(
                 f'<text x="{x + CELL_W / 2:g}" y="{y + CELL_H / 2:g}" text-anchor="middle" '
-                f'dominant-baseline="central" font-size="{FONT - 2}">{value:.4g}</text>'
+                f'dominant-baseline="central" font-size="{FONT - 2}" fill="{ink}">'
+                f"{value:.4g}</text>"
             )
     for c, name in enumerate(column_labels):
         x = names_w + c * CELL_W + CELL_W / 2
