@@ -106,10 +106,17 @@ Conventions every command keeps:
 - `--profile NAME|PATH|auto` (default `auto`): each node is judged by the profile of its
   own GPU model; a node whose GPU no profile knows is one ERROR naming the model and the
   profiles there are (docs/profiles.md).
-- `--json` prints one JSON document and nothing else; `--quiet` prints only the verdict
-  line (`ACCEPTED: ...` or `NOT ACCEPTED: ...`).
+- Every command takes `--json` and `-q/--quiet`. `--json` prints one JSON document and
+  nothing else: stderr stays empty but for the progress line on a terminal (and a
+  refusal's one `error:` line). `--quiet` prints one line: the verdict of a command that
+  judges (`ACCEPTED: ...` or `NOT ACCEPTED: ...`), else what it made (the file written,
+  the bundle's verdict, `profiles list`'s names); a command whose output is the product
+  (`slurm render`'s script, `sim nvml state`'s state) prints just that either way.
 - Shell completion: `bringup --install-completion` (bash, zsh, fish, PowerShell), or
-  `bringup --show-completion bash` to see the script.
+  `bringup --show-completion bash` to see the script. TAB completes commands, options and
+  their values: profiles, suites, recipes (`--model` too), methods, formats, `inspect
+  --kind`, and `--limit`'s hosts and groups from the inventory given with `--nodes`
+  (or the nodes a run records, for `report RUN --limit` and `check --replay`).
 
 | option | short | takes | commands | meaning |
 |---|---|---|---|---|
