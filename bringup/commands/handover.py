@@ -116,38 +116,31 @@ def handover(
     bundle_path = out_dir or default_path("handover")
     _create(bundle_path)
     started = now()
-    # With --json the one document on stdout is the bundle's, and stderr carries nothing
-    # but the progress line on a terminal: the parts run quiet, their verdict lines unsaid
-    # (the bundle's report has them); with --quiet the bundle's verdict line is all.
-    muted = (
-        contextlib.redirect_stdout(io.StringIO()) if as_json or quiet else contextlib.nullcontext()
-    )
     codes: list[int] = []  # of the commands run here
     if sources:  # gathering prints nothing but a refusal, whose JSON goes to stdout
         parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
         mode = "from"
     else:
-        with muted:
-            steps = _steps(
-                ctx,
-                local=local,
-                nodes_file=nodes_file,
-                demo=demo,
-                burnin_recipe=burnin_recipe,
-                seconds=seconds,
-                limit=limit,
-                forks=forks,
-                max_raw_mib=max_raw_mib,
-                max_raw_files=max_raw_files,
-                accept_new_hostkeys=accept_new_hostkeys,
-                connect_timeout=connect_timeout,
-                profile_name=profile_name,
-                suite_name=suite_name,
-                quiet=quiet or as_json,
-            )
-            ran = [_run_part(kind, step, bundle_path, quiet or as_json) for kind, step in steps]
-            parts, codes = [part for part, _ in ran], [code for _, code in ran]
-            mode = "demo" if demo else "run"
+        steps = _steps(
+            ctx,
+            local=local,
+            nodes_file=nodes_file,
+            demo=demo,
+            burnin_recipe=burnin_recipe,
+            seconds=seconds,
+            limit=limit,
+            forks=forks,
+            max_raw_mib=max_raw_mib,
+            max_raw_files=max_raw_files,
+            accept_new_hostkeys=accept_new_hostkeys,
+            connect_timeout=connect_timeout,
+            profile_name=profile_name,
+            suite_name=suite_name,
+            quiet=quiet or as_json,
+        )
+        ran = [_run_part(kind, step, bundle_path, quiet or as_json) for kind, step in steps]
+        parts, codes = [part for part, _ in ran], [code for _, code in ran]
+        mode = "demo" if demo else "run"
     bundle = baselines.Bundle(
         mode=mode,
         profile=_first(bundle_path, parts, "profile") or (None if sources else profile_name),
@@ -256,12 +249,20 @@ def _steps(ctx: typer.Context, **given: Any) -> list[tuple[str, Callable[[Path],
 def _run_part(
     kind: str, step: Callable[[Path], None], bundle: Path, quiet: bool
 ) -> tuple[BundlePart, int]:
-    """One command into bundle/<kind>, and its exit code (1 is a verdict, not an end)."""
+    """One command into bundle/<kind>, and its exit code (1 is a verdict, not an end).
+
+    With --json the one document on stdout is the bundle's, and stderr carries nothing but
+    the progress line on a terminal: `quiet` parts run quiet and their verdict lines go
+    unsaid (the bundle's report has them); with --quiet the bundle's verdict line is all.
+    A refusal of the handover itself (below) is said on the real stdout.
+    """
     if not quiet:
         out.print(f"[bold]handover: {kind}[/]")
     code = 0
+    muted = contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext()
     try:
-        step(bundle / kind)
+        with muted:
+            step(bundle / kind)
     except typer.Exit as exc:
         code = exc.exit_code
     if code == 2 and not (bundle / kind / "manifest.json").exists():

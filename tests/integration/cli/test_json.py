@@ -197,6 +197,15 @@ def test_handover_demo_says_nothing_on_stderr(cli: Callable[..., Any], tmp_path:
     assert [p["kind"] for p in doc["data"]["parts"]] == ["check"]
 
 
+def test_handover_refused_in_a_part_is_the_envelope(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The parts run silent under --json: the handover's own refusal still reaches stdout."""
+    result = cli("handover", "--demo", "-p", "nosuch", "--out", tmp_path / "b", "--json")
+    doc = valid(result, "handover", 2)
+    assert "the check part could not start" in doc["error"]
+
+
 def test_slurm_render(cli: Callable[..., Any]) -> None:
     doc = valid(cli("slurm", "render", "--suite", "quick", "--json"), "slurm render", 0)
     assert doc["data"]["script"].startswith("#!") and "#SBATCH" in doc["data"]["script"]
