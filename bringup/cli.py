@@ -6,8 +6,10 @@ loads what it needs (the fleet, the report, torch, Ansible) only when it runs.
 `bringup X ...` assembles the app with command X alone: Typer builds every registered
 command's options before it runs one, and importing all the command modules, and building
 all their options, cost more CPU than `bringup slurm healthcheck` at a job start does
-(benchmarks/node_side.py). Help, `--version`, completion and an unknown command get the
-whole app, as does `bringup.cli.app` (docs/cli.md, the tests).
+(benchmarks/node_side.py). Shell completion does the same with the command on the line
+being completed (benchmarks/completion.py). Help, `--version`, completing a command's name
+and an unknown command get the whole app, as does `bringup.cli.app` (docs/cli.md, the
+tests).
 """
 
 from __future__ import annotations
@@ -93,14 +95,26 @@ def __getattr__(name: str) -> Any:
 
 
 def run() -> Any:
-    """The `bringup` command: the app with the command named on the command line."""
+    """The `bringup` command: the app with the command named on the command line, or on
+    the line the shell is completing (every TAB runs `bringup` again: docs/cli.md)."""
     # pydantic looks for plugins (entry points of every installed distribution's metadata)
     # the first time a model validates: a tenth of `slurm healthcheck`'s CPU on a controller
     # with torch and Ansible installed. bringup's own schemas need none; a user who wants
     # theirs sets PYDANTIC_DISABLE_PLUGINS="" (none disabled), which this leaves as it is.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    named = sys.argv[1] if len(sys.argv) > 1 else None
+    named = sys.argv[1] if len(sys.argv) > 1 else _completing()
     return build(named if named in COMMANDS else None)()
+
+
+def _completing() -> str | None:
+    """The second word of the line a shell asks completions for (bash's COMP_WORDS,
+    Typer's _TYPER_COMPLETE_ARGS for zsh, fish and PowerShell), when it is asking.
+    A word that is a whole command's name completes to that name alone: no command's name
+    begins another's, so the app with that command answers as the whole one would."""
+    if "_BRINGUP_COMPLETE" not in os.environ:
+        return None
+    words = (os.environ.get("COMP_WORDS") or os.environ.get("_TYPER_COMPLETE_ARGS", "")).split()
+    return words[1] if len(words) > 1 else None
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     AcceptOpt,
     AccountOpt,
@@ -50,6 +51,7 @@ from bringup.commands.common import (
     open_nodes,
     out,
     print_envelope,
+    progress_console,
     record_slurm,
     run_origin,
     slurm_choice,
@@ -91,7 +93,13 @@ def burnin(
     max_raw_mib: MaxRawMibOpt = 256,
     max_raw_files: MaxRawFilesOpt = 2000,
     recipe_name: Annotated[
-        str, typer.Option("--recipe", "-r", help="Recipe name (tiny, llama-8b-lora, ...) or YAML.")
+        str,
+        typer.Option(
+            "--recipe",
+            "-r",
+            help="Recipe name (tiny, llama-8b-lora, ...) or YAML.",
+            autocompletion=complete.recipes,
+        ),
     ] = "tiny",
     steps: Annotated[
         int | None, typer.Option("--steps", min=1, help="Train this many steps.")
@@ -235,7 +243,12 @@ def burnin(
         record_slurm(run, nodes)
         if joint:  # the job's verdict is each of its nodes' (checks/completeness.py)
             run.manifest.jobs = [list(nodes.names)]
-        outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans), caps=chosen.caps)}
+        outcomes = {
+            o.node: o
+            for o in run_fleet(
+                plans, run, forks=len(plans), caps=chosen.caps, console=progress_console()
+            )
+        }
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
     else:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     AcceptOpt,
     AccountOpt,
@@ -51,6 +52,7 @@ from bringup.commands.common import (
     print_envelope,
     probe_states,
     profile_or_auto,
+    progress_console,
     provenance,
     record_slurm,
     recorded_entries,
@@ -491,7 +493,9 @@ def probe_fleet(
         # keeps stdout to its one document).
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
-        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=chosen.caps)
+        outcomes = run_fleet(
+            plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
+        )
     findings = [f for o in outcomes for f in o.findings]
     return findings, run, outcomes
 
@@ -552,6 +556,7 @@ def snapshot(
     data_dirs: DataDirOpt = None,
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
     slurm: SlurmOpt = False,
     partition: PartitionOpt = None,
     nodelist: NodelistOpt = None,
@@ -592,6 +597,12 @@ def snapshot(
                 entry["probes"] = probe_states(recorded[entry["node"]])
         print_envelope([], exit_code=1 if bad else 0, judged=False, run=run, nodes=nodes)
         raise typer.Exit(1 if bad else 0)
+    if quiet:
+        failed = sum(1 for probes in errors.values() for _ in probes)
+        unreached = sum(1 for o in outcomes if o.state != "complete")
+        said = f" ({failed} probe errors, {unreached} nodes not complete)" if bad else ""
+        out.print(plain(f"snapshot: {run.path}{said}"), soft_wrap=True)
+        raise typer.Exit(1 if bad else 0)
     if here:
         node_facts = next(iter(recorded.values()), None)
         probes = {name: r.ok for name, r in node_facts.probes.items()} if node_facts else {}
@@ -618,7 +629,10 @@ def inspect(
     file: Annotated[Path, typer.Argument(help="Tool output, facts JSON, or snapshot directory.")],
     profile_name: ProfileOpt = "auto",
     kind: Annotated[
-        str | None, typer.Option("--kind", help="Skip detection: smi-q, topo, fio, ...")
+        str | None,
+        typer.Option(
+            "--kind", help="Skip detection: smi-q, topo, fio, ...", autocompletion=complete.kinds
+        ),
     ] = None,
     show_facts: Annotated[
         bool, typer.Option("--facts", help="Print the parsed facts before the findings.")
@@ -727,7 +741,7 @@ def _inspect_facts(
 
 
 @profiles_app.command("list")
-def profiles_list(as_json: JsonOpt = False) -> None:
+def profiles_list(as_json: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """The shipped profiles."""
     from bringup import profile
 
@@ -739,15 +753,21 @@ def profiles_list(as_json: JsonOpt = False) -> None:
         ]
         print_envelope([], judged=False, data={"profiles": listed})
         return
+    if quiet:  # the names, for a script: `for p in $(bringup profiles list -q)`
+        print(" ".join(loaded))
+        return
     for name, prof in loaded.items():
         out.print(f"[bold]{name:6}[/] {prof.gpu.count}× {prof.gpu.model} — {prof.description}")
 
 
 @profiles_app.command("show")
-def profiles_show(name: str, as_json: JsonOpt = False) -> None:
+def profiles_show(name: str, as_json: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Every threshold of one profile (a name or a YAML path)."""
     prof = load_profile(name)
     if as_json:
         print_envelope([], judged=False, data={"profile": prof.model_dump(mode="json")})
+    elif quiet:
+        line = f"{prof.name}: {prof.gpu.count}× {prof.gpu.model} — {prof.description}"
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     else:
         out.print_json(prof.model_dump_json())

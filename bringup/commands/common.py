@@ -34,6 +34,8 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
+from bringup.commands import complete
+
 if TYPE_CHECKING:
     from bringup import profile, suite
     from bringup.facts import NodeFacts
@@ -81,6 +83,14 @@ def fail(message: str) -> NoReturn:
 def one_line(text: str) -> str:
     """The text with its control characters (newlines, ESC, ...) written as escapes."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def progress_console() -> Console:
+    """Where a fleet run shows its progress: stderr. With --json, only on a terminal: a
+    script reading the one document gets nothing else, not even the plain status lines
+    (and the closing "N nodes in S s") written where stderr is a pipe or a log."""
+    now = _INVOCATION.get()
+    return Console(stderr=True, quiet=now is not None and now.json and not err.is_terminal)
 
 
 def remember_run(run: RunDir) -> RunDir:
@@ -207,9 +217,13 @@ ProfileOpt = Annotated[
         "--profile",
         "-p",
         help="Profile name (b300, h100, ...), YAML path, or auto: each node's own GPU's.",
+        autocompletion=complete.profiles,
     ),
 ]
-SuiteOpt = Annotated[str, typer.Option("--suite", "-s", help="Suite name or YAML path.")]
+SuiteOpt = Annotated[
+    str,
+    typer.Option("--suite", "-s", help="Suite name or YAML path.", autocompletion=complete.suites),
+]
 DataDirOpt = Annotated[
     list[Path] | None,
     typer.Option("--data-dir", help="Directory for the NVMe and free-space checks (repeatable)."),
@@ -218,7 +232,12 @@ OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<time>-<cmd>).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="Print only the outcome line: the verdict, or what was made."
+    ),
+]
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run on this machine.")]
 NodesOpt = Annotated[
     Path | None,
@@ -226,7 +245,12 @@ NodesOpt = Annotated[
 ]
 LimitOpt = Annotated[
     str | None,
-    typer.Option("--limit", "-l", help="Only the nodes this Ansible host pattern selects."),
+    typer.Option(
+        "--limit",
+        "-l",
+        help="Only the nodes this Ansible host pattern selects.",
+        autocompletion=complete.limit,
+    ),
 ]
 ForksOpt = Annotated[int, typer.Option("--forks", "-f", min=1, help="Nodes run at once.")]
 # What one node may store (bringup/fleet/target.py NodeCaps; docs/reference.md): a node past

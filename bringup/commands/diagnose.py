@@ -43,6 +43,7 @@ from bringup.commands.common import (
     open_nodes,
     print_envelope,
     profile_or_auto,
+    progress_console,
     record_slurm,
     show_run,
     slurm_choice,
@@ -150,7 +151,9 @@ def diagnose(
         probes = [step.name for step in suite.probes]
         run = create_run(out_dir, "diagnose", profile_name, suite.name, probes=probes)
         record_slurm(run, nodes)
-        outcomes = run_fleet(plans, run, forks=chosen.forks, caps=chosen.caps)
+        outcomes = run_fleet(
+            plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
+        )
     findings = [f for outcome in outcomes for f in outcome.findings]
     # The nodes against each other: one GPU node far behind the rest.
     across = judge_gemm_stragglers(recorded_gemm([run.facts_of(plan.node) for plan in plans]))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, print_envelope
+from bringup.commands.common import JsonOpt, QuietOpt, fail, print_envelope
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -55,9 +55,14 @@ def exporter(
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = DEFAULT_PORT,
     textfile: Annotated[
         Path | None,
-        typer.Option("--textfile", help="Write PATH.prom once (node_exporter) and exit."),
+        typer.Option(
+            "--textfile",
+            help="Write the metrics once to this file, whose name ends in .prom "
+            "(node_exporter's textfile collector reads only those), and exit.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # its one line (written, or serving) is all it prints
 ) -> None:
     """Serve the latest run's findings and measurements as Prometheus metrics."""
     import sys
@@ -93,8 +98,22 @@ def exporter(
         load(first)
     except (ExporterError, RunDataError) as exc:
         fail(str(exc))
-    for line in skipped:  # a run that cannot be read is said, and never served
-        print(f"bringup exporter: {one_line(line)}", file=sys.stderr)
+    if textfile is not None and not textfile.name.endswith(".prom"):
+        fail(f"--textfile {textfile}: node_exporter reads only files ending in .prom")
+    if not as_json:  # with --json the document's `skipped` says it
+        for line in skipped:  # a run that cannot be read is said, and never served
+            print(f"bringup exporter: {one_line(line)}", file=sys.stderr)
+    registry = registry_for(source, report_of)
+    if textfile is not None:
+        try:
+            # Not prometheus_client's write_to_textfile: its temporary name is predictable
+            # and opened following a symlink; the one writer's is neither.
+            write_atomic(textfile, generate_latest(registry), mode=0o644)
+        except OSError as exc:
+            fail(f"cannot write {textfile}: {exc.strerror}")
+        if not as_json:
+            print(f"wrote {textfile} from {first}")
+            return
     if as_json:
         # What a scrape would get now, without listening: the same report, the same metrics.
         from bringup.report.prometheus import metrics_of
@@ -107,20 +126,12 @@ def exporter(
             accepted=built.verdict.accepted,
             provenance=built.verdict.origin_json(),
             run_dir=str(first),
-            data={"metrics": families, "skipped": skipped},
+            data={
+                "metrics": families,
+                "skipped": skipped,
+                "written": str(textfile) if textfile is not None else None,
+            },
         )
-        return
-    registry = registry_for(source, report_of)
-    if textfile is not None:
-        if not textfile.name.endswith(".prom"):
-            fail(f"--textfile {textfile}: node_exporter reads only files ending in .prom")
-        try:
-            # Not prometheus_client's write_to_textfile: its temporary name is predictable
-            # and opened following a symlink; the one writer's is neither.
-            write_atomic(textfile, generate_latest(registry), mode=0o644)
-        except OSError as exc:
-            fail(f"cannot write {textfile}: {exc.strerror}")
-        print(f"wrote {textfile} from {first}")
         return
     try:
         server, _ = serve(registry, address, port)

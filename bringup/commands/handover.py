@@ -17,13 +17,14 @@ whole handover.
 from __future__ import annotations
 
 import contextlib
-import sys
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     AcceptOpt,
     ConnectTimeoutOpt,
@@ -36,6 +37,7 @@ from bringup.commands.common import (
     NodesOpt,
     OutOpt,
     ProfileOpt,
+    QuietOpt,
     SuiteOpt,
     fail,
     finite,
@@ -75,7 +77,11 @@ def handover(
     ] = None,
     burnin_recipe: Annotated[
         str | None,
-        typer.Option("--burnin", help="Also run the burn-in with this recipe (name or YAML)."),
+        typer.Option(
+            "--burnin",
+            help="Also run the burn-in with this recipe (name or YAML).",
+            autocompletion=complete.recipes,
+        ),
     ] = None,
     seconds: Annotated[
         float,
@@ -91,6 +97,7 @@ def handover(
     suite_name: SuiteOpt = "acceptance",
     out_dir: OutOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the acceptance suite, NCCL, diagnose (and a burn-in) into one handover bundle,
     or gather existing run directories (--from) into one; then report on it."""
@@ -109,33 +116,31 @@ def handover(
     bundle_path = out_dir or default_path("handover")
     _create(bundle_path)
     started = now()
-    # With --json the one document on stdout is the bundle's: the parts speak on stderr.
-    quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     codes: list[int] = []  # of the commands run here
     if sources:  # gathering prints nothing but a refusal, whose JSON goes to stdout
         parts = [_gather(source, bundle_path, i) for i, source in enumerate(sources)]
         mode = "from"
     else:
-        with quiet:
-            steps = _steps(
-                ctx,
-                local=local,
-                nodes_file=nodes_file,
-                demo=demo,
-                burnin_recipe=burnin_recipe,
-                seconds=seconds,
-                limit=limit,
-                forks=forks,
-                max_raw_mib=max_raw_mib,
-                max_raw_files=max_raw_files,
-                accept_new_hostkeys=accept_new_hostkeys,
-                connect_timeout=connect_timeout,
-                profile_name=profile_name,
-                suite_name=suite_name,
-            )
-            ran = [_run_part(kind, step, bundle_path) for kind, step in steps]
-            parts, codes = [part for part, _ in ran], [code for _, code in ran]
-            mode = "demo" if demo else "run"
+        steps = _steps(
+            ctx,
+            local=local,
+            nodes_file=nodes_file,
+            demo=demo,
+            burnin_recipe=burnin_recipe,
+            seconds=seconds,
+            limit=limit,
+            forks=forks,
+            max_raw_mib=max_raw_mib,
+            max_raw_files=max_raw_files,
+            accept_new_hostkeys=accept_new_hostkeys,
+            connect_timeout=connect_timeout,
+            profile_name=profile_name,
+            suite_name=suite_name,
+            quiet=quiet or as_json,
+        )
+        ran = [_run_part(kind, step, bundle_path, quiet or as_json) for kind, step in steps]
+        parts, codes = [part for part, _ in ran], [code for _, code in ran]
+        mode = "demo" if demo else "run"
     bundle = baselines.Bundle(
         mode=mode,
         profile=_first(bundle_path, parts, "profile") or (None if sources else profile_name),
@@ -148,7 +153,7 @@ def handover(
     baselines.write_bundle(bundle_path, bundle)
     # Bad input in a part (exit 2) is the handover's too, whatever the part's manifest says.
     refused = 2 in codes or any(p.exit_code == 2 for p in parts)
-    code = _report(bundle_path, bundle, as_json, refused)
+    code = _report(bundle_path, bundle, as_json, refused, quiet)
     raise typer.Exit(code)
 
 
@@ -184,13 +189,15 @@ def _steps(ctx: typer.Context, **given: Any) -> list[tuple[str, Callable[[Path],
         "accept_new_hostkeys": given["accept_new_hostkeys"],
         "connect_timeout": given["connect_timeout"],
     }
-    profile_name = given["profile_name"]
+    profile_name, quiet = given["profile_name"], given["quiet"]
     if given["demo"]:
         # The demo fleet is recorded facts: its acceptance check is all there is to gather.
         return [
             (
                 "check",
-                lambda run: check.check(ctx, demo=True, profile_name=profile_name, out_dir=run),
+                lambda run: check.check(
+                    ctx, demo=True, profile_name=profile_name, out_dir=run, quiet=quiet
+                ),
             )
         ]
     steps: list[tuple[str, Callable[[Path], None]]] = [
@@ -202,13 +209,23 @@ def _steps(ctx: typer.Context, **given: Any) -> list[tuple[str, Callable[[Path],
                 profile_name=profile_name,
                 suite_name=given["suite_name"],
                 out_dir=run,
+                quiet=quiet,
             ),
         ),
-        ("nccl", lambda run: nccl.nccl(ctx, **reach, profile_name=profile_name, out_dir=run)),
+        (
+            "nccl",
+            lambda run: nccl.nccl(
+                ctx, **reach, profile_name=profile_name, out_dir=run, quiet=quiet
+            ),
+        ),
         (
             "diagnose",
             lambda run: diagnose.diagnose(
-                **reach, seconds=given["seconds"], profile_name=profile_name, out_dir=run
+                **reach,
+                seconds=given["seconds"],
+                profile_name=profile_name,
+                out_dir=run,
+                quiet=quiet,
             ),
         ),
     ]
@@ -222,18 +239,30 @@ def _steps(ctx: typer.Context, **given: Any) -> list[tuple[str, Callable[[Path],
                     recipe_name=given["burnin_recipe"],
                     profile_name=profile_name,
                     out_dir=run,
+                    quiet=quiet,
                 ),
             )
         )
     return steps
 
 
-def _run_part(kind: str, step: Callable[[Path], None], bundle: Path) -> tuple[BundlePart, int]:
-    """One command into bundle/<kind>, and its exit code (1 is a verdict, not an end)."""
-    out.print(f"[bold]handover: {kind}[/]")
+def _run_part(
+    kind: str, step: Callable[[Path], None], bundle: Path, quiet: bool
+) -> tuple[BundlePart, int]:
+    """One command into bundle/<kind>, and its exit code (1 is a verdict, not an end).
+
+    With --json the one document on stdout is the bundle's, and stderr carries nothing but
+    the progress line on a terminal: `quiet` parts run quiet and their verdict lines go
+    unsaid (the bundle's report has them); with --quiet the bundle's verdict line is all.
+    A refusal of the handover itself (below) is said on the real stdout.
+    """
+    if not quiet:
+        out.print(f"[bold]handover: {kind}[/]")
     code = 0
+    muted = contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext()
     try:
-        step(bundle / kind)
+        with muted:
+            step(bundle / kind)
     except typer.Exit as exc:
         code = exc.exit_code
     if code == 2 and not (bundle / kind / "manifest.json").exists():
@@ -302,7 +331,7 @@ def _first(bundle: Path, parts: list[BundlePart], key: str) -> str | None:
     return None
 
 
-def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int:
+def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool, quiet: bool) -> int:
     """The bundle's report beside its manifest; the exit code of all it holds."""
     from bringup.baseline import write_bundle
     from bringup.commands.report import make_report, verdict_lines, write
@@ -328,6 +357,9 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int
                 "written": [str(p) for p in written],
             },
         )
+        return code
+    if quiet:
+        print(verdict_lines(built)[0])
         return code
     for line in verdict_lines(built):
         print(line)

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_facts, out, print_envelope
+from bringup.commands.common import JsonOpt, QuietOpt, fail, load_facts, out, print_envelope
 from bringup.files import write_atomic
 
 
@@ -32,6 +32,7 @@ def learn(
         Path, typer.Option("--out", "-o", help="Where to write the manifest.")
     ] = Path("golden.yaml"),
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write a golden manifest from a run's facts: the fleet's majority, or one node."""
     from bringup.checks.consistency import FIELDS_HELP, fleet_fields, majority, to_manifest
@@ -69,8 +70,8 @@ def learn(
         data = {"golden": str(out_file), "fields": len(fields), "not_learned": split}
         print_envelope([], judged=False, data=data)
         return
-    out.print(f"{out_file}: {len(fields)} fields from {origin}", highlight=False)
-    if split:
+    out.print(f"{out_file}: {len(fields)} fields from {origin}", highlight=False, soft_wrap=True)
+    if split and not quiet:
         out.print(f"not learned (no majority): {', '.join(sorted(split))}", highlight=False)
 
 

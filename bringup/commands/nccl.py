@@ -46,6 +46,7 @@ from bringup.commands.common import (
     open_nodes,
     out,
     print_envelope,
+    progress_console,
     record_slurm,
     show_run,
     slurm_choice,
@@ -276,7 +277,9 @@ def _run_job(
 
     plans = _job_plans(nodes, nodes.hosts, params, prof, port, master_addr)
     # Every node of a job at once: a rendezvous needs them all.
-    outcomes = run_fleet(plans, run, forks=len(plans), caps=nodes.target.caps)
+    outcomes = run_fleet(
+        plans, run, forks=len(plans), caps=nodes.target.caps, console=progress_console()
+    )
     findings = [f for o in outcomes for f in o.findings]
     if not nodes.remote:
         return findings
@@ -392,7 +395,9 @@ def _measure_pairs(
             sub = RunDir.create(
                 run.path / f"{stage}-{index + 1}", "nccl", run.manifest.profile, None
             )
-            run_fleet(plans, sub, forks=len(plans), caps=nodes.target.caps)
+            run_fleet(
+                plans, sub, forks=len(plans), caps=nodes.target.caps, console=progress_console()
+            )
             sub.finish("complete", 0)
             for a, b in chunk:
                 found = node_results([a, b], sub)

@@ -106,18 +106,70 @@ Conventions every command keeps:
 - `--profile NAME|PATH|auto` (default `auto`): each node is judged by the profile of its
   own GPU model; a node whose GPU no profile knows is one ERROR naming the model and the
   profiles there are (docs/profiles.md).
-- `--json` prints one JSON document and nothing else; `--quiet` prints only the verdict
-  line (`ACCEPTED: ...` or `NOT ACCEPTED: ...`).
+- Every command takes `--json` and `-q/--quiet`. `--json` prints one JSON document and
+  nothing else: stderr stays empty but for the progress line on a terminal (and a
+  refusal's one `error:` line). `--quiet` prints one line: the verdict of a command that
+  judges (`ACCEPTED: ...` or `NOT ACCEPTED: ...`), else what it made (the file written,
+  the bundle's verdict, `profiles list`'s names); a command whose output is the product
+  (`slurm render`'s script, `sim nvml state`'s state) prints just that either way.
 - Shell completion: `bringup --install-completion` (bash, zsh, fish, PowerShell), or
-  `bringup --show-completion bash` to see the script.
+  `bringup --show-completion bash` to see the script. TAB completes commands, options and
+  their values: profiles, suites, recipes (`--model` too), methods, formats, `inspect
+  --kind`, and `--limit`'s hosts and groups from the inventory given with `--nodes`
+  (or the nodes a run records, for `report RUN --limit` and `check --replay`).
 
 | option | short | takes | commands | meaning |
 |---|---|---|---|---|
 """
 
 
+@dataclass(frozen=True)
+class Example:
+    """A command line docs/cli.md shows, which a test runs as written (in one directory,
+    in this order: later ones read what earlier ones wrote) on the demo fleet and the data
+    bringup ships; `exit` is the status it ends with, `says` why."""
+
+    line: str
+    exit: int
+    says: str
+
+
+EXAMPLES = (
+    Example("bringup check --demo --out demo", 1, "the demo fleet has faults: NOT ACCEPTED"),
+    Example("bringup check --demo --out demo-again -q", 1, "the verdict line alone"),
+    Example("bringup report demo --format html,junit", 1, "the report follows the verdict"),
+    Example("bringup report demo-again --baseline demo -q", 1, "compared with the first"),
+    Example("bringup learn demo --out golden.yaml -q", 0, "the fleet's majority, one line"),
+    Example("bringup check --replay demo --golden golden.yaml -q", 1, "judged again, by it"),
+    Example("bringup handover --demo --out bundle -q", 1, "a bundle of the demo: never accepted"),
+    Example("bringup verify bundle -q", 0, "every file as the manifest records it"),
+    Example("bringup inspect demo -q", 1, "a fault found in recorded facts"),
+    Example("bringup exporter --run demo --textfile bringup.prom", 0, "node_exporter's file"),
+    Example("bringup plan --model llama-8b-lora --method lora --gpu h100 -q", 0, "it fits"),
+    Example("bringup profiles list -q", 0, "the names, for a script"),
+    Example("bringup profiles show b300 --json", 0, "every threshold, as JSON"),
+    Example("bringup slurm render --suite quick", 0, "an sbatch script"),
+)
+
+
+def examples_markdown() -> str:
+    """The examples section of docs/cli.md: each line, its exit status and why."""
+    lines = [f"{e.line}  # exit {e.exit}: {e.says}" for e in EXAMPLES]
+    return EXAMPLES_HEADER + "\n".join(lines) + "\n```\n"
+
+
+EXAMPLES_HEADER = """
+## Examples
+
+Run in one directory, in this order (a test runs each as written and checks its exit
+status; `-q` prints one line, `--json` one document and nothing on stderr):
+
+```sh
+"""
+
+
 def markdown(uses: list[Use]) -> str:
-    """docs/cli.md: the conventions, then one row per long option."""
+    """docs/cli.md: the conventions, one row per long option, then the examples."""
     rows = []
     for long, group in _by_long(uses).items():
         short = next((u.short for u in group if u.short), "")
@@ -127,7 +179,7 @@ def markdown(uses: list[Use]) -> str:
         rows.append(
             f"| `{long}` | {f'`{short}`' if short else ''} | {takes} | {commands} | {meaning} |"
         )
-    return HEADER + "\n".join(rows) + "\n"
+    return HEADER + "\n".join(rows) + "\n" + examples_markdown()
 
 
 def _cell(text: str) -> str:

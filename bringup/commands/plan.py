@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_profile, one_line, out, print_envelope
+from bringup.commands import complete
+from bringup.commands.common import (
+    JsonOpt,
+    QuietOpt,
+    fail,
+    load_profile,
+    one_line,
+    out,
+    print_envelope,
+)
 
 if TYPE_CHECKING:
     from bringup.planning.memory import Device, Option
@@ -40,9 +49,17 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 def plan(
     model: Annotated[
         str,
-        typer.Option("--model", "-m", help="Recipe name (llama-8b-lora, ...) or config.json path."),
+        typer.Option(
+            "--model",
+            "-m",
+            help="Recipe name (llama-8b-lora, ...) or config.json path.",
+            autocompletion=complete.recipes,
+        ),
     ],
-    method: Annotated[str, typer.Option("--method", help="full, lora or qlora.")],
+    method: Annotated[
+        str,
+        typer.Option("--method", help="full, lora or qlora.", autocompletion=complete.methods),
+    ],
     seq_len: Annotated[
         int | None, typer.Option("--seq-len", help="Sequence length (default: the recipe's).")
     ] = None,
@@ -61,7 +78,9 @@ def plan(
     gpu: Annotated[
         str | None,
         typer.Option(
-            "--gpu", help="Profile of the GPU (b300, h200, ...; default: the baseline's)."
+            "--gpu",
+            help="Profile of the GPU (b300, h200, ...; default: the baseline's).",
+            autocompletion=complete.gpus,
         ),
     ] = None,
     gpus: Annotated[
@@ -103,6 +122,7 @@ def plan(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Memory per GPU, time and cost of a fine-tune, from a measured burn-in baseline."""
     from bringup.planning import models
@@ -154,6 +174,8 @@ def plan(
     code = 1 if result.fit.fits is False else 0
     if as_json:
         print_envelope([], exit_code=code, judged=False, data=to_json(result))
+    elif quiet:
+        out.print(outcome_line(result), highlight=False)
     else:
         show(result)
     if code:
@@ -437,6 +459,15 @@ def show(plan: Plan) -> None:
         out.print("[bold]Notes[/]")
         for note in plan.notes:
             out.print(f"  - {note}", highlight=False)
+
+
+def outcome_line(plan: Plan) -> str:
+    """--quiet: whether the job fits, where, with what peak memory per GPU."""
+    s, d = plan.setup, plan.device
+    fits = {True: "fits", False: "does not fit", None: "not judged"}[plan.fit.fits]
+    unit = "GB" if plan.memory.peak >= 1e9 else "MB"
+    peak = f"{_size(plan.memory.peak, unit)} {unit}"
+    return f"{plan.model.name} {s.method}: {fits} on {s.gpus} × {d.name} ({peak} per GPU)"
 
 
 def _show_memory(plan: Plan, unit: str, gpu: str) -> None:

@@ -16,9 +16,11 @@ from bringup.commands.common import (
     ConnectTimeoutOpt,
     ForksOpt,
     JsonOpt,
+    QuietOpt,
     create_run,
     fail,
     print_envelope,
+    progress_console,
 )
 
 
@@ -62,8 +64,11 @@ def provision(
         typer.Option("--out", "-o", help="Run directory (default runs/<time>-provision)."),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Provision the nodes: driver, Fabric Manager, CUDA, containers, DCGM, tools."""
+    from collections import Counter
+
     from rich.console import Console, Group
 
     from bringup.findings import exit_code
@@ -85,8 +90,7 @@ def provision(
     except ProvisionError as exc:
         fail(str(exc))
     run = create_run(out_dir, "provision", None, None, probes=["provision"])
-    err = Console(stderr=True)
-    progress, result = run_playbooks(request, run, err)
+    progress, result = run_playbooks(request, run, progress_console())
     code = exit_code(result)
     state = run.manifest.status
     run.finish("complete" if state == "running" else state, code)
@@ -111,6 +115,11 @@ def provision(
         }
         data = {"check_mode": request.check_mode, "hosts": hosts}
         print_envelope(result, exit_code=code, run=run, nodes=nodes, data=data)
+    elif quiet:
+        states = Counter(n.status for n in progress.nodes.values())
+        said = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+        mode = " (check mode)" if request.check_mode else ""
+        print(f"provision{mode}: {said or 'no nodes'}; run directory: {run.path}")
     else:
         out = Console()
         out.print(Group(summary_table(progress, request.check_mode)))

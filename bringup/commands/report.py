@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import JsonOpt, LimitOpt, ProfileOpt, QuietOpt, fail, print_envelope
 
 if TYPE_CHECKING:
@@ -282,6 +283,7 @@ def report(
             "--format",
             help="html, md, junit, json or all (repeatable or comma-separated; "
             "default html and md).",
+            autocompletion=complete.formats,
         ),
     ] = None,
     out: Annotated[

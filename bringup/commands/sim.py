@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, print_envelope, print_json
+from bringup.commands.common import JsonOpt, QuietOpt, fail, print_envelope, print_json
 
 sim_app = typer.Typer(help="Simulations for testing bringup itself.", no_args_is_help=True)
 nvml_app = typer.Typer(
@@ -35,6 +35,7 @@ def build(
     ] = None,
     cc: Annotated[str, typer.Option("--cc", help="The C compiler.")] = "cc",
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # the path built is all it prints
 ) -> None:
     """Compile DIR/libnvidia-ml.so.1 against NVIDIA's nvml.h."""
     from bringup.sim.nvml import NvmlSimError, build_library
@@ -70,6 +71,7 @@ def state(
         Path | None, typer.Option("--out", "-o", help="Write the state here, not to stdout.")
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # the state, or the path written, is all it prints
 ) -> None:
     """Print (or write) a simulated NVML state as JSON."""
     from bringup.files import InputError, read_text

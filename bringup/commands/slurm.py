@@ -15,9 +15,11 @@ from typing import Annotated, Any
 
 import typer
 
+from bringup.commands import complete
 from bringup.commands.common import (
     JsonOpt,
     ProfileOpt,
+    QuietOpt,
     create_run,
     fail,
     finite,
@@ -68,6 +70,7 @@ def healthcheck(
         typer.Option("--node", help="This node's Slurm name (default: $SLURMD_NODENAME)."),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # its one verdict line is all it prints
 ) -> None:
     """Is this node fit for the next job? Exit 0 fit, 1 unfit (a FAIL or an ERROR)."""
     from rich.console import Console
@@ -182,11 +185,22 @@ _JOBS = ("nccl", "burnin")
 def render(
     suite_name: Annotated[
         str,
-        typer.Option("--suite", "-s", help="acceptance (or any suite: a check), nccl or burnin."),
+        typer.Option(
+            "--suite",
+            "-s",
+            help="acceptance (or any suite: a check), nccl or burnin.",
+            autocompletion=complete.job_suites,
+        ),
     ] = "acceptance",
     profile_name: ProfileOpt = "auto",
     recipe_name: Annotated[
-        str, typer.Option("--recipe", "-r", help="burnin: the recipe (tiny, llama-8b-lora, ...).")
+        str,
+        typer.Option(
+            "--recipe",
+            "-r",
+            help="burnin: the recipe (tiny, llama-8b-lora, ...).",
+            autocompletion=complete.recipes,
+        ),
     ] = "tiny",
     nodes_count: Annotated[
         int | None,
@@ -215,6 +229,7 @@ def render(
         typer.Argument(help="More options for the bringup command, after --.", show_default=False),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,  # the script is all it prints
 ) -> None:
     """Print an sbatch script for a check, NCCL across nodes, or the burn-in."""
     from bringup.fleet import sbatch

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, out, print_envelope
+from bringup.commands.common import JsonOpt, QuietOpt, fail, out, print_envelope
 
 if TYPE_CHECKING:
     from bringup.baseline import Bundle
@@ -60,6 +60,7 @@ def verify(
         typer.Option("--identity", help="Who must have signed (a principal of that file)."),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check a run's (or a handover bundle's runs') files against the hashes in its
     manifest, and its signature."""
@@ -94,6 +95,13 @@ def verify(
         intact = all(one.intact for one in checked)
         data = {**found, "intact": intact, "covers": covers}
         print_envelope([], exit_code=code, judged=False, run_dir=str(run_dir), data=data)
+        raise typer.Exit(code)
+    if quiet:  # the first run (or the bundle's manifest) found wanting, else the last
+        worst = next((one for one in checked if not one.good), checked[-1])
+        # Intact but not good: its signature is what failed.
+        bad_signature = worst.intact and not worst.good
+        line = _signature_line(worst.signature) if bad_signature else worst.verdict()
+        out.print(plain(line), soft_wrap=True)
         raise typer.Exit(code)
     for one in checked:
         for line in one.lines():

@@ -1,4 +1,5 @@
-"""The report's plots: matplotlib figures returned as SVG text to embed in report.html.
+"""The report's plots with axes (a node's NCCL curve, its telemetry timeline): matplotlib
+figures returned as SVG text to embed in report.html. The heatmaps are report/heatmap.py's.
 
 Agg backend and Figure objects (no pyplot state), so plots can be drawn without a display
 and from any thread. The SVG is made deterministic: a fixed `svg.hashsalt` for the ids
@@ -25,6 +26,7 @@ from matplotlib.figure import Figure
 
 from bringup.measurements import Curve, Timeline
 from bringup.report.escape import one_line
+from bringup.report.heatmap import size_label
 
 RC = {
     "text.parse_math": False,  # labels are node text, not TeX
@@ -35,7 +37,6 @@ RC = {
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
-_SIZE_LABELS = ((30, "G"), (20, "M"), (10, "K"))
 LABEL_CHARS = 40  # a fully qualified node name; longer would squeeze the axes
 
 
@@ -62,15 +63,6 @@ def to_svg(fig: Figure) -> str:
 def _figure(width_in: float, height_in: float) -> Figure:
     with matplotlib.rc_context(RC):
         return Figure(figsize=(width_in, height_in), layout="constrained")
-
-
-def size_label(size_bytes: float) -> str:
-    """'8M', '4G': message sizes the way nccl-tests' -b/-e options write them."""
-    size = int(size_bytes)
-    for shift, unit in _SIZE_LABELS:
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return str(size)
 
 
 def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str:
@@ -106,48 +98,6 @@ def nccl_curve(curves: list[Curve], floor_gb_s: float | None, title: str) -> str
         ax.set_ylim(0, highest * 1.1 or 1)
         ax.set_title(_label(title, 2 * LABEL_CHARS))
         ax.legend(loc="lower right", fontsize=8)
-        return to_svg(fig)
-
-
-def heatmap(
-    title: str,
-    rows: list[str],
-    columns: list[str],
-    values: list[list[float | None]],
-    unit: str,
-    higher_is_worse: bool,
-    scale: tuple[float, float] | None = None,
-) -> str:
-    """Nodes x GPUs (or sizes), each cell coloured and labelled; blank where not measured.
-
-    `scale` (low, high) is the range the colours span, from the profile (30 °C to the
-    slowdown temperature, 0 to the busbw floor): colours then say how far a cell is from
-    trouble, not how it ranks among the others. The data's own range would paint 33 and
-    35 °C as green and red. Values beyond it take the end colour; None: the data's range.
-    """
-    row_labels = [_label(r) for r in rows]
-    with matplotlib.rc_context(RC):
-        height = 1.2 + 0.32 * len(rows)
-        # Room for the node names too: ~0.07 in per character at this font size.
-        names_in = 0.07 * max((len(r) for r in row_labels), default=0)
-        fig = _figure(min(1.6 + 0.75 * len(columns), 9.0) + names_in, height)
-        ax = fig.add_subplot()
-        known = [v for row in values for v in row if v is not None]
-        grid = [[math.nan if v is None else v for v in row] for row in values]
-        cmap = matplotlib.colormaps["RdYlGn_r" if higher_is_worse else "RdYlGn"]
-        low, high = scale or ((min(known), max(known)) if known else (0.0, 1.0))
-        if low == high:  # one value everywhere: a flat colour, not a divide by zero
-            low, high = low - 1, high + 1
-        image = ax.imshow(grid, cmap=cmap, vmin=low, vmax=high, aspect="auto")
-        for r, row in enumerate(values):
-            for c, value in enumerate(row):
-                if value is not None:
-                    ax.text(c, r, f"{value:.4g}", ha="center", va="center", fontsize=7)
-        ax.set_xticks(range(len(columns)), [_label(c) for c in columns])
-        ax.set_yticks(range(len(rows)), row_labels)
-        ax.grid(False)
-        ax.set_title(_label(title, 2 * LABEL_CHARS))
-        fig.colorbar(image, ax=ax, label=unit, shrink=0.9)
         return to_svg(fig)
 
 

@@ -45,9 +45,10 @@ class Plots:
 
 def make_plots(report: Report, profile: Profile | None) -> Plots:
     """Fleet heatmaps and each node's NCCL curve and telemetry timelines."""
-    # matplotlib loads here, for the HTML report only: a third of a second that a
-    # Markdown, JUnit or JSON report does not need.
-    from bringup.report import plots
+    # The heatmaps are drawn as SVG here (report/heatmap.py); matplotlib loads only for a
+    # node's curves and timelines, which need axes: a second of CPU the demo's report and
+    # a Markdown, JUnit or JSON one do not need.
+    from bringup.report import heatmap
 
     result = Plots()
     measured = [n.measurements for n in report.nodes]
@@ -55,7 +56,7 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
     if temperature:
         rows, cols, values = temperature
         scale = (COOL_C, _slowdown_c(measured))
-        svg = plots.heatmap(
+        svg = heatmap.heatmap(
             "GPU temperature (°C) at probe time", rows, cols, values, "°C", True, scale
         )
         result.fleet.append(Plot("fleet-temperature", "GPU temperature per node and GPU", svg))
@@ -66,13 +67,13 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
         if profile is not None:
             peak = profile.gpu.bf16_achievable_tflops or profile.gpu.bf16_dense_tflops
         scale = (0.0, peak) if peak else None
-        svg = plots.heatmap("GEMM TFLOP/s per GPU", rows, cols, values, "TFLOP/s", False, scale)
+        svg = heatmap.heatmap("GEMM TFLOP/s per GPU", rows, cols, values, "TFLOP/s", False, scale)
         result.fleet.append(Plot("fleet-tflops", "GEMM TFLOP/s per node and GPU", svg))
     busbw = _busbw_grid(measured)
     if busbw:
         rows, cols, values = busbw
         floor = profile.nccl.allreduce_busbw_min_gb_s if profile is not None else None
-        svg = plots.heatmap(
+        svg = heatmap.heatmap(
             "all_reduce busbw (GB/s) by message size",
             rows,
             cols,
@@ -86,6 +87,8 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
     for node in report.nodes:
         m = node.measurements
         mine: list[Plot] = []
+        if m.curves or any(tl.samples for tl in m.timelines):
+            from bringup.report import plots  # matplotlib: for axes of values, only here
         if m.curves:
             svg = plots.nccl_curve(m.curves, floor, f"{node.node}: busbw vs message size")
             mine.append(Plot(f"nccl-{node.node}", f"{node.node}: NCCL busbw vs size", svg))
@@ -134,12 +137,12 @@ def _busbw_grid(
                 break
     if not per_node:
         return None
-    from bringup.report import plots  # matplotlib: see make_plots
+    from bringup.report.heatmap import size_label
 
     sizes = sorted({s for v in per_node.values() for s in v if s >= 1 << 20})[-8:]
     rows = sorted(per_node)
     grid = [[per_node[n].get(s) for s in sizes] for n in rows]
-    return rows, [plots.size_label(s) for s in sizes], grid
+    return rows, [size_label(s) for s in sizes], grid
 
 
 # --- Jinja2 --------------------------------------------------------------------------------

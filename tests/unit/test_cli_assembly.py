@@ -33,7 +33,10 @@ def _loaded(*argv: str) -> tuple[str, str]:
 def test_a_command_loads_its_own_module_alone() -> None:
     loaded, out = _loaded("slurm", "--help")
     assert "healthcheck" in out
-    assert loaded == "['bringup.commands.common', 'bringup.commands.slurm']"
+    # complete: the value completers the shared options name (standard library only)
+    assert loaded == (
+        "['bringup.commands.common', 'bringup.commands.complete', 'bringup.commands.slurm']"
+    )
 
 
 def test_help_and_an_unknown_command_get_every_command() -> None:

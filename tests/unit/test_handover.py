@@ -52,7 +52,7 @@ def test_from_gathers_runs_and_merges_their_facts(tmp_path: Path) -> None:
     out = tmp_path / "bundle"
     result = invoke("handover", "--from", check, "--from", nccl, "--out", out, "--json")
     assert result.exit_code == 1, result.output
-    doc = json.loads(result.stdout)["data"]  # the one document; the parts spoke on stderr
+    doc = json.loads(result.stdout)["data"]  # the one document, nothing else
     assert [(p["kind"], p["path"]) for p in doc["parts"]] == [("check", "check"), ("nccl", "nccl")]
     summary = json.loads((out / "report.json").read_text())
     node01 = next(n for n in summary["nodes"] if n["node"] == "b300-node01")

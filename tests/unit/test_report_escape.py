@@ -21,7 +21,7 @@ from rich.console import Console
 
 from bringup import profile
 from bringup.commands.report import build_report, verdict_lines
-from bringup.report import escape, junit, plots, render
+from bringup.report import escape, heatmap, junit, render
 from bringup.report.model import Report
 from bringup.report.rundata import load
 from tests.support import FIXTURES
@@ -131,7 +131,7 @@ def test_escapes_one_by_one() -> None:
 def test_plots_draw_mathtext_and_long_names_as_text() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a label squeezing the axes to nothing warns
-        svg = plots.heatmap(
+        svg = heatmap.heatmap(
             "t", ["$\\frac{$", "n" * 300], ["GPU 0"], [[1.0], [2.0]], "°C", higher_is_worse=True
         )
     assert ">$\\frac{$</text>" in svg

@@ -48,12 +48,25 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = valid_envelope(json.loads(proc.stdout))  # the schema of every --json (docs/json.md)
     assert (doc["command"], doc["exit_code"], doc["verdict"]) == ("burnin", 1, "NOT ACCEPTED")
+    # --json: the document; progress (step lines, the closing summary) only on a terminal
+    progress = [line for line in proc.stderr.splitlines() if "burnin: step" in line]
+    assert progress == [] and " nodes in " not in proc.stderr, proc.stderr[-3000:]
     return {"doc": doc, "out": out, "ranks": request.param, "stderr": proc.stderr}
 
 
-def test_each_step_prints_its_progress_line_as_it_ends(run: dict) -> None:
+@pytest.fixture(scope="module")
+def shown(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A burn-in run for people (no --json): its progress on stderr, a pipe here."""
+    out = tmp_path_factory.mktemp("burnin") / "run"
+    proc = burnin("--local", "--recipe", "tiny", "--peak-tflops", PEAK_TFLOPS, "--out", out)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    return {"out": out, "stderr": proc.stderr}
+
+
+def test_each_step_prints_its_progress_line_as_it_ends(shown: dict) -> None:
     """One console line per step (step, loss, tokens/s, step time, ETA), on stderr, before
     the run's summary; the record keeps the heartbeat (when the last step ended)."""
+    run = shown
     lines = run["stderr"].splitlines()
     pattern = re.compile(
         r"^\S+  burnin: step (\d+)/12 loss [0-9.e+-]+ [0-9,]+ tok/s [0-9.]+ s/step "

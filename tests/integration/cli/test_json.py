@@ -1,6 +1,7 @@
 """Every command's --json is one document of the published schema
 (docs/schema/bringup-output.schema.json, docs/json.md): each command is run here as a
-user runs it, in a child process, and its stdout validated with jsonschema.
+user runs it, in a child process, its stdout validated with jsonschema and its stderr
+empty.
 
 The burn-in's own run is validated where the tiny recipe trains (tests/integration/burnin);
 here it is its refusal, which is the same envelope.
@@ -31,6 +32,10 @@ def valid(result: Any, command: str, code: int) -> dict[str, Any]:
     process's, and for a command that judges the one its verdict gives (0 only for
     ACCEPTED, 1 for NOT ACCEPTED of any cause, 2 refused)."""
     assert result.code == code, result.stderr[-2000:]
+    # Nothing but the document: stderr carries only the progress line, and only on a
+    # terminal (here a pipe). A refusal (2) says its one line there too (common.fail).
+    if code != 2:
+        assert result.stderr == "", (command, result.stderr[-2000:])
     doc = valid_envelope(result.json())
     assert (doc["command"], doc["exit_code"]) == (command, code)
     if doc["verdict"] is not None and command not in SERVES_A_VERDICT:
@@ -184,6 +189,21 @@ def test_handover_from_a_run(demo: dict[str, Any], cli: Callable[..., Any], tmp_
     )
     assert doc["verdict"] == "NOT ACCEPTED" and doc["run_dir"] == str(tmp_path / "b")
     assert [p["kind"] for p in doc["data"]["parts"]] == ["check"]
+
+
+def test_handover_demo_says_nothing_on_stderr(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """Issue 27: the check part's whole human table went to stderr."""
+    doc = valid(cli("handover", "--demo", "--out", tmp_path / "b", "--json"), "handover", 1)
+    assert [p["kind"] for p in doc["data"]["parts"]] == ["check"]
+
+
+def test_handover_refused_in_a_part_is_the_envelope(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The parts run silent under --json: the handover's own refusal still reaches stdout."""
+    result = cli("handover", "--demo", "-p", "nosuch", "--out", tmp_path / "b", "--json")
+    doc = valid(result, "handover", 2)
+    assert "the check part could not start" in doc["error"]
 
 
 def test_slurm_render(cli: Callable[..., Any]) -> None:
