@@ -145,7 +145,12 @@ EXAMPLES = (
     Example("bringup verify bundle -q", 0, "every file as the manifest records it"),
     Example("bringup inspect demo -q", 1, "a fault found in recorded facts"),
     Example("bringup exporter --run demo --textfile bringup.prom", 0, "node_exporter's file"),
-    Example("bringup plan --model llama-8b-lora --method lora --gpu h100 -q", 0, "it fits"),
+    Example("bringup plan --model llama-8b-lora --method lora --gpu b300 -q", 0, "it fits"),
+    Example(
+        "bringup plan --model llama-8b-lora --method lora --gpu h100 -q",
+        1,
+        "it does not fit at micro-batch 2 (the full plan lists what would)",
+    ),
     Example("bringup profiles list -q", 0, "the names, for a script"),
     Example("bringup profiles show b300 --json", 0, "every threshold, as JSON"),
     Example("bringup slurm render --suite quick", 0, "an sbatch script"),
