@@ -18,6 +18,8 @@ from bringup.node.gpu_facts import (
     decode_clock_event_reasons,
     nvml_field_number,
 )
+from bringup.node.imex import CONFIG as IMEX_CONFIG
+from bringup.node.imex import collect_imex
 from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.simulated import GPUS, nvml_is_simulated
@@ -34,6 +36,8 @@ _NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (docs/reference.md#nvlink)
 @dataclass
 class Params:
     timeout_s: float = 60.0  # for the nvidia-smi fallback and the raw capture
+    imex_config: str = IMEX_CONFIG  # the IMEX service's config.cfg (node/imex.py)
+    imex_timeout_s: float = 10.0  # each of systemctl and nvidia-imex-ctl
 
 
 FACTS = GpuFacts
@@ -61,12 +65,16 @@ def collect(params: Params) -> ProbeOutput:
         else:
             try:
                 said = [GPUS] if nvml_is_simulated(pynvml) else []
-                return ProbeOutput(_read_nvml(pynvml), raw, simulated=said)
+                facts = _read_nvml(pynvml)
             finally:
                 pynvml.nvmlShutdown()
+            facts.imex = collect_imex(params.imex_config, params.imex_timeout_s, raw)
+            return ProbeOutput(facts, raw, simulated=said)
     if not smi:
         raise ProbeError("no NVIDIA driver found (no pynvml, nvidia-smi not on PATH)", raw)
-    return ProbeOutput(_read_smi_xml(smi, params.timeout_s, raw), raw)
+    facts = _read_smi_xml(smi, params.timeout_s, raw)
+    facts.imex = collect_imex(params.imex_config, params.imex_timeout_s, raw)
+    return ProbeOutput(facts, raw)
 
 
 def _nvml_reason(exc: Exception) -> str:
