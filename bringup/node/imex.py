@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 from bringup.node.imex_facts import ImexFacts
 from bringup.node.parsers.imex_ctl import parse_imex_domain, parse_nodes_config
@@ -23,15 +24,18 @@ _MAX_FILE = 1 << 20  # a configuration file larger than this is not one
 
 
 def collect_imex(config: str, timeout_s: float, raw: dict[str, str]) -> ImexFacts:
-    """The facts of this node's IMEX service; raw outputs are added to `raw`."""
+    """The facts of this node's IMEX service; raw outputs are added to `raw`. `timeout_s`
+    bounds all its commands together: a hung `nvidia-imex-ctl` must not take the gpu
+    probe's whole deadline (and the GPUs' facts with it)."""
     if which("nvidia-imex-ctl") is None and not os.path.isdir(os.path.dirname(config)):
         # No IMEX here at all (an HGX board): said once, without asking systemd (the health
         # check runs this probe at every job start).
         missing = "nvidia-imex-ctl not found (the nvidia-imex package is not installed)"
         return ImexFacts(service_error=missing, domain_error=missing, config_error=missing)
     facts = ImexFacts(local_addresses=local_addresses())
-    _read_service(facts, timeout_s)
-    _read_ctl(facts, config, timeout_s, raw)
+    deadline = time.monotonic() + timeout_s
+    _read_service(facts, timeout_s / 3)
+    _read_ctl(facts, config, deadline, raw)
     _read_nodes_config(facts, config, raw)
     return facts
 
@@ -51,19 +55,21 @@ def _read_service(facts: ImexFacts, timeout_s: float) -> None:
         facts.service_error = f"`systemctl is-active nvidia-imex`: {_said(result)}"
 
 
-def _read_ctl(facts: ImexFacts, config: str, timeout_s: float, raw: dict[str, str]) -> None:
+def _read_ctl(facts: ImexFacts, config: str, deadline: float, raw: dict[str, str]) -> None:
     ctl = which("nvidia-imex-ctl")
     if ctl is None:
         facts.domain_error = "nvidia-imex-ctl not found (the nvidia-imex package is not installed)"
         return
-    status = run([ctl, "-q", "-c", config], timeout_s)
-    if not status.timed_out and status.returncode == 0 and status.stdout.strip():
-        facts.daemon_status = status.stdout.strip().splitlines()[-1].strip().upper()
-    result = run([ctl, "-N", "-c", config], timeout_s)
+    # The domain report first: it is what the check judges; the daemon's own state after it.
+    left = max(deadline - time.monotonic(), 0.1)
+    result = run([ctl, "-N", "-c", config], left)
     raw["nvidia-imex-ctl-N.txt"] = result.stdout + (result.stderr or "")
     if result.timed_out:
-        facts.domain_error = f"`nvidia-imex-ctl -N` timed out after {timeout_s:g} s"
+        facts.domain_error = f"`nvidia-imex-ctl -N` timed out after {left:.1f} s"
         return
+    status = run([ctl, "-q", "-c", config], max(deadline - time.monotonic(), 0.1))
+    if not status.timed_out and status.returncode == 0 and status.stdout.strip():
+        facts.daemon_status = status.stdout.strip().splitlines()[-1].strip().upper()
     try:
         facts.domain = parse_imex_domain(result.stdout)
     except ParseError:

@@ -37,7 +37,8 @@ _NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (docs/reference.md#nvlink)
 class Params:
     timeout_s: float = 60.0  # for the nvidia-smi fallback and the raw capture
     imex_config: str = IMEX_CONFIG  # the IMEX service's config.cfg (node/imex.py)
-    imex_timeout_s: float = 10.0  # each of systemctl and nvidia-imex-ctl
+    # systemctl and nvidia-imex-ctl together (docs/reference.md#probe-parameters)
+    imex_timeout_s: float = 3.0
 
 
 FACTS = GpuFacts
