@@ -187,12 +187,33 @@ def test_this_tray_down_fails_with_the_guides_action() -> None:
     assert "`Domain State: UP`" in (finding.action or "")
 
 
-def test_another_tray_down_fails_naming_it() -> None:
-    finding = only(judge_imex(live(tray_down(read_text(AWS), "172.31.56.47")), GB200))
+def test_another_tray_down_warns_naming_it() -> None:
+    # Tray 17's own gpu.imex FAILs it; this READY, connected tray is not failed (nor drained
+    # by the health check) for its neighbour.
+    text = tray_down(read_text(AWS), "172.31.56.47")
+    # IMEX prints the lost peer's links as not connected: they are its fault, not this one's.
+    row = "       3        " + "   ".join(["C"] * 18)
+    text = text.replace(row, "       3        " + "   ".join(["C"] * 17 + ["I"]))
+    finding = only(judge_imex(live(text), GB200))
     assert (finding.status, finding.message) == (
+        Status.WARN,
+        "IMEX domain DEGRADED, 17/18 nodes READY: node #17 (172.31.56.47) UNAVAILABLE "
+        "(this node #3 (172.31.49.228) READY and connected)",
+    )
+    # The same report pasted (no "this node" in it) is the domain's whole state: FAIL.
+    pasted = only(inspect_text(text, GB200).findings)
+    assert (pasted.status, pasted.message) == (
         Status.FAIL,
         "IMEX domain DEGRADED, 17/18 nodes READY: node #17 (172.31.56.47) UNAVAILABLE",
     )
+
+
+def test_a_degraded_domain_still_checks_this_nodes_config() -> None:
+    text = tray_down(read_text(AWS), "172.31.56.47")
+    facts = live(text, config_nodes=AWS_IPS[:3])
+    finding = only(judge_imex(facts, GB200))
+    assert finding.status is Status.FAIL
+    assert finding.message.startswith("/etc/nvidia-imex/nodes_config.cfg (3 entries)")
 
 
 def test_a_connection_of_this_node_not_connected_fails() -> None:

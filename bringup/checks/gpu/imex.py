@@ -7,8 +7,10 @@ and `nvidia-imex-ctl -N` must show the domain UP with every node READY and conne
 the evidence of the rest: one root cause (a tray whose service stopped) is one FAIL.
 
 On a profile that requires IMEX (`nvlink.imex_required`) what cannot be read is an ERROR
-naming why. Elsewhere (an HGX board, a GPU no profile fits) the check says nothing unless
-the node or the output shows an IMEX domain, which is then judged by what it reports.
+naming why. A tray that is READY and connected while another tray is down WARNs: the
+other tray's own gpu.imex FAILs it. Elsewhere (an HGX board, a GPU no profile fits) the
+check says nothing unless the node or the output shows an IMEX domain, which is then
+judged by what it reports.
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ def judge_imex(facts: GpuFacts, profile: Profile) -> list[Finding]:
         # No profile asks for IMEX here, but a domain is running: judge what it reports.
         return [_judge_domain(imex.domain, None, imex) or _passed(imex.domain, None, imex)]
     me = _this_node(imex)
-    problem = _judge_domain(imex.domain, me, imex) or _judge_config(imex, me)
+    problem = _judge_domain(imex.domain, me, imex)
+    if problem is None or problem.status is Status.WARN:
+        problem = _judge_config(imex, me) or problem
     return [problem or _passed(imex.domain, me, imex)]
 
 
@@ -122,15 +126,20 @@ def _judge_domain(domain: ImexDomain, me: ImexNode | None, imex: ImexFacts) -> F
             action=CONFIG,
         )
     down = [node for node in domain.nodes if node.status != "READY"]
+    not_ready = {node.index for node in down}
+    # A link to a node that is itself down is that node's fault, not this one's.
     cut = [
         c
         for c in domain.connections
-        if c.state != CONNECTED and (me is None or me.index in (c.source, c.target))
+        if c.state != CONNECTED
+        and (me is None or me.index in (c.source, c.target))
+        and not ({c.source, c.target} - ({me.index} if me else set())) & not_ready
     ]
     state = domain.state or "not printed"
     if state == "UP" and not down and not cut:
         return None
     parts = []
+    mine = me is not None and (me.status != "READY" or bool(cut))
     if me is not None and me.status != "READY":
         parts.append(f"this {_name(me)} {me.status}")
     others = [node for node in down if node is not me]
@@ -144,10 +153,23 @@ def _judge_domain(domain: ImexDomain, me: ImexNode | None, imex: ImexFacts) -> F
         parts.append(f"not connected: {shown}{more}")
     ready = len(domain.nodes) - len(down)
     detail = "; ".join(parts) or "every node READY"
+    summary = f"IMEX domain {state}, {ready}/{len(domain.nodes)} nodes READY: {detail}"
+    if me is not None and not mine:
+        # This node is READY and reaches every READY peer: the fault is the other nodes'
+        # (their own gpu.imex FAILs them). Said here, not failed twice, and a healthy tray
+        # is not drained for its neighbour (`slurm healthcheck`).
+        return finding(
+            CHECK,
+            Status.WARN,
+            f"{summary} (this {_name(me)} READY and connected)",
+            value=state,
+            expected="UP, every node READY and connected",
+            action=DOMAIN,
+        )
     return finding(
         CHECK,
         Status.FAIL,
-        f"IMEX domain {state}, {ready}/{len(domain.nodes)} nodes READY: {detail}",
+        summary,
         value=state if state != "UP" else (me.status if me is not None else "UP"),
         expected="UP, every node READY and connected",
         action=DOMAIN,
