@@ -455,3 +455,14 @@ def test_a_hung_imex_ctl_is_cut_at_its_deadline(node: Path) -> None:
 
 def _imex_fields(facts: ImexFacts) -> dict[str, object]:
     return {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
+
+
+def test_an_unmeasured_gpu_probe_leaves_imex_unjudged_only_on_a_tray() -> None:
+    error = "no NVIDIA driver found (no pynvml, nvidia-smi not on PATH)"
+    on_tray = judge_probe("gpu", None, error, GB200)
+    assert [(f.status, f.message) for f in on_tray if f.check == "gpu.imex"] == [
+        (Status.ERROR, error)
+    ]
+    on_board = judge_probe("gpu", None, error, load("b300"))
+    assert "gpu.imex" not in {f.check for f in on_board}
+    assert len(on_board) == len(on_tray) - 1

@@ -107,5 +107,6 @@ CHECKS: list[Check] = [
         imex.judge_imex,
         "IMEX service running, its domain UP with this node READY (NVL72 trays)",
         profile_free=True,
+        applies=imex.required,
     ),
 ]

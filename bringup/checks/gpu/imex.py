@@ -46,15 +46,17 @@ INSTALL = (
 )
 
 
-def _required(profile: Profile) -> bool:
+def required(profile: Profile) -> bool:
+    """The profile's trays need IMEX (Check.applies: an unmeasured gpu probe leaves gpu.imex
+    unjudged only where it does)."""
     return has_profile(profile) and profile.nvlink is not None and profile.nvlink.imex_required
 
 
 def judge_imex(facts: GpuFacts, profile: Profile) -> list[Finding]:
-    required = _required(profile)
+    needed = required(profile)
     imex = facts.imex
     if imex is None:
-        if not required:
+        if not needed:
             return []
         return [
             finding(
@@ -65,8 +67,8 @@ def judge_imex(facts: GpuFacts, profile: Profile) -> list[Finding]:
             )
         ]
     if imex.domain is None:
-        return [_unread(imex)] if required else []
-    if not required:
+        return [_unread(imex)] if needed else []
+    if not needed:
         # No profile asks for IMEX here, but a domain is running: judge what it reports.
         return [_judge_domain(imex.domain, None, imex) or _passed(imex.domain, None, imex)]
     me = _this_node(imex)
