@@ -344,7 +344,7 @@ def test_a_tray_paste_without_imex_says_so() -> None:
     finding = only(judge_imex(facts, GB200))
     assert (finding.status, finding.message) == (
         Status.SKIP,
-        "IMEX is not in this output (nvidia-smi -q -x): judged from the node (`bringup "
+        "IMEX was not read from this source (nvidia-smi -q -x): it is judged on the node (`bringup "
         "check`) or from a pasted `nvidia-imex-ctl -N`",
     )
 

@@ -62,7 +62,7 @@ def judge_imex(facts: GpuFacts, profile: Profile) -> list[Finding]:
             finding(
                 CHECK,
                 Status.SKIP,
-                f"IMEX is not in this output ({facts.source}): judged from the node "
+                f"IMEX was not read from this source ({facts.source}): it is judged on the node "
                 "(`bringup check`) or from a pasted `nvidia-imex-ctl -N`",
             )
         ]
