@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup.checks.auto import NO_PROFILE
 from bringup.checks.catalog import judge_probe
 from bringup.checks.gpu.imex import judge_imex
 from bringup.findings import Finding, Status
@@ -466,3 +467,16 @@ def test_an_unmeasured_gpu_probe_leaves_imex_unjudged_only_on_a_tray() -> None:
     on_board = judge_probe("gpu", None, error, load("b300"))
     assert "gpu.imex" not in {f.check for f in on_board}
     assert len(on_board) == len(on_tray) - 1
+
+
+def test_a_node_no_profile_fits_is_judged_by_its_domain_alone() -> None:
+    up = live(read_text(AWS), local_addresses=["10.0.0.9"])
+    assert [(f.status, f.message) for f in judge_imex(up, NO_PROFILE)] == [
+        (Status.PASS, "IMEX domain UP, 18/18 nodes READY")
+    ]
+    down = live(tray_down(read_text(AWS)))
+    (finding,) = judge_imex(down, NO_PROFILE)
+    assert (finding.status, finding.message) == (
+        Status.FAIL,
+        "IMEX domain DEGRADED, 17/18 nodes READY: this node #3 (172.31.49.228) UNAVAILABLE",
+    )

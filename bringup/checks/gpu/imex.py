@@ -70,7 +70,9 @@ def judge_imex(facts: GpuFacts, profile: Profile) -> list[Finding]:
         return [_unread(imex)] if needed else []
     if not needed:
         # No profile asks for IMEX here, but a domain is running: judge what it reports.
-        return [_judge_domain(imex.domain, None, imex) or _passed(imex.domain, None, imex)]
+        me = _this_node(imex)
+        found = _judge_domain(imex.domain, me, imex, member=False)
+        return [found or _passed(imex.domain, me, imex)]
     me = _this_node(imex)
     problem = _judge_domain(imex.domain, me, imex)
     if problem is None or problem.status is Status.WARN:
@@ -114,10 +116,12 @@ def _name(node: ImexNode) -> str:
     return f"node #{node.index} ({node.address}{host})"
 
 
-def _judge_domain(domain: ImexDomain, me: ImexNode | None, imex: ImexFacts) -> Finding | None:
-    """The domain's state, its nodes and this node's connections; None when all is well."""
-    from_node = imex.source == "node"
-    if from_node and me is None:
+def _judge_domain(
+    domain: ImexDomain, me: ImexNode | None, imex: ImexFacts, member: bool = True
+) -> Finding | None:
+    """The domain's state, its nodes and this node's connections; None when all is well.
+    `member`: this node must be in the domain (a tray whose profile requires IMEX)."""
+    if member and imex.source == "node" and me is None:
         addresses = ", ".join(imex.local_addresses) or "none read"
         return finding(
             CHECK,
