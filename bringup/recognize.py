@@ -25,7 +25,7 @@ from bringup.checks.catalog import judge_probe
 from bringup.checks.gpu.identity import judge_count
 from bringup.files import InputError
 from bringup.files import read_text as read_file
-from bringup.findings import Finding
+from bringup.findings import Finding, Status
 from bringup.node import gpu_ids
 from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.imex_facts import ImexFacts
@@ -303,6 +303,12 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
+    if error is not None and not findings:
+        # No check of this kind applies to the profile (an IMEX report under auto), yet
+        # the text could not be read: that is said, never "nothing judged".
+        check = kind.checks[0] if kind.checks else kind.probe
+        action = f"give the whole output of `{kind.description}` as the tool printed it"
+        findings = [Finding(check=check, status=Status.ERROR, message=error, action=action)]
     if kind.listed is not None and facts is not None and profile is not NO_PROFILE:
         findings = [*judge_count(kind.listed(facts), profile), *findings]
     name = profile.name if isinstance(profile, Profile) else None

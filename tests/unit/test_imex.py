@@ -480,3 +480,22 @@ def test_a_node_no_profile_fits_is_judged_by_its_domain_alone() -> None:
         Status.FAIL,
         "IMEX domain DEGRADED, 17/18 nodes READY: this node #3 (172.31.49.228) UNAVAILABLE",
     )
+
+
+def test_a_trimmed_report_is_an_error_not_a_pass() -> None:
+    (no_nodes,) = inspect_text("Domain State: UP\n", GB200).findings
+    assert (no_nodes.status, no_nodes.message) == (
+        Status.ERROR,
+        "the IMEX report lists no node (Domain State UP): a trimmed output",
+    )
+    (no_state,) = inspect_text(IMEX_580_LINES, GB200, kind_name="imex").findings
+    assert (no_state.status, no_state.message) == (
+        Status.ERROR,
+        "the IMEX report has no `Domain State:` line (2 nodes READY): a trimmed output",
+    )
+
+
+def test_garbage_as_imex_under_auto_says_why() -> None:
+    (finding,) = inspect_text("\x00\x01 not a report", AUTO, kind_name="imex").findings
+    assert (finding.check, finding.status) == ("gpu.imex", Status.ERROR)
+    assert finding.message.startswith("could not parse as nvidia-imex-ctl -N: ")

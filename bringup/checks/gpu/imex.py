@@ -40,6 +40,7 @@ CONFIG = (
     "list this node's IP address in /etc/nvidia-imex/nodes_config.cfg, the same file on "
     "every node of the NVLink domain, then `sudo systemctl restart nvidia-imex` on all of them"
 )
+REPORT = "run `nvidia-imex-ctl -N` on the tray and keep its whole output"
 INSTALL = (
     "install the nvidia-imex package of the driver's branch (`nvidia-imex` from 580, "
     "`nvidia-imex-<branch>` before it) and `sudo systemctl enable --now nvidia-imex`"
@@ -131,6 +132,13 @@ def _judge_domain(
             expected="listed and READY",
             action=CONFIG,
         )
+    if not domain.nodes:
+        return finding(
+            CHECK,
+            Status.ERROR,
+            f"the IMEX report lists no node (Domain State {domain.state}): a trimmed output",
+            action=REPORT,
+        )
     down = [node for node in domain.nodes if node.status != "READY"]
     not_ready = {node.index for node in down}
     # A link to a node that is itself down is that node's fault, not this one's.
@@ -144,6 +152,14 @@ def _judge_domain(
     state = domain.state or "not printed"
     if state == "UP" and not down and not cut:
         return None
+    if domain.state is None and not down and not cut:
+        return finding(
+            CHECK,
+            Status.ERROR,
+            f"the IMEX report has no `Domain State:` line ({len(domain.nodes)} nodes READY): "
+            "a trimmed output",
+            action=REPORT,
+        )
     parts = []
     mine = me is not None and (me.status != "READY" or bool(cut))
     if me is not None and me.status != "READY":
