@@ -14,8 +14,6 @@ import socket
 import time
 
 from bringup.node.imex_facts import ImexFacts
-from bringup.node.parsers.imex_ctl import parse_imex_domain, parse_nodes_config
-from bringup.node.result import ParseError
 from bringup.node.tool import CommandResult, run, which
 
 CONFIG = "/etc/nvidia-imex/config.cfg"  # the service's configuration (IMEX guide)
@@ -60,6 +58,9 @@ def _read_ctl(facts: ImexFacts, config: str, deadline: float, raw: dict[str, str
     if ctl is None:
         facts.domain_error = "nvidia-imex-ctl not found (the nvidia-imex package is not installed)"
         return
+    from bringup.node.parsers.imex_ctl import parse_imex_domain  # only where IMEX runs
+    from bringup.node.result import ParseError
+
     # The domain report first: it is what the check judges; the daemon's own state after it.
     left = max(deadline - time.monotonic(), 0.1)
     result = run([ctl, "-N", "-c", config], left)
@@ -90,6 +91,8 @@ def _read_nodes_config(facts: ImexFacts, config: str, raw: dict[str, str]) -> No
     if nodes is None:
         facts.config_error = f"{path}: {error}"
         return
+    from bringup.node.parsers.imex_ctl import parse_nodes_config
+
     raw["nodes_config.cfg"] = nodes
     facts.config_nodes = parse_nodes_config(nodes)
 

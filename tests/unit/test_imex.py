@@ -499,3 +499,10 @@ def test_garbage_as_imex_under_auto_says_why() -> None:
     (finding,) = inspect_text("\x00\x01 not a report", AUTO, kind_name="imex").findings
     assert (finding.check, finding.status) == ("gpu.imex", Status.ERROR)
     assert finding.message.startswith("could not parse as nvidia-imex-ctl -N: ")
+
+
+def test_the_probe_reads_the_imex_guides_config_by_default() -> None:
+    from bringup.node import imex
+    from bringup.node.probes import gpu
+
+    assert gpu.Params().imex_config == imex.CONFIG == "/etc/nvidia-imex/config.cfg"
