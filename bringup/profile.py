@@ -52,6 +52,10 @@ class NvlinkSpec(Strict):
     # The tray's GPUs reach each other only through the NVLink fabric (NVL72): fabric
     # registration (Fabric Manager / NVLink subnet manager, the IMEX domain) must complete.
     fabric_required: bool = False
+    # The tray shares GPU memory with the other trays of its domain through NVIDIA's IMEX
+    # service (GB200/GB300 NVL72): `nvidia-imex` must run and its domain be UP with this
+    # node READY in it (docs/reference.md#imex).
+    imex_required: bool = False
 
 
 class ThermalSpec(Strict):

@@ -25,11 +25,21 @@ from bringup.checks.catalog import judge_probe
 from bringup.checks.gpu.identity import judge_count
 from bringup.files import InputError
 from bringup.files import read_text as read_file
-from bringup.findings import Finding
+from bringup.findings import Finding, Status
 from bringup.node import gpu_ids
 from bringup.node.gpu_facts import Gpu, GpuFacts
+from bringup.node.imex_facts import ImexFacts
 from bringup.node.nccl_facts import NcclFacts
-from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
+from bringup.node.parsers import (
+    dcgm_diag,
+    dmon,
+    fio,
+    imex_ctl,
+    nvlink_status,
+    smi_csv,
+    smi_text,
+    smi_xml,
+)
 from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
 from bringup.node.timeline import Timeline
@@ -47,6 +57,9 @@ class Kind:
     # A per-GPU listing judged by another probe's checks (a dmon series): the GPUs it shows,
     # so that gpu.count judges them as it judges every other kind.
     listed: Callable[[Any], GpuFacts] | None = None
+    # The output names no GPU and its checks judge it without a profile (an IMEX domain
+    # report): under --profile auto it is judged as it reads, with no profile.auto finding.
+    without_profile: bool = False
 
 
 def _looks_like_topo(text: str) -> bool:
@@ -60,6 +73,13 @@ def listed_gpus(timeline: Timeline, source: str) -> GpuFacts:
     return GpuFacts(source=source, gpus=[Gpu(index=i, name="") for i in indices])
 
 
+def imex_report(text: str) -> GpuFacts:
+    """A pasted `nvidia-imex-ctl -N`: the IMEX domain alone, judged by gpu.imex."""
+    domain = imex_ctl.parse_imex_domain(text)
+    source = "nvidia-imex-ctl -N"
+    return GpuFacts(source=source, imex=ImexFacts(domain=domain, source=source))
+
+
 def _looks_like_smi_q(text: str) -> bool:
     # nvlink -s markers win over -q's: such a text is read as nvlink -s (its kind below).
     return smi_text.detect(text) and not nvlink_status.detect(text)
@@ -68,6 +88,15 @@ def _looks_like_smi_q(text: str) -> bool:
 KINDS: list[Kind] = [
     Kind("smi-xml", "nvidia-smi -q -x", smi_xml.detect, smi_xml.parse_q_xml, "gpu"),
     Kind("fio", "fio --output-format=json", fio.detect, fio.parse_fio_json, "fio"),
+    Kind(
+        "imex",
+        "nvidia-imex-ctl -N",
+        imex_ctl.detect,
+        imex_report,
+        "gpu",
+        checks=("gpu.imex",),
+        without_profile=True,
+    ),
     Kind("dcgm", "dcgmi diag", dcgm_diag.detect, dcgm.facts_from_output, "dcgm"),
     # Before smi-q: a series of -q captures also looks like one.
     Kind(
@@ -140,6 +169,8 @@ class Inspection:
 def what_was_read(facts: Any) -> str:
     """The summary of parsed facts an operator checks first: the model, how many GPUs, the
     NICs, the DCGM tests. "" for facts that name none of these."""
+    if isinstance(facts, GpuFacts) and not facts.gpus and facts.imex is not None:
+        return _imex_read(facts.imex)
     if isinstance(facts, GpuFacts):
         return _gpus_read(facts)
     if isinstance(facts, topology.TopologyFacts):
@@ -179,6 +210,18 @@ def _gpus_read(facts: GpuFacts) -> str:
     if facts.driver_version:
         text += f", driver {facts.driver_version}"
     return text
+
+
+def _imex_read(imex: ImexFacts) -> str:
+    """ "IMEX domain UP, 18 nodes (18 READY), IMEX 570.172"."""
+    domain = imex.domain
+    if domain is None:
+        return ""
+    ready = sum(node.status == "READY" for node in domain.nodes)
+    text = f"IMEX domain {domain.state or 'state not printed'}, "
+    text += f"{_count(len(domain.nodes), 'node')} ({ready} READY)"
+    versions = sorted({node.version for node in domain.nodes if node.version})
+    return text + (f", IMEX {', '.join(versions)}" if versions else "")
 
 
 def _ranks_read(facts: NcclFacts) -> str:
@@ -241,7 +284,7 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
         facts, error = None, f"could not parse as {kind.description}: {reason}"
     said: list[Finding] = []
     if not isinstance(profile, Profile):
-        if kind.probe in WITHOUT_PROFILE:
+        if kind.probe in WITHOUT_PROFILE or kind.without_profile:
             profile = NO_PROFILE  # its checks need none: nothing to choose, nothing to say
         else:
             model = gpu_model(kind.probe, facts) if facts is not None else None
@@ -260,6 +303,12 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
     findings = judge_probe(kind.probe, facts, error, profile)
     if kind.checks is not None:
         findings = [f for f in findings if f.check in kind.checks]
+    if error is not None and not findings:
+        # No check of this kind applies to the profile (an IMEX report under auto), yet
+        # the text could not be read: that is said, never "nothing judged".
+        check = kind.checks[0] if kind.checks else kind.probe
+        action = f"give the whole output of `{kind.description}` as the tool printed it"
+        findings = [Finding(check=check, status=Status.ERROR, message=error, action=action)]
     if kind.listed is not None and facts is not None and profile is not NO_PROFILE:
         findings = [*judge_count(kind.listed(facts), profile), *findings]
     name = profile.name if isinstance(profile, Profile) else None

@@ -32,6 +32,10 @@ class Check:
     # or only behind has_profile() (its PASS then says what was not judged). Xids, DCGM,
     # ECC and row remaps, fabric and NVLink link states, nccl-tests' own #wrong.
     profile_free: bool = False
+    # Whether the check has anything to judge under a profile (None: under every one). A
+    # check of what only some systems have (gpu.imex: NVL72 trays) is left out where it does
+    # not apply, also when its probe could not run: no "not measured" line on an HGX board.
+    applies: Callable[[Profile], bool] | None = None
 
 
 def has_profile(profile: object) -> bool:

@@ -67,6 +67,11 @@ CHECK_ACTIONS: dict[str, str] = {
         "read `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log; "
         "restart it (`systemctl restart nvidia-fabricmanager`), then `bringup check` again"
     ),
+    "gpu.imex": (
+        "read `systemctl status nvidia-imex`, `nvidia-imex-ctl -N` and /var/log/nvidia-imex.log; "
+        "restart it on every tray of the domain (`systemctl restart nvidia-imex`), then "
+        "`bringup check` again"
+    ),
     "topology.gpu_count": (
         "compare `nvidia-smi topo -m` with `nvidia-smi -L`; a GPU missing from both is a "
         "gpu.count fault (Xid 79, reseat or RMA)"

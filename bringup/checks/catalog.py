@@ -90,6 +90,8 @@ def judge_probe(
     """
     findings: list[Finding] = []
     for check in checks_for(probe, profile_free_only):
+        if error is not None and check.applies is not None and not check.applies(profile):
+            continue  # nothing to measure here, so nothing left unmeasured
         if error is not None:
             action = unmeasured_action(probe, error)
             findings.append(finding(check.name, Status.ERROR, error, action=action))

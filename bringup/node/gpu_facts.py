@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bringup.node.imex_facts import ImexFacts
+
 # Clocks event reasons (nvml.h, nvmlClocksEventReason*; docs/reference.md#nvml).
 CLOCK_EVENT_REASONS: dict[int, str] = {
     0x1: "gpu_idle",
@@ -159,6 +161,8 @@ class GpuFacts:
     cuda_driver_version: str | None = None  # the CUDA version the driver supports, "12.9"
     attached_gpus: int | None = None  # as the tool reported; may exceed len(gpus) in a trimmed log
     gpus: list[Gpu] = field(default_factory=list)
+    # The IMEX service (NVL72 trays); None: the source did not look (an nvidia-smi log).
+    imex: ImexFacts | None = None
 
 
 # --- one GPU's name in a finding: index, serial, PCI address, UUID --------------------------

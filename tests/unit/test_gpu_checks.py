@@ -208,9 +208,15 @@ def test_shipped_profile_judges_the_real_node_healthy(profile_name: str, capture
     ]
 
 
+# gpu.imex judges the node's IMEX service, not its GPUs, and speaks only where IMEX applies
+# (a profile that requires it, or a domain the node shows): an HGX board has none, and says
+# nothing of it (tests/unit/test_imex.py holds it to its own rules).
+PER_GPU = [c for c in checks.CHECKS if c.name != "gpu.imex"]
+
+
 def test_no_gpus_is_an_error_for_every_check() -> None:
     empty = GpuFacts(source="nvidia-smi -q", driver_version="590.48.01")
-    for check in checks.CHECKS:
+    for check in PER_GPU:
         finding = only(check.judge(empty, PROFILE))
         assert (finding.check, finding.status, finding.message) == (
             check.name,
@@ -812,5 +818,5 @@ _facts = st.builds(
 def test_judges_never_raise_and_always_answer(facts: GpuFacts) -> None:
     for check in checks.CHECKS:
         findings = check.judge(facts, PROFILE)
-        assert findings, check.name
-        assert {f.check for f in findings} == {check.name}
+        assert findings or check not in PER_GPU, check.name
+        assert {f.check for f in findings} <= {check.name}

@@ -118,6 +118,7 @@ def test_sanity_relations(name: str) -> None:
     assert profile.nvlink.per_pair == profile.nvlink.links_per_gpu
     assert profile.nvlink.domain_gpus == DOMAIN.get(name, 8)
     assert profile.nvlink.fabric_required == (name in DOMAIN)
+    assert profile.nvlink.imex_required == (name in DOMAIN)
     # A smaller job's floor is below the whole domain's, and every profile expects its
     # compute NICs' rate, one rail per GPU.
     whole = profile.nccl.allreduce_busbw_min_gb_s

@@ -1,7 +1,8 @@
 """GPU checks: judge what the gpu probe (NVML) or an nvidia-smi log reported, per GPU.
 
 One module per subject: identity.py (count, model, driver, persistence), memory.py (ECC,
-row remapping), links.py (PCIe, NVLink, fabric), thermals.py (power, temperature,
+row remapping), links.py (PCIe, NVLink, fabric), imex.py (the IMEX domain of NVL72
+trays), thermals.py (power, temperature,
 clocks); per_gpu.py is how they judge GPU by GPU. The list below is the checks' order in
 every table and report.
 """
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bringup.checks import Check
-from bringup.checks.gpu import identity, links, memory, thermals
+from bringup.checks.gpu import identity, imex, links, memory, thermals
 from bringup.findings import Finding
 from bringup.node.gpu_facts import GpuFacts
 
@@ -99,5 +100,13 @@ CHECKS: list[Check] = [
         _readable(links.judge_fabric),
         "NVLink fabric registration completed",
         profile_free=True,
+    ),
+    Check(
+        "gpu.imex",
+        PROBE,
+        imex.judge_imex,
+        "IMEX service running, its domain UP with this node READY (NVL72 trays)",
+        profile_free=True,
+        applies=imex.required,
     ),
 ]

@@ -18,6 +18,7 @@ from bringup.node.gpu_facts import (
     decode_clock_event_reasons,
     nvml_field_number,
 )
+from bringup.node.imex_facts import ImexFacts
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.simulated import GPUS, nvml_is_simulated
 from bringup.node.tool import run, which
@@ -33,6 +34,9 @@ _NVLINK_MAX_LINKS = 18  # HGX GPUs expose at most 18 (docs/reference.md#nvlink)
 @dataclass
 class Params:
     timeout_s: float = 60.0  # for the nvidia-smi fallback and the raw capture
+    imex_config: str = "/etc/nvidia-imex/config.cfg"  # the IMEX service's (node/imex.py)
+    # systemctl and nvidia-imex-ctl together (docs/reference.md#probe-parameters)
+    imex_timeout_s: float = 3.0
 
 
 FACTS = GpuFacts
@@ -60,12 +64,24 @@ def collect(params: Params) -> ProbeOutput:
         else:
             try:
                 said = [GPUS] if nvml_is_simulated(pynvml) else []
-                return ProbeOutput(_read_nvml(pynvml), raw, simulated=said)
+                facts = _read_nvml(pynvml)
             finally:
                 pynvml.nvmlShutdown()
+            facts.imex = _imex(params, raw)
+            return ProbeOutput(facts, raw, simulated=said)
     if not smi:
         raise ProbeError("no NVIDIA driver found (no pynvml, nvidia-smi not on PATH)", raw)
-    return ProbeOutput(_read_smi_xml(smi, params.timeout_s, raw), raw)
+    facts = _read_smi_xml(smi, params.timeout_s, raw)
+    facts.imex = _imex(params, raw)
+    return ProbeOutput(facts, raw)
+
+
+def _imex(params: Params, raw: dict[str, str]) -> ImexFacts:
+    """The node's IMEX service (NVL72 trays; node/imex.py), loaded where it is read: the
+    health check runs this probe at every job start."""
+    from bringup.node.imex import collect_imex
+
+    return collect_imex(params.imex_config, params.imex_timeout_s, raw)
 
 
 def _nvml_reason(exc: Exception) -> str:

@@ -26,6 +26,7 @@ def _kind_of(path: Path) -> str:
         "nccl": "nccl",
         "dmon": "dmon",
         "dcgm": "dcgm",
+        "imex": "imex",
     }
     return kinds[path.parent.name]
 
@@ -38,7 +39,7 @@ def facts_of(doc: dict) -> Any:
 
 CASES = sorted(
     p
-    for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon", "dcgm")
+    for kind in ("topo", "smi", "fio", "xid", "nccl", "dmon", "dcgm", "imex")
     for p in (FIXTURES / kind).iterdir()
     if p.name != "SOURCES.md"
 )
@@ -165,3 +166,24 @@ def test_missing_file_is_bad_input(tmp_path: Path, cli) -> None:
 def test_json_documents_are_valid_json_only(cli) -> None:
     result = cli("inspect", FIXTURES / "nccl" / "superbench-a100x8-allreduce.txt", "--json")
     json.loads(result.stdout)
+
+
+def test_an_imex_report_with_a_tray_down_exits_1(cli, tmp_path: Path) -> None:
+    report = FIXTURES / "imex" / "aws-pcluster-p6e-gb200-18node-570-ctl-N-up.txt"
+    healthy = cli("inspect", report, "--json")
+    assert healthy.code == 0, healthy.stderr
+    assert [(f["check"], f["status"]) for f in healthy.json()["findings"]] == [("gpu.imex", "PASS")]
+    text = report.read_text()
+    line = next(line for line in text.splitlines() if " 172.31.50.44 " in line)
+    down = text.replace(
+        line, line.replace("READY                - Version: 570.172", "UNAVAILABLE")
+    )
+    (tmp_path / "down.txt").write_text(down.replace("Domain State: UP", "Domain State: DEGRADED"))
+    result = cli("inspect", tmp_path / "down.txt", "--profile", "gb200", "--json")
+    assert result.code == 1, result.stderr
+    (fail,) = result.json()["findings"]
+    assert (fail["check"], fail["status"], fail["message"]) == (
+        "gpu.imex",
+        "FAIL",
+        "IMEX domain DEGRADED, 17/18 nodes READY: node #5 (172.31.50.44) UNAVAILABLE",
+    )

@@ -69,6 +69,10 @@ def test_the_probe_through_nvml_equals_the_capture_field_by_field(
     parsed = _parsed(capture)
     assert through_nvml.pop("source") == "nvml"
     parsed.pop("source")
+    # The probe reads the IMEX service beside NVML (none on this machine); a capture of
+    # nvidia-smi shows no IMEX (tests/integration/nvmlsim/test_imex_probe.py).
+    assert through_nvml.pop("imex")["domain"] is None
+    assert parsed.pop("imex") is None
     assert through_nvml.keys() == parsed.keys()
     if parsed["attached_gpus"] > len(parsed["gpus"]):
         # A trimmed log (telegraf's: 4 attached, 1 listed): the state holds only the GPUs
@@ -232,6 +236,13 @@ def test_check_local_judges_an_nvl72_tray_by_its_own_profile(
     and nothing of the healthy tray fails (Before: one profile.auto ERROR)."""
     gpu = _check_local(nvml_library, state_from_capture(SMI / capture), "auto", tmp_path)
     assert gpu["gpu.count"]["message"] == "4 GPUs, as expected"
+    # This machine runs no IMEX, which a tray needs: that alone is not judged healthy
+    # (tests/integration/nvmlsim/test_imex_probe.py gives the tray its IMEX).
+    imex = gpu.pop("gpu.imex")
+    assert (imex["status"], imex["message"]) == (
+        "ERROR",
+        "IMEX not read: nvidia-imex-ctl not found (the nvidia-imex package is not installed)",
+    )
     assert not [c for c, f in gpu.items() if f["status"] in ("FAIL", "ERROR")], gpu
     lines = (tmp_path / "run" / "findings.jsonl").read_text().splitlines()
     (auto,) = [f for f in map(json.loads, lines) if f["check"] == "profile.auto"]
