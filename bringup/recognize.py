@@ -27,9 +27,20 @@ from bringup.files import InputError
 from bringup.files import read_text as read_file
 from bringup.findings import Finding
 from bringup.node import gpu_ids
+from bringup.node.fabric_facts import FabricFacts
 from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.nccl_facts import NcclFacts
-from bringup.node.parsers import dcgm_diag, dmon, fio, nvlink_status, smi_csv, smi_text, smi_xml
+from bringup.node.parsers import (
+    dcgm_diag,
+    dmon,
+    fio,
+    nvlink_status,
+    perftest,
+    rdma,
+    smi_csv,
+    smi_text,
+    smi_xml,
+)
 from bringup.node.probes import dcgm, nccl, topology, xid
 from bringup.node.result import ParseError
 from bringup.node.timeline import Timeline
@@ -60,6 +71,12 @@ def listed_gpus(timeline: Timeline, source: str) -> GpuFacts:
     return GpuFacts(source=source, gpus=[Gpu(index=i, name="") for i in indices])
 
 
+def _perftest_run(text: str) -> FabricFacts:
+    """One ib_write_bw / ib_write_lat output as the fabric facts of its run."""
+    run = perftest.parse(text)
+    return FabricFacts(source=run.test, runs=[run])
+
+
 def _looks_like_smi_q(text: str) -> bool:
     # nvlink -s markers win over -q's: such a text is read as nvlink -s (its kind below).
     return smi_text.detect(text) and not nvlink_status.detect(text)
@@ -69,6 +86,32 @@ KINDS: list[Kind] = [
     Kind("smi-xml", "nvidia-smi -q -x", smi_xml.detect, smi_xml.parse_q_xml, "gpu"),
     Kind("fio", "fio --output-format=json", fio.detect, fio.parse_fio_json, "fio"),
     Kind("dcgm", "dcgmi diag", dcgm_diag.detect, dcgm.facts_from_output, "dcgm"),
+    # The RDMA fabric: each output shows one part of what the fabric probe reads.
+    Kind("ibstat", "ibstat", rdma.detect_ibstat, rdma.parse_ibstat, "fabric", ("fabric.ports",)),
+    Kind(
+        "ibv-devinfo",
+        "ibv_devinfo",
+        rdma.detect_ibv_devinfo,
+        rdma.parse_ibv_devinfo,
+        "fabric",
+        ("fabric.ports",),
+    ),
+    Kind(
+        "perfquery",
+        "perfquery",
+        rdma.detect_perfquery,
+        rdma.parse_perfquery,
+        "fabric",
+        ("fabric.counters",),
+    ),
+    Kind(
+        "perftest",
+        "ib_write_bw / ib_write_lat",
+        perftest.detect,
+        _perftest_run,
+        "fabric",
+        ("fabric.write_bw",),
+    ),
     # Before smi-q: a series of -q captures also looks like one.
     Kind(
         "smi-q-series",
@@ -108,6 +151,15 @@ KINDS: list[Kind] = [
         listed=lambda timeline: listed_gpus(timeline, "nvidia-smi dmon"),
     ),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
+    # After the Xid kind: a log with both is read for its Xids (the GPU fault is the worse).
+    Kind(
+        "link-log",
+        "kernel log (mlx5 link down/up)",
+        rdma.detect_link_log,
+        rdma.parse_link_log,
+        "fabric",
+        ("fabric.link_flaps",),
+    ),
 ]
 KIND_NAMES = [k.name for k in KINDS]
 
