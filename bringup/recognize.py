@@ -207,10 +207,32 @@ def what_was_read(facts: Any) -> str:
         return f"{version}{gpus}tests: {', '.join(t.name for t in report.tests)}"
     if isinstance(facts, NcclFacts):
         return _ranks_read(facts)
+    if isinstance(facts, FabricFacts):
+        return _fabric_read(facts)
     if isinstance(facts, Timeline):
         gpus = len({sample.gpu for sample in facts.samples})
         return f"{_count(gpus, 'GPU')}, {_count(len(facts.samples), 'sample')}"
     return ""
+
+
+def _fabric_read(facts: FabricFacts) -> str:
+    """ "2 RDMA ports on mlx4_0 (1 ACTIVE), firmware 2.42.5000", a run, or the link events."""
+    if facts.runs:
+        run = facts.runs[0]
+        sizes = len(run.bw) or len(run.lat)
+        return (
+            f"{run.test} on {run.device or 'a device not shown'}, {_count(sizes, 'message size')}"
+        )
+    if facts.source == "perfquery" and facts.ports:
+        return f"counters of {facts.ports[0].name}"
+    if facts.ports:
+        devices = ", ".join(dict.fromkeys(p.device for p in facts.ports))
+        active = sum(p.state == "ACTIVE" for p in facts.ports)
+        firmware = sorted({d.fw_ver for d in facts.devices if d.fw_ver})
+        text = f"{_count(len(facts.ports), 'RDMA port')} on {devices} ({active} ACTIVE)"
+        return text + (f", firmware {', '.join(firmware)}" if firmware else "")
+    downs = sum(e.state == "down" for e in facts.link_events)
+    return f"{_count(len(facts.link_events), 'mlx5 link event')} ({downs} down)"
 
 
 def _gpus_read(facts: GpuFacts) -> str:
