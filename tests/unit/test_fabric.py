@@ -21,7 +21,7 @@ from bringup.profile import load
 from bringup.recognize import inspect_text
 from bringup.suite import load as load_suite
 from tests.support import FIXTURES
-from tests.support.sysfs_fabric import write_port, write_tree
+from tests.support.sysfs_fabric import write_tree
 
 HERE = FIXTURES / "fabric"
 B300 = load("b300")
