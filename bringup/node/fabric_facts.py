@@ -45,6 +45,7 @@ class RdmaPort:
     port_guid: str | None = None  # InfiniBand; a RoCE port's GID embeds its MAC instead
     lid: int | None = None
     netdev: str | None = None  # the network interface of the port ("ibp26s0", "enp1s0f0np0")
+    mac: str | None = None  # a RoCE port's interface address (its identity on Ethernet)
     # Counter name -> value at the first reading, and at the second (None: read once, so
     # no delta: a count since the last clear, which may be months old).
     counters: dict[str, int] = field(default_factory=dict)

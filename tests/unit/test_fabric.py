@@ -488,8 +488,10 @@ def test_roce_ports_say_which_settings_sysfs_shows(tmp_path: Path) -> None:
     enable.mkdir(parents=True)
     for prio in range(8):
         (enable / str(prio)).write_text("1\n" if prio == 3 else "0\n")
+    (sys_root / "class" / "net" / "enp4s0d1" / "address").write_text("f4:52:14:91:ba:12\n")
     facts = probe.read_fabric(sys_root, tmp_path, None)
     roce = facts.ports[1]
+    assert roce.mac == "f4:52:14:91:ba:12"
     assert (roce.link_layer, roce.netdev, roce.roce) == (
         "Ethernet",
         "enp4s0d1",

@@ -67,6 +67,8 @@ def read_devices(sys_root: Path) -> tuple[list[RdmaDevice], list[RdmaPort]]:
             port = _read_port(device.name, port_dir)
             port.netdev = _port_netdev(port_dir, netdevs, len(port_dirs))
             if port.link_layer == "Ethernet" and port.netdev:
+                address = sys_root / "class" / "net" / port.netdev / "address"
+                port.mac = _text(address, port.unread, "mac")
                 port.roce = _read_roce(sys_root, port.netdev, port.unread)
             ports.append(port)
     return devices, ports
