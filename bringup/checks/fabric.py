@@ -274,6 +274,8 @@ def judge_link_flaps(facts: FabricFacts, profile: Profile) -> list[Finding]:
     """mlx5 link-down events in the kernel log window: one or more WARN, more than the
     profile's count on one port FAIL (docs/reference.md#fabric)."""
     name = "fabric.link_flaps"
+    if facts.source == "sysfs" and not facts.ports and not facts.link_events:
+        return [finding(name, Status.SKIP, facts.notes[0] if facts.notes else NO_DEVICES)]
     if facts.source != "kernel log" and facts.log_source is None:
         why = next((n for n in facts.notes if n.startswith("link flaps not read")), None)
         return [finding(name, Status.SKIP, why or "the kernel log was not read")]
