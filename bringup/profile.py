@@ -91,6 +91,15 @@ class NetworkSpec(Strict):
     # None: no expectation; the ports are judged only for being up at one rate.
     compute_rate_gbit_s: float | None = None
     compute_ports: int | None = Field(default=None, ge=1)  # rails per node, informational
+    # Lanes every compute rail trains at ("4X"); a rail at fewer lost lanes (a cable or
+    # transceiver fault). None: not judged (docs/reference.md#fabric).
+    compute_width: int | None = Field(default=None, ge=1)
+    # ib_write_bw's average on a rail: at least this share of the rail's rate
+    # (docs/reference.md#fabric: Azure's node health checks ask 375 of 400 Gb/s).
+    write_bw_min_fraction: float = Field(default=0.9375, gt=0, le=1)
+    # mlx5 link-down events of one port in the kernel log window: one or more WARN, more
+    # than this FAIL (docs/reference.md#fabric).
+    link_flaps_fail_count: int = Field(default=3, ge=1)
 
 
 class NvmeSpec(Strict):

@@ -27,6 +27,7 @@ from bringup.files import InputError
 from bringup.files import read_text as read_file
 from bringup.findings import Finding, Status
 from bringup.node import gpu_ids
+from bringup.node.fabric_facts import FabricFacts
 from bringup.node.gpu_facts import Gpu, GpuFacts
 from bringup.node.imex_facts import ImexFacts
 from bringup.node.nccl_facts import NcclFacts
@@ -36,6 +37,8 @@ from bringup.node.parsers import (
     fio,
     imex_ctl,
     nvlink_status,
+    perftest,
+    rdma,
     smi_csv,
     smi_text,
     smi_xml,
@@ -80,6 +83,12 @@ def imex_report(text: str) -> GpuFacts:
     return GpuFacts(source=source, imex=ImexFacts(domain=domain, source=source))
 
 
+def _perftest_run(text: str) -> FabricFacts:
+    """One ib_write_bw / ib_write_lat output as the fabric facts of its run."""
+    run = perftest.parse(text)
+    return FabricFacts(source=run.test, runs=[run])
+
+
 def _looks_like_smi_q(text: str) -> bool:
     # nvlink -s markers win over -q's: such a text is read as nvlink -s (its kind below).
     return smi_text.detect(text) and not nvlink_status.detect(text)
@@ -98,6 +107,32 @@ KINDS: list[Kind] = [
         without_profile=True,
     ),
     Kind("dcgm", "dcgmi diag", dcgm_diag.detect, dcgm.facts_from_output, "dcgm"),
+    # The RDMA fabric: each output shows one part of what the fabric probe reads.
+    Kind("ibstat", "ibstat", rdma.detect_ibstat, rdma.parse_ibstat, "fabric", ("fabric.ports",)),
+    Kind(
+        "ibv-devinfo",
+        "ibv_devinfo",
+        rdma.detect_ibv_devinfo,
+        rdma.parse_ibv_devinfo,
+        "fabric",
+        ("fabric.ports",),
+    ),
+    Kind(
+        "perfquery",
+        "perfquery",
+        rdma.detect_perfquery,
+        rdma.parse_perfquery,
+        "fabric",
+        ("fabric.counters",),
+    ),
+    Kind(
+        "perftest",
+        "ib_write_bw / ib_write_lat",
+        perftest.detect,
+        _perftest_run,
+        "fabric",
+        ("fabric.write_bw",),
+    ),
     # Before smi-q: a series of -q captures also looks like one.
     Kind(
         "smi-q-series",
@@ -137,6 +172,15 @@ KINDS: list[Kind] = [
         listed=lambda timeline: listed_gpus(timeline, "nvidia-smi dmon"),
     ),
     Kind("kernel-log", "kernel log (Xid)", xid.detect, xid.parse_kernel_log, "xid"),
+    # After the Xid kind: a log with both is read for its Xids (the GPU fault is the worse).
+    Kind(
+        "link-log",
+        "kernel log (mlx5 link down/up)",
+        rdma.detect_link_log,
+        rdma.parse_link_log,
+        "fabric",
+        ("fabric.link_flaps",),
+    ),
 ]
 KIND_NAMES = [k.name for k in KINDS]
 
@@ -186,10 +230,32 @@ def what_was_read(facts: Any) -> str:
         return f"{version}{gpus}tests: {', '.join(t.name for t in report.tests)}"
     if isinstance(facts, NcclFacts):
         return _ranks_read(facts)
+    if isinstance(facts, FabricFacts):
+        return _fabric_read(facts)
     if isinstance(facts, Timeline):
         gpus = len({sample.gpu for sample in facts.samples})
         return f"{_count(gpus, 'GPU')}, {_count(len(facts.samples), 'sample')}"
     return ""
+
+
+def _fabric_read(facts: FabricFacts) -> str:
+    """ "2 RDMA ports on mlx4_0 (1 ACTIVE), firmware 2.42.5000", a run, or the link events."""
+    if facts.runs:
+        run = facts.runs[0]
+        sizes = len(run.bw) or len(run.lat)
+        return (
+            f"{run.test} on {run.device or 'a device not shown'}, {_count(sizes, 'message size')}"
+        )
+    if facts.source == "perfquery" and facts.ports:
+        return f"counters of {facts.ports[0].name}"
+    if facts.ports:
+        devices = ", ".join(dict.fromkeys(p.device for p in facts.ports))
+        active = sum(p.state == "ACTIVE" for p in facts.ports)
+        firmware = sorted({d.fw_ver for d in facts.devices if d.fw_ver})
+        text = f"{_count(len(facts.ports), 'RDMA port')} on {devices} ({active} ACTIVE)"
+        return text + (f", firmware {', '.join(firmware)}" if firmware else "")
+    downs = sum(e.state == "down" for e in facts.link_events)
+    return f"{_count(len(facts.link_events), 'mlx5 link event')} ({downs} down)"
 
 
 def _gpus_read(facts: GpuFacts) -> str:

@@ -98,6 +98,26 @@ CHECK_ACTIONS: dict[str, str] = {
         "`ibstat` shows each port: check the cable and the switch port, and that a subnet "
         "manager runs (`sminfo`)"
     ),
+    "fabric.ports": (
+        "`ibstat` and `mlxlink -d DEVICE` show the port: reseat or replace the cable or "
+        "transceiver, check the switch port, and that a subnet manager runs (`sminfo`)"
+    ),
+    "fabric.counters": (
+        "reseat or replace the cable/transceiver of the port named (`mlxlink -d DEVICE "
+        "--show_ber_monitor`), clear the counters (`perfquery -x -R`) and measure again"
+    ),
+    "fabric.link_flaps": (
+        "reseat or replace the cable/transceiver of the rail named and check its switch "
+        "port; `journalctl -k | grep mlx5_core` lists each link event"
+    ),
+    "fabric.gpudirect": (
+        "`modprobe nvidia_peermem` and add it to /etc/modules-load.d/, or use NVIDIA's open "
+        "kernel modules on Linux 5.12+ (DMA-BUF)"
+    ),
+    "fabric.write_bw": (
+        "check the rail's link (`ibstat`, `mlxlink -d DEVICE`) and PCIe link (`lspci -vv`), "
+        "and rerun `ib_write_bw -s 8388608 --report_gbits` between two nodes"
+    ),
     "nvme.seq_read": _DATA_DIR,
     "nvme.seq_write": _DATA_DIR,
     "nvme.checkpoint": _DATA_DIR,
@@ -176,6 +196,7 @@ PROBE_ACTIONS: dict[str, str] = {
     "gpu": _NO_DRIVER,
     "topology": _NO_DRIVER,
     "host": "read `raw/<node>/host/`: /proc and /sys must be readable (not Linux?)",
+    "fabric": "read `raw/<node>/fabric/`: /sys/class/infiniband and /proc must be readable",
     "nvme": "install fio (`apt-get install fio`) and give the data disk with `--data-dir`",
     "storage": "give existing paths with `--dataset-dir` and `--checkpoint-dir`",
     "uplink": "give a reachable endpoint with `bringup check --uplink URL`",

@@ -140,7 +140,7 @@ def judge_gpu_model(
 
 # Probes whose checks read nothing of a profile (a test holds them to it): judged with
 # nothing chosen and nothing said, even on a node or capture whose GPU no profile fits.
-WITHOUT_PROFILE = frozenset({"xid", "dcgm"})
+WITHOUT_PROFILE = frozenset({"xid", "dcgm", "fabric"})
 # The other probes' checks marked Check.profile_free (ECC, row remaps, fabric, NVLink link
 # states, nccl-tests' #wrong) are judged on a GPU no profile fits too, beside the one
 # profile.auto ERROR that stands for everything that needs a profile.

@@ -30,6 +30,7 @@ CHECK_MODULES: dict[str, str] = {
     "gpu": "gpu",
     "topology": "topology",
     "host": "host",
+    "fabric": "fabric",
     "nvme": "nvme",
     "storage": "storage",
     "uplink": "uplink",

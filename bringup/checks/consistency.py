@@ -27,6 +27,7 @@ from typing import Any
 from bringup.checks import finding
 from bringup.facts import NodeFacts, decode_record
 from bringup.findings import Finding, Status, equal
+from bringup.node.fabric_facts import FabricFacts
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.probes.host import HostFacts
 from bringup.node.probes.topology import TopologyFacts
@@ -41,7 +42,8 @@ NODE_OWN_CMDLINE = {"BOOT_IMAGE", "root", "initrd", "resume", "rd.luks.uuid", "c
 
 FIELDS_HELP = """\
 node: driver_version, cuda_driver_version (gpu probe); kernel, cmdline.<parameter>,
-      firmware.<bios|rdma device>, nic.<device>/<port>.<state|rate|link_layer> (host probe)
+      firmware.<bios|rdma device>, nic.<device>/<port>.<state|rate|link_layer> (host probe);
+      psid.<rdma device> (fabric probe)
 gpu<i>: pci_bus_id, pcie_gen (the GPU's maximum), pcie_width (current), vbios_version,
         nvlink_count, nvlink<l> (up/down) (gpu probe); nic, nic_rate (topology + host)"""
 
@@ -59,6 +61,9 @@ def node_fields(probes: Mapping[str, Any]) -> dict[str, Fields]:
         found["host"] = _host_fields(host)
     if isinstance(topo, TopologyFacts):
         found["topology"] = _nic_fields(topo, host if isinstance(host, HostFacts) else None)
+    fabric = probes.get("fabric")
+    if isinstance(fabric, FabricFacts):
+        found["fabric"] = _fabric_fields(fabric)
     return found
 
 
@@ -106,6 +111,14 @@ def _host_fields(facts: HostFacts) -> Fields:
         _put(fields, at + "state", port.state)
         _put(fields, at + "rate", port.rate)
         _put(fields, at + "link_layer", port.link_layer)
+    return fields
+
+
+def _fabric_fields(facts: FabricFacts) -> Fields:
+    """Each RDMA device's PSID (its firmware is compared as firmware.<device>, host probe)."""
+    fields: Fields = {}
+    for device in facts.devices:
+        _put(fields, f"psid.{device.name}", device.board_id)
     return fields
 
 
@@ -165,7 +178,7 @@ OWNERS: list[tuple[str, tuple[str, ...]]] = [
     (r"gpu[0-9]+\.pcie_.*", ("gpu.pcie",)),
     (r"gpu[0-9]+\.nic.*", ("topology.nic_affinity", "host.ib_ports")),
     (r"(cuda_)?driver_version", ("gpu.driver",)),
-    (r"nic\..*", ("host.ib_ports",)),
+    (r"nic\..*", ("host.ib_ports", "fabric.ports")),
     (r"cmdline\.(iommu.*|intel_iommu|amd_iommu|pcie_acs_override)", ("host.iommu",)),
 ]
 

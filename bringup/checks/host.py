@@ -12,6 +12,7 @@ from collections import Counter
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status, equal
+from bringup.node.fabric_facts import FabricFacts
 from bringup.node.probes.host import HostFacts, IbPort
 from bringup.profile import Profile
 
@@ -146,10 +147,25 @@ def judge_iommu(facts: HostFacts, profile: Profile) -> list[Finding]:
     return [finding(name, Status.PASS, f"IOMMU {state}: {flags}")]
 
 
-def judge_ib_ports(facts: HostFacts, profile: Profile) -> list[Finding]:
+def judge_ib_ports(
+    facts: HostFacts, profile: Profile, fabric: FabricFacts | None = None
+) -> list[Finding]:
     """Every RDMA port is ACTIVE/LinkUp; the compute rails run at the profile's rate, port
     by port (a 400G rail on an 800G design FAILs); without a rate in the profile, all ports
-    trained at one rate."""
+    trained at one rate.
+
+    Where the fabric probe read the same ports, a port fault is one fault seen twice:
+    fabric.ports judges it (with width, interface and PCI address), and this check says so.
+    """
+    found = _judge_ib_ports(facts, profile)
+    if fabric is None or not fabric.ports or all(f.status is Status.PASS for f in found):
+        return found
+    faults = "; ".join(f.message for f in found if f.status is not Status.PASS)
+    message = f"judged by fabric.ports (the fabric probe read the same ports): {faults}"
+    return [finding("host.ib_ports", Status.SKIP, message)]
+
+
+def _judge_ib_ports(facts: HostFacts, profile: Profile) -> list[Finding]:
     name = "host.ib_ports"
     ports = facts.ib_ports
     if not ports:
@@ -279,5 +295,11 @@ CHECKS: list[Check] = [
         "host.free_space", "host", judge_free_space, "data/checkpoint paths have enough free space"
     ),
     Check("host.iommu", "host", judge_iommu, "the IOMMU is off or in passthrough (iommu=pt)"),
-    Check("host.ib_ports", "host", judge_ib_ports, "RDMA ports are ACTIVE/LinkUp at one rate"),
+    Check(
+        "host.ib_ports",
+        "host",
+        judge_ib_ports,
+        "RDMA ports are ACTIVE/LinkUp at one rate (fabric.ports judges them where it ran)",
+        context="fabric",
+    ),
 ]

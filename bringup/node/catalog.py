@@ -6,7 +6,7 @@ A probe module defines:
   - `collect(params: Params) -> ProbeOutput`, raising `ProbeError` when it cannot measure.
 
 A probe's module is imported when it is first looked up, not when the catalog is: the node
-side starts at every run (every job start under Slurm), and importing all thirteen probes
+side starts at every run (every job start under Slurm), and importing every probe
 and their parsers cost it more CPU than the gpu and xid probes of a health check take to
 run (benchmarks/node_side.py measures it).
 """
@@ -22,6 +22,7 @@ PROBE_NAMES = (
     "gpu",
     "topology",
     "host",
+    "fabric",
     "nvme",
     "storage",
     "uplink",

@@ -8,7 +8,8 @@ and to node01 a `telemetry` record parsed from a recorded real `nvidia-smi dmon`
 (1x A100, pytorch/pytorch#97459). The rest of the acceptance suite is recorded as a
 GPU-less machine records it: a real `dcgmi diag` table (DCGM 3.3.3, 8x A100, all pass),
 the gemm and p2p probes run for real on this CPU (judged SKIP: not comparable), and the
-storage and uplink probes with nothing configured (SKIP). Then the facts are judged with
+storage and uplink probes with nothing configured (SKIP), the fabric probe with no RDMA
+device (SKIP). Then the facts are judged with
 the real checks, as `bringup check` would, and written with the real RunDir.
 """
 
@@ -26,7 +27,7 @@ from bringup.checks.catalog import judge_node
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status, exit_code
 from bringup.node.parsers.dmon import parse_dmon
-from bringup.node.probes import gemm, p2p, storage, uplink
+from bringup.node.probes import fabric, gemm, p2p, storage, uplink
 from bringup.node.probes.dcgm import facts_from_output
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.node.probes.xid import parse_kernel_log
@@ -67,6 +68,8 @@ def _rest_of_acceptance() -> dict[str, Any]:
         "p2p": p2p.collect(p2p.Params(device="cpu", size_bytes=1 << 16, iterations=2)).facts,
         "storage": storage.collect(storage.Params()).facts,
         "uplink": uplink.collect(uplink.Params()).facts,
+        # This machine has no RDMA device: the fabric probe says so (its checks SKIP).
+        "fabric": fabric.collect(fabric.Params(interval_s=0)).facts,
     }
 
 

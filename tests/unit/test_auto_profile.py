@@ -115,19 +115,29 @@ def test_a_kernel_log_needs_no_profile() -> None:
 
 
 WITHOUT_PROFILE_CAPTURES = {
-    "xid": "xid/mleng-a100-xid63-row-remapper.txt",
-    "dcgm": "dcgm/mleng-diag-r2-gpu-memory-fail-thermal-warning-excerpt.txt",
+    "xid": ["xid/mleng-a100-xid63-row-remapper.txt"],
+    "dcgm": ["dcgm/mleng-diag-r2-gpu-memory-fail-thermal-warning-excerpt.txt"],
+    # One capture of each kind the fabric probe's checks judge.
+    "fabric": [
+        "fabric/ibstat-mlx4-cx3-qdr-port2-down.txt",
+        "fabric/ibv_devinfo-v-mlx4-port2-polling.txt",
+        "fabric/perfquery-x-rhel75-zero.txt",
+        "fabric/ib_write_bw-mlx4-qdr-sweep-mbs.txt",
+        "fabric/kernel-mlx5-link-down-dmesg-tail.txt",
+    ],
 }
 
 
 @pytest.mark.parametrize("probe", sorted(WITHOUT_PROFILE))
 def test_the_probes_judged_without_a_profile_read_none(probe: str) -> None:
     """NO_PROFILE raises on any use: a check that reads the profile would crash here."""
-    (kind,) = [k for k in KINDS if k.probe == probe]
-    facts = kind.parse(read_text(FIXTURES / WITHOUT_PROFILE_CAPTURES[probe]))
-    findings = judge_probe(probe, facts, None, NO_PROFILE)
-    assert findings
-    assert not [f for f in findings if f.message.startswith("check crashed")]
+    assert {k.probe for k in KINDS} >= {probe}
+    for capture in WITHOUT_PROFILE_CAPTURES[probe]:
+        text = read_text(FIXTURES / capture)
+        (kind,) = [k for k in KINDS if k.probe == probe and k.detect(text)]
+        findings = judge_probe(probe, kind.parse(text), None, NO_PROFILE)
+        assert findings, capture
+        assert not [f for f in findings if f.message.startswith("check crashed")], capture
 
 
 def _with_gpu(node: NodeFacts, name: str | None, error: str | None = None) -> NodeFacts:

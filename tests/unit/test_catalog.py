@@ -26,6 +26,7 @@ def test_a_context_is_a_probe_and_its_judge_takes_it() -> None:
     assert {c.name: c.context for c in with_context} == {
         "gpu.count": "topology",
         "gpu.nvlink": "topology",
+        "host.ib_ports": "fabric",
         "topology.gpu_count": "gpu",
         "topology.nvlink": "gpu",
         "xid.events": "gpu",

@@ -50,8 +50,8 @@ def test_the_acceptance_script_runs_the_suite_through_slurm(tmp_path: Path) -> N
         "--ntasks-per-node": "1",
         "--exclusive": "",
         "--partition": "gpu",
-        # the plan's deadline: every probe's timeout (3720 s) + 60 s, then 300 s of job
-        "--time": "1:13:00",
+        # the plan's deadline: every probe's timeout (3870 s) + 60 s, then 300 s of job
+        "--time": "1:16:00",
     }
     assert _command(script) == [
         "bringup",

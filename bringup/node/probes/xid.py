@@ -195,7 +195,7 @@ def read_boot_time(stat: Path = Path("/proc/stat")) -> float | None:
 
 def collect(params: Params) -> ProbeOutput:
     """Read the kernel log of the last `window_s` seconds and list its Xid/SXid events."""
-    text, source, window_s = _read_kernel_log(params)
+    text, source, window_s = read_kernel_log(params)
     facts = parse_kernel_log(text)
     facts.source = source
     facts.window_s = window_s
@@ -207,7 +207,7 @@ def collect(params: Params) -> ProbeOutput:
     return ProbeOutput(facts=facts, raw={"kernel-log.txt": kept})
 
 
-def _read_kernel_log(params: Params) -> tuple[str, str, float | None]:
+def read_kernel_log(params: Params) -> tuple[str, str, float | None]:
     """The kernel log text, the command it came from, and the period it covers.
 
     journalctl can limit the period; containers often lack a journal, so fall back to
