@@ -168,6 +168,7 @@ def build(
             baseline_run=baseline.path.name,
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
             baseline_findings=baseline.findings,
+            baseline_is_handover=baseline.parts is not None,
         )
     medians = check_medians(findings)
     by_node: dict[str, list[Finding]] = {}
