@@ -23,6 +23,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from bringup.words import plural
+
 # Without a terminal: the run's state at most this often (seconds).
 STATUS_EVERY_S = 30.0
 # Step lines are printed for each node of a run this small; a bigger run shows its slowest
@@ -171,4 +173,5 @@ class FleetProgress:
         for state in states:
             counts[state] = counts.get(state, 0) + 1
         text = ", ".join(f"{n} {state}" for state, n in counts.items())
-        return Text(f"{len(states)} nodes in {time.monotonic() - self.started:.1f} s: {text}")
+        took = f"{time.monotonic() - self.started:.1f} s"
+        return Text(f"{plural(len(states), 'node')} in {took}: {text}")
