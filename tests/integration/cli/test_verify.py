@@ -218,7 +218,7 @@ def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
     (only,) = doc["parts"]
     assert only["changes"] == [{"kind": "modified", "path": "facts/b300-node01.json"}]
     text = invoke("verify", bundle).stdout
-    assert text.startswith("modified: check/facts/b300-node01.json\nCHANGED: 1 differences")
+    assert text.startswith("modified: check/facts/b300-node01.json\nCHANGED: 1 difference")
 
 
 # --- a bundle is evidence as a whole ------------------------------------------------------
