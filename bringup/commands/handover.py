@@ -47,7 +47,7 @@ from bringup.commands.common import (
 if TYPE_CHECKING:
     from bringup.baseline import BundlePart
 
-REPORT_FORMATS = ["html", "md", "json"]
+REPORT_FORMATS = ["html", "md", "junit", "json"]
 # What chooses how the parts run; nothing runs with --from (and only the profile with --demo).
 _RUN_OPTIONS = (
     "profile_name",
@@ -305,7 +305,7 @@ def _first(bundle: Path, parts: list[BundlePart], key: str) -> str | None:
 def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int:
     """The bundle's report beside its manifest; the exit code of all it holds."""
     from bringup.baseline import write_bundle
-    from bringup.commands.report import make_report, verdict_lines, write
+    from bringup.commands.report import coverage_lines, make_report, verdict_lines, write
     from bringup.provenance import sha256_file
 
     built, prof = make_report(bundle_path, None, None)
@@ -329,7 +329,11 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int
             },
         )
         return code
-    for line in verdict_lines(built):
+    for line in coverage_lines(built):
+        print(line)
+    # The coverage lines said what the bundle lacks: its report.coverage ERRORs are not
+    # printed again under the verdict.
+    for line in verdict_lines(built, skip=("report.coverage",)):
         print(line)
     for part in bundle.parts:
         print(f"part {part.kind}: {bundle_path / part.path} (exit {part.exit_code})")
