@@ -7,7 +7,9 @@
 The bundle (bringup/baseline.py) holds each run directory as a part (check/, nccl/,
 diagnose/, burnin/), a manifest.json listing the parts (kind, path, status, exit code and
 the SHA-256 of each part's manifest.json) and the SHA-256 of each rendered report, and the
-report of them all (report.html, report.md, report.json). `bringup verify BUNDLE` checks
+report of them all (report.html, report.md, report.junit.xml, report.json), which opens
+with what the bundle holds and lacks (bringup/checks/coverage.py): without the acceptance
+suite, NCCL across nodes or a burn-in it is never ACCEPTED. `bringup verify BUNDLE` checks
 all of it; `--sign` signs that manifest, and so every byte of the bundle. Each part is
 made by its own command's function, exactly as `bringup check`, `nccl`, `diagnose` and
 `burnin` make it; a later `bringup report NEW_RUN --baseline BUNDLE` compares with the
