@@ -331,11 +331,10 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool) -> int
             },
         )
         return code
-    for line in coverage_lines(built):
-        print(line)
-    # The coverage lines said what the bundle lacks: its report.coverage ERRORs are not
-    # printed again under the verdict.
-    for line in verdict_lines(built, skip=("report.coverage",)):
+    # The verdict first, then what the bundle holds and lacks; its report.coverage ERRORs
+    # are those lines, not printed again with the other pieces it lacks.
+    verdict, *lacking = verdict_lines(built, skip=("report.coverage",))
+    for line in [verdict, *coverage_lines(built), *lacking]:
         print(line)
     for part in bundle.parts:
         print(f"part {part.kind}: {bundle_path / part.path} (exit {part.exit_code})")

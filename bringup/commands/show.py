@@ -197,7 +197,7 @@ def _cell(findings: list[Finding]) -> Text:
     return text
 
 
-def problems_by_action(findings: list[Finding]) -> Padding | None:
+def problems_by_action(findings: list[Finding]) -> Group | None:
     """The failing findings grouped by the action that fixes them, worst first: each
     status and action, and under it where (each node's messages, dim). None when there
     is nothing to do: no empty table."""
@@ -216,7 +216,7 @@ def problems_by_action(findings: list[Finding]) -> Padding | None:
         text = plain(action)
         text.append(printable("\n" + _where(group)), style="dim")
         grid.add_row(status_text(worst(group)), text)
-    return Padding(Group(Text("what to do"), Padding(grid, (0, 0, 0, 2))), 0)
+    return Group(Text("what to do"), Padding(grid, (0, 0, 0, 2)))
 
 
 def _where(group: list[Finding], shown: int = 2) -> str:
