@@ -1,6 +1,6 @@
 """The node side's cost per run, phase by phase, as a node pays it (issue 31).
 
-    .venv/bin/python benchmarks/node_side.py [--baseline REV] [--repeat 5]
+    .venv/bin/python benchmarks/node_side.py [--baseline REV [REV ...]] [--repeat 5]
 
 Each phase is run as its own process, the way the SSH transport starts the node side on a
 node: the probe code zip stored in a private cache (the tree's own upload command, once),
@@ -16,13 +16,18 @@ whatever else this machine runs. The phases:
 - each probe: a run with that probe alone, less the empty run (its imports and its work);
 - the probes together: one run with every probe, as `check --nodes` sends them;
 - `slurm healthcheck`: the whole command (controller and node side) against the simulated
-  NVML, where the tree has it.
+  NVML, where the tree has it: as a prolog runs it (`--profile auto`, the default) and
+  with the profile named (`--profile b300`).
+
+Bytecode is written and used, as on an installed controller and in a node's cache:
+PYTHONDONTWRITEBYTECODE is dropped from the environment (set, every run would compile the
+modules it imports, and that, not bringup, is what would be measured).
 
 The gpu probe reads a simulated NVML (docs/nvmlsim.md: `bringup sim nvml`, built here with
 a C compiler and cJSON; without them the gpu probe fails fast and says so). The other
 probes read this machine. `--baseline REV` measures that commit side by side, from a
 `git worktree` in a private temporary directory (5d22cad: before the one-house redesign;
-main: before this branch). Asserts nothing.
+main: before this branch); several commits, several columns. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,7 +129,7 @@ def measure_tree(
     """Each phase's median cost for the node side of `tree`."""
     home = base / f"home-{tree.name}"
     home.mkdir()
-    env = {**os.environ, **nvml, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    env = {**base_env(), **nvml, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
     env["PYTHONPATH"] = str(tree)  # the tree's own bringup, not this venv's
     python = sys.executable  # the venv's: the baseline's gpu probe finds pynvml in it too
     zip_file = base / f"{tree.name}.zip"
@@ -162,39 +167,52 @@ def measure_tree(
     return costs
 
 
-def healthcheck(tree: Path, base: Path, nvml: dict[str, str], repeat: int) -> Cost | None:
+def base_env() -> dict[str, str]:
+    """This environment, less PYTHONDONTWRITEBYTECODE (see the module's docstring)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def healthcheck(
+    tree: Path, base: Path, nvml: dict[str, str], repeat: int, profile: str
+) -> Cost | None:
     """`bringup slurm healthcheck` (prolog suite) of `tree`, or None where it has none."""
     if not (tree / "bringup" / "fleet" / "healthcheck.py").is_file() or not nvml:
         return None
-    env = {**os.environ, **nvml, "PYTHONPATH": str(tree)}
+    env = {**base_env(), **nvml, "PYTHONPATH": str(tree)}
     argv = [sys.executable, "-m", "bringup.cli", "slurm", "healthcheck", "--node", "n1"]
-    argv += ["--profile", "b300", "--out", str(base / f"hc-{tree.name}")]
-    timed(argv, env, cwd=tree)  # warm: bytecode
+    argv += ["--profile", profile, "--out", str(base / f"hc-{tree.name}")]
+    warm = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
+    if warm.returncode not in (0, 1):  # this tree's health check has no such profile option
+        return None
     return median([timed(argv, env, cwd=tree) for _ in range(repeat)])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", help="a commit to measure beside this checkout")
+    parser.add_argument(
+        "--baseline", nargs="+", default=[], help="commits to measure beside this checkout"
+    )
     parser.add_argument("--repeat", type=int, default=5, help="runs per phase (median)")
     parser.add_argument("--probes", nargs="+", default=list(PROBES), help="probes to measure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bringup-nodeside-") as tmp:
         base = Path(tmp)
         nvml = simulated_nvml(base)
-        names = ["this checkout"] + ([args.baseline] if args.baseline else [])
+        names = ["this checkout", *args.baseline]
         results: list[dict[str, Cost]] = []
-        with tree_of(None, base) as ours, tree_of(args.baseline, base) as theirs:
-            trees = [ours] + ([theirs] if args.baseline else [])
+        with ExitStack() as stack:
+            trees = [stack.enter_context(tree_of(rev, base)) for rev in [None, *args.baseline]]
             for tree in trees:
                 costs = measure_tree(tree, base, nvml, args.repeat, tuple(args.probes))
-                check = healthcheck(tree, base, nvml, args.repeat)
-                if check is not None:
-                    costs["slurm healthcheck (whole command)"] = check
+                for profile in ("auto", "b300"):
+                    check = healthcheck(tree, base, nvml, args.repeat, profile)
+                    if check is not None:
+                        costs[f"slurm healthcheck -p {profile}"] = check
                 results.append(costs)
         print(f"node side per run, CPU s (wall s); median of {args.repeat}; {os.cpu_count()} CPUs")
         print(f"{'phase':<36}" + "".join(f"{n[:22]:>24}" for n in names))
-        for phase in results[0]:
+        phases = list(dict.fromkeys(p for r in results for p in r))
+        for phase in phases:
             cells = [r.get(phase) for r in results]
             text = "".join(
                 f"{c.cpu_s:>11.3f} ({c.wall_s:>6.3f} s)" if c else f"{'-':>24}" for c in cells

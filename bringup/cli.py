@@ -12,6 +12,7 @@ whole app, as does `bringup.cli.app` (docs/cli.md, the tests).
 
 from __future__ import annotations
 
+import os
 import sys
 from functools import cache
 from importlib import import_module
@@ -93,6 +94,11 @@ def __getattr__(name: str) -> Any:
 
 def run() -> Any:
     """The `bringup` command: the app with the command named on the command line."""
+    # pydantic looks for plugins (entry points of every installed distribution's metadata)
+    # the first time a model validates: a tenth of `slurm healthcheck`'s CPU on a controller
+    # with torch and Ansible installed. bringup's own schemas need none; a user who wants
+    # theirs sets PYDANTIC_DISABLE_PLUGINS="" (none disabled), which this leaves as it is.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     named = sys.argv[1] if len(sys.argv) > 1 else None
     return build(named if named in COMMANDS else None)()
 

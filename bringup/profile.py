@@ -202,12 +202,7 @@ def for_gpu(model: str | None, device_id: str | None = None) -> Profile | None:
     --profile auto goes through it."""
     if not model and not device_id:
         return None
-    loaded = []
-    for name in available():
-        try:
-            loaded.append(load(name))
-        except ProfileError:
-            continue
+    loaded = shipped_profiles()
     if model:
         exact = [p for p in loaded if p.gpu.model == model]
         if exact:
@@ -220,3 +215,29 @@ def for_gpu(model: str | None, device_id: str | None = None) -> Profile | None:
         return None  # the driver named a GPU of its own: not one of ours, whatever its id
     by_id = gpu_ids.profile_name(device_id)
     return next((p for p in loaded if p.name == by_id), None)
+
+
+# Shipped profiles as loaded, by file and the file's size and change time: `--profile auto`
+# looks a node's GPU up among all of them, once per node judged (a thousand in one check,
+# one at every job start under Slurm), and a profile is never changed once loaded (a node's
+# overrides make a new one, fleet.plan.node_profile). An edited file is read again.
+_SHIPPED: dict[str, tuple[tuple[int, int], Profile]] = {}
+
+
+def shipped_profiles() -> list[Profile]:
+    """Every shipped profile that loads, in name order (one that does not is left out: its
+    own `--profile NAME` says why)."""
+    loaded = []
+    for name in available():
+        path = profiles_dir() / f"{name}.yaml"
+        try:
+            info = path.stat()
+            stamp = (info.st_mtime_ns, info.st_size)
+            cached = _SHIPPED.get(name)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, load(name))
+                _SHIPPED[name] = cached
+        except (OSError, ProfileError):
+            continue
+        loaded.append(cached[1])
+    return loaded

@@ -23,13 +23,15 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.files import is_link
 from bringup.findings import Finding, Status
-from bringup.fleet.slurmctl import NodeState
 from bringup.fleet.transport import Runner, Stage, TransportError
+
+if TYPE_CHECKING:  # Slurm is asked only with --drain
+    from bringup.fleet.slurmctl import NodeState
 
 # The exit codes Slurm reads (docs/slurm.md#exit-codes).
 EXIT_FIT = 0

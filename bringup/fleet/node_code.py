@@ -32,12 +32,16 @@ class NodeCode:
 # Python can cache bytecode (__pycache__), which it cannot do inside a zip: later runs skip
 # compiling the probe code, about half the node side's start-up. Programs the probes start
 # in a new interpreter (collective ranks, the burn-in trainer) find the package through
-# PYTHONPATH.
+# PYTHONPATH. zipfile and shutil load only to unpack (once per version of the code), and
+# each start marks the zip and its copy as used here, with no `touch` process: the
+# clean-up of an upload removes versions by age, and a version still started must never
+# count as old.
 ZIP_MAIN = """\
-import os, shutil, sys, zipfile
+import os, sys
 zip_path = os.path.abspath(sys.argv[0])
 root = zip_path[: -len(".zip")]
 if not os.path.isdir(root):
+    import shutil, zipfile
     tmp = "%s.%d" % (root, os.getpid())
     try:
         with zipfile.ZipFile(zip_path) as archive:
@@ -45,6 +49,11 @@ if not os.path.isdir(root):
         os.rename(tmp, root)
     except OSError:  # another run unpacked it first, or no room: the zip itself still works
         shutil.rmtree(tmp, ignore_errors=True)
+for used in (zip_path, root):
+    try:
+        os.utime(used)
+    except OSError:
+        pass
 if not os.path.isdir(root):
     root = zip_path
 sys.path[0] = root
@@ -121,14 +130,10 @@ if hashlib.sha256(data).hexdigest() != digest:
 
 def remote_command(code: NodeCode, python: str) -> str:
     """Run the cached zip if it is there (in a directory only this user owns), else exit 97.
-
-    Each start touches the zip and its unpacked copy: the clean-up of an upload removes
-    versions by age, and a version that is still started must never count as old.
-    """
+    The zip's entry point (ZIP_MAIN) marks it as used."""
     return (
         f'{CACHE_SHELL}f="$d/{code.file_name}"; '
         f'if {PRIVATE_SHELL} && [ -f "$f" ]; then '
-        'touch -c "$f" "${f%.zip}" 2>/dev/null; '
         f'exec {shlex.quote(python)} "$f"; fi; exit {NEED_CODE_EXIT}'
     )
 

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
 from bringup.words import plural
+
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.live import Live
 
 # Without a terminal: the run's state at most this often (seconds).
 STATUS_EVERY_S = 30.0
@@ -86,11 +87,12 @@ class FleetProgress:
         self.failed = 0
         self.started = time.monotonic()
         self._status_at = self.started  # when the last plain status line was printed
-        self._live = (
-            Live(get_renderable=self.render, console=console, refresh_per_second=4)
-            if self.live
-            else None
-        )
+        self._live: Live | None = None
+        if self.live:
+            # The bar's parts load only for a terminal: `slurm healthcheck` and CI have none.
+            from rich.live import Live
+
+            self._live = Live(get_renderable=self.render, console=console, refresh_per_second=4)
 
     def __enter__(self) -> FleetProgress:
         if self._live is not None:
@@ -149,6 +151,10 @@ class FleetProgress:
         return Text(text)
 
     def render(self) -> Group:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
         with self._lock:
             running = dict(self._running)
             done, failed = self.done, self.failed

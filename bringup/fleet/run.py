@@ -47,8 +47,13 @@ from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress
-from bringup.fleet.target import NodeCaps
-from bringup.fleet.transport import Interrupted, TransportError, Unreachable, is_progress
+from bringup.fleet.transport import (
+    Interrupted,
+    NodeCaps,
+    TransportError,
+    Unreachable,
+    is_progress,
+)
 from bringup.profile import AUTO, Profile
 from bringup.rundir import Override, RunDir
 

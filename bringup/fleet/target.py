@@ -22,7 +22,7 @@ from types import TracebackType
 
 from bringup.fleet.inventory import Host, InventoryError
 from bringup.fleet.slurm import Allocation, SlurmChoice
-from bringup.fleet.transport import Runner, TransportError
+from bringup.fleet.transport import NodeCaps, Runner, TransportError
 
 DEFAULT_FORKS = 64
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -30,15 +30,6 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 class TargetError(Exception):
     """The nodes cannot be opened (inventory, SSH settings); one line."""
-
-
-@dataclass(frozen=True)
-class NodeCaps:
-    """The most raw tool output one node's records may store (docs/reference.md): far over
-    what the probes write (a few MiB, tens of files), far under a full disk."""
-
-    raw_bytes: int = 256 * 2**20
-    raw_files: int = 2000
 
 
 @dataclass(frozen=True)

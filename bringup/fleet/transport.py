@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -27,6 +28,16 @@ class Unreachable(TransportError):
 
 class Interrupted(TransportError):
     """The run was stopped (Ctrl-C) while this node was running; what arrived is kept."""
+
+
+@dataclass(frozen=True)
+class NodeCaps:
+    """The most raw tool output one node's records may store (docs/reference.md): far over
+    what the probes write (a few MiB, tens of files), far under a full disk. Given by the
+    target (--max-raw-mib, --max-raw-files), kept by fleet.run's RecordGate."""
+
+    raw_bytes: int = 256 * 2**20
+    raw_files: int = 2000
 
 
 # How often a waiting transport looks at its stop event (Ctrl-C reaches only the main thread).

@@ -15,6 +15,7 @@ probes after it still run.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import json
 import os
@@ -23,13 +24,14 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from bringup.node import progress
+# Loaded here once, not in each probe's fork: almost every probe runs a tool (tool.py:
+# subprocess and friends), and each fork sets its parent-death signal through ctypes.
+from bringup.node import progress, tool  # noqa: F401
 from bringup.node.catalog import PROBES
 from bringup.node.result import ProbeError
 
@@ -139,8 +141,6 @@ def _die_with(parent: int) -> None:
     """The probe is killed when the node side dies, even by SIGKILL (Slurm ending a step,
     the OOM killer): Linux's parent-death signal, set through libc's prctl. Elsewhere the
     probe runs on to its own timeout, as before."""
-    import ctypes
-
     pr_set_pdeathsig = 1  # <linux/prctl.h>
     try:
         # The interpreter's own symbols hold libc's prctl: no library search, no subprocess.
@@ -187,6 +187,8 @@ def _child(name: str, values: dict[str, Any], result_fd: int, stderr_fd: int) ->
         with os.fdopen(result_fd, "wb") as out:
             out.write(record)
     except BaseException:  # even SystemExit: the parent must get an answer or a reason
+        import traceback
+
         traceback.print_exc()
         code = 1
     finally:
@@ -297,12 +299,22 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def main(argv: list[str]) -> int:
-    request = json.loads(sys.stdin.read() or "{}")
+def serve(request: dict[str, Any], out_fd: int) -> None:
+    """Run the request, writing each probe's record and each progress line to `out_fd` as
+    one JSON line the moment it comes. Straight to the descriptor, not through sys.stdout:
+    the local transport runs this in a fork of the controller, whose stdout buffer may hold
+    what the controller has not printed yet."""
 
     def show(line: dict[str, Any]) -> None:
-        print(json.dumps(line), flush=True)
+        data = (json.dumps(line) + "\n").encode()
+        while data:
+            data = data[os.write(out_fd, data) :]
 
     for record in run_all(request, on_progress=show):
         show(record)
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(sys.stdin.read() or "{}")
+    serve(request, sys.stdout.fileno())
     return 0

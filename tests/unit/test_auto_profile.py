@@ -220,3 +220,30 @@ def test_a_watch_is_judged_by_the_gpus_its_telemetry_names() -> None:
     said = judge_node_by(node, AUTO)[0]
     assert (said.check, said.status, said.value) == ("profile.auto", Status.PASS, "h200")
     assert said.message == "judged by profile h200: the GPU is 'NVIDIA H200'"
+
+
+def test_auto_reads_each_shipped_profile_once_per_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`--profile auto` looks every node's GPU up among the shipped profiles: read once
+    (issue 31: twice per node, through pure-Python YAML, was a sixth of a health check),
+    and again only when a file changes."""
+    from bringup import profile
+
+    shipped = tmp_path / "profiles"
+    shipped.mkdir()
+    for name in ("b300", "h100"):
+        (shipped / f"{name}.yaml").write_text((profile.profiles_dir() / f"{name}.yaml").read_text())
+    monkeypatch.setattr(profile, "profiles_dir", lambda: shipped)
+    monkeypatch.setattr(profile, "_SHIPPED", {})
+    read: list[str] = []
+    real_load = profile.load
+    monkeypatch.setattr(profile, "load", lambda name: read.append(name) or real_load(name))
+    for _ in range(3):
+        assert for_gpu("NVIDIA B300 SXM6 AC").name == "b300"
+        assert for_gpu("NVIDIA H100 80GB HBM3").name == "h100"
+    assert read == ["b300", "h100"]
+    edited = (shipped / "h100.yaml").read_text().replace("name: h100", "name: h100\n# edited")
+    (shipped / "h100.yaml").write_text(edited)
+    assert for_gpu("NVIDIA H100 80GB HBM3").name == "h100"
+    assert read == ["b300", "h100", "h100"]

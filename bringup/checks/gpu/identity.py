@@ -7,14 +7,17 @@ topology matrix, when the node has one, as evidence).
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from bringup.checks import finding
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
 from bringup.findings import Finding, Status, equal
 from bringup.node import gpu_ids
 from bringup.node.gpu_facts import Gpu, GpuFacts
-from bringup.node.probes.topology import TopologyFacts
 from bringup.profile import Profile
+
+if TYPE_CHECKING:  # the topology probe loads only for a node that ran it
+    from bringup.node.probes.topology import TopologyFacts
 
 MIB = 2**20
 

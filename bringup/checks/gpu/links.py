@@ -6,13 +6,16 @@ topology matrix, when the node has one: a GPU cut off from NVLink is the topolog
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bringup.checks import finding, has_profile
 from bringup.checks.gpu.per_gpu import gpu_label, gpu_list, judge_each_gpu, no_gpus
-from bringup.checks.topology import gpus_without_nvlink
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts
-from bringup.node.probes.topology import TopologyFacts
 from bringup.profile import Profile
+
+if TYPE_CHECKING:  # the topology probe loads only for a node that ran it
+    from bringup.node.probes.topology import TopologyFacts
 
 # `nvidia-smi nvlink -s` prints link speeds with three decimals ("26.562 GB/s") or none
 # ("25 GB/s"): a hundredth of a GB/s absorbs that rounding.
@@ -335,7 +338,11 @@ def judge_nvlink(
         return [no_gpus(check)]
     if spec is None:
         return [finding(check, Status.SKIP, "the profile expects no NVLink (PCIe system)")]
-    cut_off = set(gpus_without_nvlink(topology)) if topology is not None else set()
+    cut_off: set[int] = set()
+    if topology is not None:  # the topology checks (and probe) load for a node that ran it
+        from bringup.checks.topology import gpus_without_nvlink
+
+        cut_off = set(gpus_without_nvlink(topology))
     return judge_each_gpu(
         check,
         facts,

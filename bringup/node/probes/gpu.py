@@ -18,7 +18,6 @@ from bringup.node.gpu_facts import (
     decode_clock_event_reasons,
     nvml_field_number,
 )
-from bringup.node.parsers.smi_xml import parse_q_xml
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.simulated import GPUS, nvml_is_simulated
 from bringup.node.tool import run, which
@@ -77,6 +76,9 @@ def _nvml_reason(exc: Exception) -> str:
 
 
 def _read_smi_xml(smi: str, timeout_s: float, raw: dict[str, str]) -> GpuFacts:
+    # Only where NVML cannot be read: the XML parser (xml.etree) is not loaded at every run.
+    from bringup.node.parsers.smi_xml import parse_q_xml
+
     result = run([smi, "-q", "-x"], timeout_s)
     raw["nvidia-smi-q-x.xml"] = result.stdout
     if result.returncode != 0:

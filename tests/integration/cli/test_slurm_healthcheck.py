@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -130,3 +132,49 @@ def test_the_local_transports_deadline_ends_every_process_it_started(tmp_path: P
     finally:
         os.environ["PATH"] = old
     assert _left_running() == []
+
+
+# What the health check must not load (issue 31): it runs at every job start, and each of
+# these cost it CPU for nothing. The SSH and Slurm targets and their libraries, Slurm's
+# client without --drain, the live progress bar (no terminal under slurmd), the XML parser
+# of `nvidia-smi -q -x` (NVML answers), the topology probe (not in the suite).
+NOT_LOADED = (
+    "paramiko",
+    "bringup.fleet.ssh",
+    "bringup.fleet.slurm",
+    "bringup.fleet.slurmctl",
+    "bringup.fleet.target",
+    "rich.live",
+    "xml.etree.ElementTree",
+    "bringup.node.probes.topology",
+)
+MODULES_AT_EXIT = """\
+import atexit, json, sys
+listed = sys.argv[1]
+atexit.register(lambda: open(listed, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["bringup", *sys.argv[2:]]
+from bringup.cli import run
+sys.exit(run())
+"""
+
+
+def test_the_health_check_loads_only_what_it_runs(nvml_library: Path, tmp_path: Path) -> None:
+    healthy = write_state(nvml_state("healthy"), tmp_path / "ok.json")
+    script = tmp_path / "modules.py"
+    script.write_text(MODULES_AT_EXIT)
+    listed = tmp_path / "modules.json"
+    argv = [sys.executable, str(script), str(listed), "slurm", "healthcheck", "--node", "n1"]
+    argv += ["--out", str(tmp_path / "runs")]
+    env = _env(nvml_library, healthy)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=scaled(120))
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(listed.read_text()))
+    assert "bringup.checks.gpu" in loaded  # the run judged, in this process
+    assert sorted(loaded.intersection(NOT_LOADED)) == []
+
+
+def test_the_local_node_side_is_no_second_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork of this process: it runs where no python3 could be started again."""
+    monkeypatch.setattr("sys.executable", "/nonexistent/python3")
+    records = list(run_local({"probes": [{"name": "nope", "timeout_s": 5}]}, 30))
+    assert [(r["probe"], r["error"]) for r in records] == [("nope", "unknown probe 'nope'")]
