@@ -87,6 +87,9 @@ class Manifest(BaseModel):
     slurm_nodes: list[str] = Field(default_factory=list)
     # Nodes judged with their own profile overrides: node -> each field changed.
     overrides: dict[str, list[Override]] = Field(default_factory=dict)
+    # Nodes that ran one job together (`burnin --joint`), first node first: the job's
+    # verdict (`burnin.job`, on the first node) is each of its nodes' verdict.
+    jobs: list[list[str]] = Field(default_factory=list)
 
 
 class RunDirError(InputError):

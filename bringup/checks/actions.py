@@ -123,8 +123,9 @@ CHECK_ACTIONS: dict[str, str] = {
         "fatal SXid, RMA the baseboard if it repeats"
     ),
     "dcgm.diag": (
-        "run `dcgmi diag -r 3` on the node and read the failing test's log; RMA the GPU it "
-        "names if it fails again"
+        "read the failing test's message: its cause (thermal, power, memory, NVLink, PCIe, "
+        "DCGM itself) says what to fix first; then rerun `dcgmi diag -r 3` on the node and "
+        "RMA the GPU it names only if a hardware fault persists"
     ),
     "nccl.allreduce_busbw": (
         "rerun `bringup nccl --nodes hosts.ini --env NCCL_DEBUG=INFO` and read the same node's "

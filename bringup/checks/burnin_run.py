@@ -27,7 +27,13 @@ from bringup.checks.actions import (
     unmeasured_action,
     with_action,
 )
-from bringup.checks.burnin import CHECKS, judge_mfu_against, profile_ceiling, profile_peak
+from bringup.checks.burnin import (
+    CHECKS,
+    judge_mfu_against,
+    judge_throttle,
+    profile_ceiling,
+    profile_peak,
+)
 from bringup.checks.catalog import judge_probe
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
@@ -96,6 +102,26 @@ def merge_job(nodes: list[str], results: dict[str, BurninFacts]) -> BurninFacts:
     first = results[nodes[0]]
     ranks = sorted((r for n in nodes for r in results[n].ranks), key=lambda r: r.rank)
     return dataclasses.replace(first, ranks=ranks, nnodes=len(nodes))
+
+
+def judge_joined_nodes(
+    nodes: list[str],
+    results: dict[str, BurninFacts],
+    job: BurninFacts,
+    prof: profiles.Profile | None,
+) -> list[Finding]:
+    """burnin.throttle of every node but the first: its own GPUs' telemetry, on that node.
+
+    Only rank 0 (on the first node) records the job's steps; another node's record holds
+    its ranks' step times and its telemetry, and no step. Its GPUs trained in every step
+    of the job (`job`, the merged facts), so its telemetry is judged within those steps:
+    judged alone, its record would read as a burn-in that produced no data.
+    """
+    found: list[Finding] = []
+    for node in nodes[1:]:
+        own = dataclasses.replace(results[node], steps=job.steps)
+        found += [f.model_copy(update={"node": node}) for f in judge_throttle(own, prof)]
+    return found
 
 
 def judge_job(nodes: list[str], reason: str | None, facts: BurninFacts | None) -> Finding:

@@ -13,12 +13,14 @@ one ERROR `report.*` finding per missing piece, naming it.
     report.run        the run did not complete
     report.missing    one node's missing piece: no facts, a planned probe not measured
                       (no record of it), no findings, an unmeasured probe whose ERRORs
-                      are gone
+                      are gone; a node of a joint job that did not run is covered by
+                      the job's bad verdict (one cause, one finding)
     report.suite      the run's suite is not known: completeness cannot be judged against
                       a plan, so the run cannot be accepted (each node is still held to
                       the probes any node of the run recorded)
     report.profile    the run records no profile: its findings were not judged against a
-                      profile's thresholds (a burn-in on a GPU no profile knows)
+                      profile's thresholds (a burn-in on a GPU no profile knows); not
+                      where a finding says why already (a CPU burn-in's burnin.mfu)
 
 Pure: over what the reader found (`RunContents`, which RunData provides).
 """
@@ -72,7 +74,8 @@ def judge_completeness(run: RunContents) -> list[Finding]:
     for f in run.findings or []:
         by_node.setdefault(f.node, []).append(f)
     for node in run.nodes:
-        for line in _node_gaps(run, node, by_node.get(node, [])):
+        mine = [*by_node.get(node, []), *_failed_job(run, node, by_node)]
+        for line in _node_gaps(run, node, mine):
             f = finding(
                 "report.missing",
                 Status.ERROR,
@@ -187,6 +190,28 @@ def _plan(run: RunContents) -> list[Finding]:
     ]
 
 
+# A job's verdict, on its first node: when bad, it is the verdict of every node of the job.
+JOB_CHECKS = ("burnin.job",)
+
+
+def _failed_job(
+    run: RunContents, node: str, by_node: Mapping[str, Sequence[Finding]]
+) -> list[Finding]:
+    """The bad verdict of a job `node` was part of (not as its first node): it explains
+    that node's missing findings. A job that did not run judged nothing on any of its
+    nodes; the one finding that names why stands on the first, and a "never judged" gap
+    on each other node would repeat it. Only a bad verdict covers: it keeps the run
+    from ACCEPTED whatever the manifest says the job was."""
+    jobs = run.manifest.jobs if run.manifest is not None else []
+    return [
+        f
+        for job in jobs
+        if node in job[1:]
+        for f in by_node.get(job[0], [])
+        if f.check in JOB_CHECKS and f.status.bad
+    ]
+
+
 # Commands whose findings do not depend on a profile's thresholds.
 _WITHOUT_PROFILE = ("provision",)
 
@@ -194,6 +219,8 @@ _WITHOUT_PROFILE = ("provision",)
 def _profile(run: RunContents) -> list[Finding]:
     manifest = run.manifest
     if manifest is None or manifest.profile or manifest.command in _WITHOUT_PROFILE:
+        return []
+    if _no_profile_said(run):
         return []
     return [
         finding(
@@ -204,6 +231,34 @@ def _profile(run: RunContents) -> list[Finding]:
             action="run it again with --profile NAME (the GPU's profile)",
         )
     ]
+
+
+def _no_profile_said(run: RunContents) -> bool:
+    """Whether a bad finding already says why no profile judged the run, with the action
+    that fits (one cause, one finding; report.profile's "give --profile" fits neither):
+
+    - a CPU burn-in: `burnin.mfu` ERROR "no GPU peak to judge MFU by" (no profile is a
+      CPU's; the burn-in must run on the GPUs), on a run whose every burn-in ran on the CPU
+    - a job that did not run (`burnin.job` ERROR): nothing was judged, against a profile
+      or without one
+    """
+    bad = [f for f in run.findings or [] if f.status.bad]
+    if any(f.check in JOB_CHECKS for f in bad):
+        return True
+    kinds = [_burnin_device(node) for node in run.facts.values()]
+    ran = [kind for kind in kinds if kind is not None]
+    on_cpu = bool(ran) and all(kind != "cuda" for kind in ran)
+    return on_cpu and any(f.check == "burnin.mfu" for f in bad)
+
+
+def _burnin_device(node: NodeFacts) -> str | None:
+    """The device a node's burn-in trained on ("cuda", "cpu"); None: no burn-in facts."""
+    record = node.probes.get("burnin")
+    facts = record.facts if record is not None and record.ok else None
+    if not isinstance(facts, dict):
+        return None  # not trained: its own ERROR says so
+    kind = facts.get("device_kind")
+    return kind if isinstance(kind, str) else "unknown"  # unknown is never taken for a CPU
 
 
 def _node_gaps(run: RunContents, node: str, mine: list[Finding]) -> list[str]:

@@ -2,12 +2,15 @@
 
 A failed test on one GPU is one FAIL naming the GPU, the test and DCGM's own message; a
 warning WARNs, a skipped test is SKIP (DCGM says why), a test that could not run is ERROR.
-When nothing went wrong, one PASS says what ran. docs/reference.md#dcgm-diagnostics.
+When nothing went wrong, one PASS says what ran. The action comes from the failing test
+and from what DCGM's message says caused it (thermal, power, memory, NVLink, PCIe, DCGM's
+own harness): DCGM's suggestion for that cause first. docs/reference.md#dcgm-diagnostics.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
@@ -19,8 +22,9 @@ _STATUS = {"skip": Status.SKIP, "warn": Status.WARN, "fail": Status.FAIL, "error
 _VERB = {"skip": "skipped", "warn": "warned", "fail": "failed", "error": "could not run"}
 
 _HARDWARE = "RMA the GPU if it fails again"
-# What to do when a test does not pass, by the test's name in either DCGM's 3.x wording or
-# its 4.x plugin name (normalised: lowercase, letters and digits only).
+# What to do when a test does not pass and DCGM's message names no cause of its own, by the
+# test's name in either DCGM's 3.x wording or its 4.x plugin name (normalised: lowercase,
+# letters and digits only).
 _ACTIONS: dict[str, str] = {
     "targetedpower": "the GPU did not hold its target power: check its power cables, its "
     "power limit (`nvidia-smi -q -d POWER`) and cooling; rerun `dcgmi diag -r targeted_power "
@@ -44,6 +48,105 @@ _ACTIONS: dict[str, str] = {
     "contextcreate": "no CUDA context on the GPU: check the driver (`nvidia-smi`) and that no "
     "process holds the GPU in exclusive mode",
 }
+# The name `dcgmi diag -r` takes for a test, by the same normalised key (DCGM 3.x prints
+# "GPU Memory" for the plugin `memory`; dcgmi diag reference, "Test selection").
+_RUN_NAMES = {
+    "gpumemory": "memory",
+    "memory": "memory",
+    "targetedpower": "targeted_power",
+    "targetedstress": "targeted_stress",
+    "smstress": "sm_stress",
+    "memorybandwidth": "memory_bandwidth",
+    "memtest": "memtest",
+    "pcie": "pcie",
+    "diagnostic": "diagnostic",
+    "pulsetest": "pulse_test",
+    "contextcreate": "context_create",
+}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A cause DCGM's own message names, whatever test reported it, and what to do.
+
+    `said` matches the message templates of DCGM's error codes of this subject
+    (`dcgmlib/dcgm_errors.h`, the `DCGM_FR_*_MSG` strings, in github.com/NVIDIA/DCGM; their
+    categories and severities: docs.nvidia.com/datacenter/dcgm/latest/reference/diagnostics/
+    errors.html). `action` is DCGM's suggestion for those codes (the `DCGM_FR_*_NEXT`
+    strings), with the command that does it. docs/reference.md#dcgm-diagnostics.
+    """
+
+    subject: str
+    said: re.Pattern[str]
+    action: str
+
+
+# In the order they are tried: a message about thermal violations during a memory test is
+# about cooling, not about memory (a message can name more than one cause: each counts).
+CAUSES = (
+    Cause(
+        "thermal",
+        # DCGM_FR_CLOCK_THROTTLE_THERMAL, _THERMAL_VIOLATIONS(_TS), _TEMP_VIOLATION
+        re.compile(r"thermal violation|exceeded user-specified maximum allowed temperature", re.I),
+        "thermal violations during the test: verify the cooling of this GPU and node "
+        "(airflow and fans, the thermal interface material, the external cooling), as DCGM "
+        "advises; `nvidia-smi -q -d TEMPERATURE,PERFORMANCE` shows the margins and the "
+        "active throttle reasons",
+    ),
+    Cause(
+        "power",
+        # DCGM_FR_CLOCK_THROTTLE_POWER, _TARGET_POWER, _ENFORCED_POWER_LIMIT
+        re.compile(
+            r"due to power violation|did not reach desired power|enforced power limit", re.I
+        ),
+        "the GPU did not reach or hold its target power: check that the enforced power limit "
+        "is the default (`nvidia-smi -q -d POWER`; raise it with `nvidia-smi -i <gpu> -pl "
+        "<default W>`), that clocks and utilisation were high under the test, and the "
+        "node's power delivery",
+    ),
+    Cause(
+        "memory",
+        # DCGM_FR_VOLATILE_DBE/SBE_DETECTED, _PENDING_PAGE_RETIREMENTS, _RETIRED_PAGES_*,
+        # _FAULTY_MEMORY, _CUDA_DBE, _MEMORY_MISMATCH, _ROW_REMAP_FAILURE,
+        # _UNCORRECTABLE_ROW_REMAP, _PENDING_ROW_REMAP, _DBE/SBE_(THRESHOLD_)VIOLATION
+        re.compile(
+            r"ECC error|double-bit|retired page|page retirement|faulty memory|"
+            r"memory mismatch|row remap|uncorrectable memory|memory errors",
+            re.I,
+        ),
+        "memory errors: read ECC and remapped rows (`nvidia-smi -q -d ECC,ROW_REMAPPER`); "
+        "drain the GPU and reset it (`nvidia-smi -r -i <gpu>`) or reboot the node so pending "
+        "remaps apply, then run DCGM's field diagnostic; RMA the GPU if errors recur",
+    ),
+    Cause(
+        "nvlink",
+        # DCGM_FR_NVLINK_ERROR_THRESHOLD, _NVLINK_DOWN, _GPU_EXPECTED_NVLINKS_UP,
+        # _NVLINK_CRC_ERROR_THRESHOLD, _NVLINK_ERROR_CRITICAL, _NVSWITCH_*, _SXID_ERROR,
+        # _CUDA_FM_NOT_INITIALIZED
+        re.compile(r"nvlink|nvswitch|fabric ?manager|SXID", re.I),
+        "NVLink trouble: make sure Fabric Manager runs (`systemctl status "
+        "nvidia-fabricmanager`) and read its log, `dmesg` and the link counters "
+        "(`nvidia-smi nvlink -s`, `nvidia-smi nvlink -e`); errors that persist need DCGM's "
+        "field diagnostic, then a reseat or RMA of the baseboard",
+    ),
+    Cause(
+        "pcie",
+        # DCGM_FR_PCI_REPLAY_RATE, _PCIE_GENERATION, _PCIE_WIDTH, _PCIE_H_REPLAY_VIOLATION,
+        # _PCIE_REPLAY_(THRESHOLD_)VIOLATION, _LOW_BANDWIDTH
+        re.compile(r"PCIe repla|PCI link (generation|width)|host-side PCIe", re.I),
+        "PCIe trouble: read the link (`nvidia-smi -q -d PCIE`: generation, width, replays) "
+        "against the slot's; reseat the GPU and check its riser and the BIOS PCIe setting; "
+        "run the system's PCIe diagnostics for the hops off the GPU board; RMA if it persists",
+    ),
+)
+
+
+def causes_in(messages: list[str]) -> list[Cause]:
+    """The causes DCGM's messages name, in CAUSES' order, each once."""
+    text = " ".join(messages)
+    return [cause for cause in CAUSES if cause.said.search(text)]
+
+
 _SOFTWARE = "fix the node's setup as DCGM's message says, then rerun the diagnostic"
 _SKIPPED = (
     "DCGM's message says why (a test this GPU, its mode or this DCGM version does not "
@@ -122,7 +225,7 @@ def _finding(check: str, test: DiagTest, result: DiagResult, level: int) -> Find
     if test.results and all(r is not result for r in test.results):  # the test's own row
         passed = sum(r.status == "pass" for r in test.results)
         text += f" (DCGM's verdict on the test; {passed}/{len(test.results)} GPU rows passed)"
-    status, action = _STATUS[result.status], _action(test, result, level)
+    status, action = _STATUS[result.status], _action(test, result, level, said)
     if result.status in ("fail", "error", "warn") and _internal_error(test, result):
         status, action = Status.ERROR, _HARNESS.format(test=test.name)
         text = f"{test.name}: DCGM could not run the test (internal error{where})"
@@ -138,19 +241,62 @@ def _only_bad(test: DiagTest, result: DiagResult) -> bool:
     return [r for r in _results(test) if r.status != "pass"] == [result]
 
 
-def _action(test: DiagTest, result: DiagResult, level: int) -> str:
+def _action(test: DiagTest, result: DiagResult, level: int, said: list[str]) -> str:
+    """What to do, from the failing test and what DCGM said about it: a cause DCGM's
+    message names comes first (a memory test that failed on thermal violations is a
+    cooling problem before it is a memory one), then the rerun of that test, then the
+    test's own action should it fail again without that cause."""
     if result.status == "skip":
         return _SKIPPED
     if result.status == "error":
         return _NOT_RUN
     key = re.sub(r"[^a-z0-9]", "", test.name.lower())
-    action = _ACTIONS.get(key)
-    if action is None:
+    gpu = _gpu_of(result, said)
+    own = _ACTIONS.get(key)
+    if own is None:
         if test.category == "Deployment" or key == "software":
-            return _SOFTWARE
-        action = f"rerun `dcgmi diag -r {level}` on this GPU; {_HARDWARE}"
-    gpu = str(result.gpu) if result.gpu is not None else "<gpu>"
+            own = _SOFTWARE
+        else:
+            own = f"rerun `dcgmi diag -r {level}` on this GPU; {_HARDWARE}"
+    causes = causes_in(said)
+    if not causes:
+        return own.replace("<gpu>", gpu)
+    named = "; ".join(c.action for c in causes)
+    # Deployment checks are level 1's; an output without its command line has level 0.
+    run = _RUN_NAMES.get(key, "1" if test.category == "Deployment" else str(level or 3))
+    action = f"{named}; then rerun `dcgmi diag -r {run} -i {gpu}`"
+    if key in _ACTIONS and _TEST_SUBJECTS.get(key) not in {c.subject for c in causes}:
+        subjects = " or ".join(_SUBJECT_WORDS[c.subject] for c in causes)
+        action += f"; if {test.name} fails again with no {subjects}: {own}"
     return action.replace("<gpu>", gpu)
+
+
+def _gpu_of(result: DiagResult, said: list[str]) -> str:
+    """The GPU a result is about: its row's, else the one GPU DCGM's message names."""
+    if result.gpu is not None:
+        return str(result.gpu)
+    named = set(re.findall(r"\bGPU ?([0-9]+)\b", " ".join(said)))
+    return named.pop() if len(named) == 1 else "<gpu>"
+
+
+# The subject each test is about (a cause DCGM names that is the test's own subject needs
+# no second action); the pcie test checks NVLink too (pcie.gpu_nvlinks_expected_up).
+_TEST_SUBJECTS = {
+    "gpumemory": "memory",
+    "memory": "memory",
+    "memtest": "memory",
+    "memorybandwidth": "memory",
+    "targetedpower": "power",
+    "pulsetest": "power",
+    "pcie": "pcie",
+}
+_SUBJECT_WORDS = {
+    "thermal": "thermal violation",
+    "power": "power message",
+    "memory": "memory error",
+    "nvlink": "NVLink error",
+    "pcie": "PCIe error",
+}
 
 
 CHECKS = [

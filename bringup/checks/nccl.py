@@ -29,20 +29,47 @@ def judge_allreduce_busbw(facts: NcclFacts, profile: Profile) -> list[Finding]:
         return [_single_rank(facts) if facts.launched_ranks == 1 else _all_zero(), *others]
     findings = _validation(facts)
     findings.extend(others)
-    findings.append(_bandwidth(facts, profile) if has_profile(profile) else _unjudged(facts))
+    if not has_profile(profile):
+        findings.append(_unjudged(facts))
+    elif facts.backend == "gloo":
+        findings.append(_not_nccl(facts, profile))
+    else:
+        findings.append(_bandwidth(facts, profile))
     return findings
+
+
+def _not_nccl(facts: NcclFacts, profile: Profile) -> Finding:
+    """ERROR: a gloo collective (the CPU and its sockets) under a GPU profile.
+
+    It checks the machinery (ranks meet, values right), but it is no NCCL measurement:
+    the bus bandwidth the profile requires of its GPUs was never measured, so the run must
+    not be accepted, whatever floor the job's rank count has or lacks."""
+    return finding(
+        CHECK,
+        Status.ERROR,
+        f"ran on gloo/CPU, not NCCL: the torch engine's {facts.collective or 'collective'}"
+        f"{_over(facts)} measured the CPU and its sockets (peak busbw "
+        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s), not the GPUs' bus; the {profile.name} "
+        "profile's NCCL bandwidth is not measured",
+        action="run `bringup nccl` on the GPUs with NCCL (nccl-tests, or --backend nccl); "
+        "gloo checks only that the ranks meet and compute right",
+    )
 
 
 def _unjudged(facts: NcclFacts) -> Finding:
     """SKIP: no profile fits the GPUs, so no floor; the run's correctness was judged."""
-    ranks = facts.nranks or facts.launched_ranks
-    over = f" over {ranks} ranks" if ranks else ""
     return finding(
         CHECK,
         Status.SKIP,
         f"no profile fits these GPUs: busbw not judged (peak "
-        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s{over}); its values were checked",
+        f"{_gb(facts.peak_busbw_bytes_per_s)} GB/s{_over(facts)}); its values were checked",
     )
+
+
+def _over(facts: NcclFacts) -> str:
+    """ " over 8 ranks", or nothing where the output does not say."""
+    ranks = facts.nranks or facts.launched_ranks
+    return f" over {ranks} ranks" if ranks else ""
 
 
 def _other_collective(facts: NcclFacts) -> list[Finding]:

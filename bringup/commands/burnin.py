@@ -233,6 +233,8 @@ def burnin(
             run_path, "burnin", None if auto else profile_name, "burnin", probes=probes
         )
         record_slurm(run, nodes)
+        if joint:  # the job's verdict is each of its nodes' (checks/completeness.py)
+            run.manifest.jobs = [list(nodes.names)]
         outcomes = {o.node: o for o in run_fleet(plans, run, forks=len(plans), caps=chosen.caps)}
     if joint:
         findings, node_bases = _judge_joint(run, nodes.names, outcomes, recipe, prof, peak_tflops)
@@ -438,12 +440,12 @@ def _judge_joint(
     import dataclasses
 
     from bringup import baseline as baselines
-    from bringup.checks.burnin import judge_throttle
     from bringup.checks.burnin_run import (
         job_error,
         job_name,
         judge_burnin,
         judge_job,
+        judge_joined_nodes,
         merge_job,
     )
     from bringup.facts import decode
@@ -472,10 +474,7 @@ def _judge_joint(
     judged, result = judge_burnin(first, recipe, profile_for(first, prof), peak_tflops)
     findings.append(judge_job(names, None, merged))
     findings += [f.model_copy(update={"node": f.node or names[0]}) for f in judged]
-    for node in names[1:]:  # the other nodes' GPUs: their own telemetry
-        findings += [
-            f.model_copy(update={"node": node}) for f in judge_throttle(complete[node], prof)
-        ]
+    findings += judge_joined_nodes(names, complete, merged, prof)  # their own telemetry
     if result is None:
         return findings, []
     facts, peak, ceiling, chosen = result

@@ -14,6 +14,7 @@ reads files only; nothing is downloaded and nothing runs on a GPU. docs/plan.md.
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import datetime
 from pathlib import Path
@@ -21,12 +22,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bringup.commands.common import JsonOpt, fail, load_profile, out, print_envelope
+from bringup.commands.common import JsonOpt, fail, load_profile, one_line, out, print_envelope
 
 if TYPE_CHECKING:
     from bringup.planning.memory import Device, Option
     from bringup.planning.models import PlannedModel
+    from bringup.planning.offload import Bandwidth, Host
     from bringup.planning.plan import Acceptance, Plan
+    from bringup.planning.search import Candidate
     from bringup.planning.throughput import Measured
 
 ACCEPTANCE_SUITE = "acceptance"
@@ -84,6 +87,21 @@ def plan(
         float | None,
         typer.Option("--price-per-gpu-hour", help="Rental price of one GPU for an hour."),
     ] = None,
+    offload_optimizer: Annotated[
+        str,
+        typer.Option("--offload-optimizer", help="Keep the optimizer state on: gpu, cpu or nvme."),
+    ] = "gpu",
+    offload_params: Annotated[
+        str,
+        typer.Option("--offload-params", help="Keep the weights (ZeRO-3) on: gpu, cpu or nvme."),
+    ] = "gpu",
+    from_run: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="A check run directory: offload's PCIe and NVMe bandwidth from its facts.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Memory per GPU, time and cost of a fine-tune, from a measured burn-in baseline."""
@@ -99,6 +117,12 @@ def plan(
         fail(f"--zero {zero}: ZeRO stage must be 0, 1, 2 or 3")
     if price is not None and price < 0:
         fail(f"--price-per-gpu-hour {price:g}: must not be negative")
+    for name, place in (
+        ("--offload-optimizer", offload_optimizer),
+        ("--offload-params", offload_params),
+    ):
+        if place not in ("gpu", "cpu", "nvme"):
+            fail(f"{name} {place!r}: choose gpu, cpu or nvme")
     total = job_tokens(tokens, samples, avg_tokens, epochs)
     try:
         chosen = models.load(model)
@@ -106,6 +130,7 @@ def plan(
         fail(str(exc))
     measured = [load_measured(path) for path in baselines or []]
     device = target_device(gpu, measured)
+    links = links_from_run(from_run, device) if from_run is not None else None
     request = Request(
         model=chosen,
         method=method,  # type: ignore[arg-type]  # checked above
@@ -116,16 +141,23 @@ def plan(
         gpus=gpus,
         tokens=total,
         price_per_gpu_hour=price,
+        offload_optimizer=offload_optimizer,  # type: ignore[arg-type]  # checked above
+        offload_params=offload_params,  # type: ignore[arg-type]  # checked above
+        links=links,
     )
     acceptance = acceptance_run(chosen, device, measured)
     try:
         result = make(request, device, measured, acceptance)
     except PlanError as exc:
         fail(str(exc))
+    # The plan's verdict is its exit code: a job that does not fit is no success.
+    code = 1 if result.fit.fits is False else 0
     if as_json:
-        print_envelope([], judged=False, data=to_json(result))
+        print_envelope([], exit_code=code, judged=False, data=to_json(result))
     else:
         show(result)
+    if code:
+        raise typer.Exit(code)
 
 
 # --- what the user named -----------------------------------------------------------------
@@ -198,6 +230,97 @@ def load_measured(path: Path) -> Measured:
     return Measured(str(path), base, recipe, duration)
 
 
+def links_from_run(path: Path, device: Device) -> Host:
+    """Offload's bandwidths from a check run's facts: the slowest GPU host link its gpu
+    probe read (at the PCI-SIG rate of the link's generation and width) and the slowest
+    node's best NVMe path as fio measured it; the profile's, assumed, for what it lacks.
+    Facts that were not measured live (demo, replayed, files) say so and count as assumed."""
+    from bringup.facts import decode_record, origin
+    from bringup.node.gpu_facts import GpuFacts
+    from bringup.node.probes.host import HostFacts
+    from bringup.node.probes.nvme import NvmeFacts
+    from bringup.planning.offload import Bandwidth, Host, assumed_host, pcie_bytes_per_s
+    from bringup.rundir import RunDirError, load_facts, load_manifest
+
+    try:
+        nodes = load_facts(path)
+    except RunDirError as exc:
+        fail(str(exc))
+    try:  # a demo or replay run says so in its manifest whatever its records hold
+        made = load_manifest(path).provenance
+    except RunDirError:
+        made = None
+    where = origin(nodes, made)
+    live = where.live
+    said = "" if live else f", {', '.join(where.reasons)}: not measured live"
+    pcie: list[tuple[float, str]] = []
+    reads: list[tuple[float, str]] = []
+    writes: list[tuple[float, str]] = []
+    memory: list[tuple[int, str]] = []
+    for node in nodes:
+        for record in node.probes.values():
+            facts, _ = decode_record(record)
+            if isinstance(facts, GpuFacts):
+                for g in facts.gpus:
+                    gen = g.pcie_link_gen_max or g.pcie_gen_max
+                    width = g.pcie_width_current or g.pcie_width_max
+                    rate = pcie_bytes_per_s(gen, width) if gen and width else None
+                    if rate is not None:
+                        at = f"{one_line(node.node)} GPU {g.index} Gen{gen} x{width}"
+                        pcie.append((rate, at))
+            elif isinstance(facts, HostFacts) and _positive(facts.memory_total_bytes):
+                memory.append((int(facts.memory_total_bytes), one_line(node.node)))
+            elif isinstance(facts, NvmeFacts):
+                # A recorded file is untrusted: only a positive, finite figure is a rate.
+                best_read = max(
+                    (
+                        (p.seq_read_bytes_per_s, p.path)
+                        for p in facts.paths
+                        if _positive(p.seq_read_bytes_per_s)
+                    ),
+                    default=None,
+                )
+                best_write = max(
+                    (
+                        (p.seq_write_bytes_per_s, p.path)
+                        for p in facts.paths
+                        if _positive(p.seq_write_bytes_per_s)
+                    ),
+                    default=None,
+                )
+                if best_read is not None:
+                    reads.append((best_read[0], one_line(f"{node.node}:{best_read[1]}")))
+                if best_write is not None:
+                    writes.append((best_write[0], one_line(f"{node.node}:{best_write[1]}")))
+    assumed = assumed_host(device)
+
+    def slowest(
+        found: list[tuple[float, str]], what: str, fallback: Bandwidth | None
+    ) -> Bandwidth | None:
+        if not found:
+            return fallback
+        rate, at = min(found)
+        return Bandwidth(rate, f"{what} {at} in {path}{said}", measured=live)
+
+    smallest = min(memory, default=None)
+    return Host(
+        slowest(pcie, "the PCI-SIG rate of the link the run read:", assumed.pcie),
+        slowest(reads, "fio sequential read,", assumed.nvme_read),
+        slowest(writes, "fio sequential write,", assumed.nvme_write),
+        memory_bytes=smallest[0] if smallest else None,
+        memory_source=f"MemTotal of {smallest[1]} in {path}{said}" if smallest else None,
+    )
+
+
+def _positive(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 def target_device(gpu: str | None, measured: list[Measured]) -> Device:
     """The profile named, else the first baseline's (its profile, or its CPU)."""
     from bringup.planning.memory import cpu_device, device_of
@@ -266,6 +389,10 @@ def _verdict(fits: bool | None) -> str:
     return {True: "[green]fits[/]", False: "[bold red]does not fit[/]", None: "not judged"}[fits]
 
 
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'' if n == 1 else 's'}"
+
+
 def _money(amount: float | None) -> str:
     return "–" if amount is None else f"{amount:,.2f}"
 
@@ -286,16 +413,23 @@ def show(plan: Plan) -> None:
         params += f", adapters {count_text(flops.adapter_parameters(s.shape, s.lora))}"
     out.print(f"model: {params} — {plan.model.origin}", highlight=False)
     checkpointing = "on" if s.gradient_checkpointing else "off"
+    offload = ""
+    if s.offloaded:
+        places = {"gpu": "GPU", "cpu": "CPU", "nvme": "NVMe"}
+        offload = (
+            f", optimizer on {places[s.offload_optimizer]}, "
+            f"parameters on {places[s.offload_params]}"
+        )
     out.print(
         f"job: sequence {s.seq_len} × micro-batch {s.micro_batch} per {gpu}, "
-        f"gradient checkpointing {checkpointing}, {s.precision}",
+        f"gradient checkpointing {checkpointing}, {s.precision}{offload}",
         highlight=False,
     )
     unit = "GB" if max(plan.memory.peak, plan.fit.capacity_bytes or 0) >= 1e9 else "MB"
     _show_memory(plan, unit, gpu)
     out.print(_options_table(f"By {gpu} count (ZeRO-{s.zero_stage})", plan.by_gpus, unit, gpu))
     if plan.options:
-        out.print(_options_table("What would make it fit", plan.options, unit, gpu))
+        out.print(_search_table(plan, unit))
     _show_time(plan, gpu)
     _show_cost(plan, gpu)
     _show_checks(plan)
@@ -351,7 +485,55 @@ def _options_table(title: str, options: tuple[Option, ...], unit: str, gpu: str)
     return table
 
 
+def _search_table(plan: Plan, unit: str) -> object:
+    """The search's options, cheapest first: what each changes, its memory, time, GPU-hours,
+    and what offloading it asks of the host."""
+    from rich import box
+    from rich.table import Table
+
+    per_job = plan.timing.tokens is not None
+    title = "What would make it fit, cheapest first"
+    if not per_job:
+        title += " (time and GPU-hours per billion tokens)"
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("change")
+    table.add_column(f"{unit} per GPU", justify="right")
+    table.add_column("time", justify="right")
+    table.add_column("GPU-hours", justify="right")
+    table.add_column("also")
+    for c in plan.options:
+        t = c.timing
+        seconds = t.seconds if per_job else t.seconds_per_billion_tokens
+        if c.gpu_hours is None:
+            seconds = None  # no time known (offload with no bandwidth figure)
+        hours = f"{c.gpu_hours:,.1f}" if c.gpu_hours is not None else "–"
+        table.add_row(
+            c.change, _size(c.fit.allocated_bytes, unit), _duration(seconds), hours, _costs(c)
+        )
+    return table
+
+
+def _costs(c: Candidate) -> str:
+    """What an option asks beyond GPUs: host memory or NVMe, transfer time, NCCL."""
+    said = []
+    for place, amount in c.offloaded_per_node.items():
+        where = "host" if place == "cpu" else "NVMe"
+        said.append(f"{where} {amount / 1e9:,.0f} GB/node")
+    if c.offload is not None and c.offload.seconds is not None:
+        label = " (assumed)" if c.offload.assumed else ""
+        said.append(f"+{c.offload.seconds:.2g} s/micro-batch{label}")
+    elif c.offload is not None:
+        said.append("transfer time unknown: no bandwidth figure")
+    if c.nccl_bound:
+        said.append("NCCL-bound")
+    if not c.keeps_method:
+        said.append("trains otherwise")
+    return "; ".join(said) or "–"
+
+
 def _show_time(plan: Plan, gpu: str) -> None:
+    from rich.markup import escape
+
     from bringup.planning.models import count_text
 
     s, t, e = plan.setup, plan.timing, plan.efficiency
@@ -381,6 +563,25 @@ def _show_time(plan: Plan, gpu: str) -> None:
             f"({plan.cost.gpu_hours or 0:,.1f} {gpu}-hours)",
             highlight=False,
         )
+    moved = plan.offload
+    if moved is not None:
+        t = moved.traffic
+        amounts = [
+            f"{amount / 1e9:.3g} GB {what}"
+            for amount, what in (
+                (t.pcie_bytes, "over PCIe"),
+                (t.nvme_read_bytes, "read from NVMe"),
+                (t.nvme_write_bytes, "written to NVMe"),
+            )
+            if amount
+        ]
+        took = f"{moved.seconds:.3g} s" if moved.seconds is not None else "no time (no bandwidth)"
+        # The sources name nodes and paths of a run: text, not markup.
+        out.print(
+            f"  offload: {', '.join(amounts)} per micro-batch: {took} — "
+            + escape("; ".join(moved.sources)),
+            highlight=False,
+        )
     comm = plan.communication
     if comm is not None:
         bandwidth = f"{comm.busbw_gb_s:g} GB/s" if comm.busbw_gb_s else "no figure"
@@ -396,14 +597,15 @@ def _show_time(plan: Plan, gpu: str) -> None:
 def _show_cost(plan: Plan, gpu: str) -> None:
     c, a = plan.cost, plan.acceptance
     out.print("[bold]Cost[/]")
-    price = ""
-    if c.price_per_gpu_hour is not None:
-        price = f" × {c.price_per_gpu_hour:g} per {gpu}-hour"
+
+    def priced(amount: float | None) -> str:
+        # Without a price there is no amount to show: say how to get one, not "= –".
+        if c.price_per_gpu_hour is None:
+            return ""
+        return f" × {c.price_per_gpu_hour:g} per {gpu}-hour = {_money(amount)}"
+
     if c.gpu_hours is not None:
-        out.print(
-            f"  the job: {c.gpu_hours:,.1f} {gpu}-hours{price} = {_money(c.amount)}",
-            highlight=False,
-        )
+        out.print(f"  the job: {c.gpu_hours:,.1f} {gpu}-hours{priced(c.amount)}", highlight=False)
     elif c.gpu_hours_per_billion_tokens is not None:
         out.print(
             f"  {c.gpu_hours_per_billion_tokens:,.1f} {gpu}-hours per billion tokens "
@@ -413,12 +615,14 @@ def _show_cost(plan: Plan, gpu: str) -> None:
     if a is not None and c.acceptance_gpu_hours is not None:
         out.print(
             f"  the acceptance run: suite {a.suite} {_duration(a.suite_budget_s)} (its budget) + "
-            f"burn-in {_duration(a.burnin_s)} ({a.burnin_source}) on {plan.setup.gpus} GPUs: "
-            f"{c.acceptance_gpu_hours:,.1f} GPU-hours{price} = {_money(c.acceptance_amount)}",
+            f"burn-in {_duration(a.burnin_s)} ({a.burnin_source}) on {_gpus(plan.setup.gpus)}: "
+            f"{c.acceptance_gpu_hours:,.1f} GPU-hours{priced(c.acceptance_amount)}",
             highlight=False,
         )
     if c.price_per_gpu_hour is None:
-        out.print("  (give --price-per-gpu-hour for the amounts)", highlight=False)
+        out.print(
+            "  no price given: add --price-per-gpu-hour P for the cost of each", highlight=False
+        )
 
 
 def _show_checks(plan: Plan) -> None:

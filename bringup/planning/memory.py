@@ -33,6 +33,10 @@ from bringup.profile import Profile
 Method = Literal["full", "lora", "qlora"]
 METHODS: tuple[str, ...] = get_args(Method)
 Precision = Literal["bf16", "fp32"]
+# Where DeepSpeed keeps a state it offloads (ZeRO-Offload: the CPU's memory; ZeRO-Infinity:
+# NVMe), or "gpu": not offloaded. docs/reference.md#offload.
+Place = Literal["gpu", "cpu", "nvme"]
+PLACES: tuple[str, ...] = get_args(Place)
 
 GB = 10**9
 GIB = 1024**3
@@ -66,6 +70,10 @@ class Device:
     per_node: int  # GPUs of one node
     busbw_gb_s: float | None = None  # NCCL all-reduce floor inside a node
     multinode_busbw_gb_s: float | None = None  # the same across nodes
+    pcie_gen: int | None = None  # each GPU's host link, as the profile states it
+    pcie_width: int | None = None
+    nvme_read_gb_s: float | None = None  # the profile's NVMe floors (a node meets them)
+    nvme_write_gb_s: float | None = None
 
 
 def device_of(profile: Profile) -> Device:
@@ -78,6 +86,10 @@ def device_of(profile: Profile) -> Device:
         per_node=profile.gpu.count,
         busbw_gb_s=profile.nccl.allreduce_busbw_min_gb_s,
         multinode_busbw_gb_s=profile.nccl.allreduce_busbw_multinode_min_gb_s,
+        pcie_gen=min(profile.gpu.pcie_gen, profile.gpu.pcie_host_gen or profile.gpu.pcie_gen),
+        pcie_width=profile.gpu.pcie_width,
+        nvme_read_gb_s=profile.nvme.seq_read_min_gb_s,
+        nvme_write_gb_s=profile.nvme.seq_write_min_gb_s,
     )
 
 
@@ -98,12 +110,23 @@ class Setup:
     zero_stage: int  # 0 (plain data parallel) to 3
     gpus: int
     precision: Precision = "bf16"
+    # DeepSpeed's offload_optimizer and offload_param devices (its config reference: the
+    # optimizer offloads from ZeRO stage 1, to NVMe and the parameters only under stage 3).
+    offload_optimizer: Place = "gpu"
+    offload_params: Place = "gpu"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError("ZeRO stage must be 0, 1, 2 or 3")
+        if self.offload_optimizer not in PLACES or self.offload_params not in PLACES:
+            raise ValueError("offload to gpu (none), cpu or nvme")
+        if self.offload_optimizer != "gpu" and self.zero_stage == 0:
+            raise ValueError("offloading the optimizer needs ZeRO stage 1, 2 or 3")
+        nvme = "nvme" in (self.offload_optimizer, self.offload_params)
+        if (self.offload_params != "gpu" or nvme) and self.zero_stage != 3:
+            raise ValueError("offloading parameters, or to NVMe, needs ZeRO stage 3")
         if self.precision not in ELEMENT_BYTES:
             raise ValueError("precision must be bf16 or fp32")
         for name in ("seq_len", "micro_batch", "gpus"):
@@ -120,6 +143,10 @@ class Setup:
     @property
     def tokens_per_micro_batch(self) -> int:
         return self.seq_len * self.micro_batch
+
+    @property
+    def offloaded(self) -> bool:
+        return self.offload_optimizer != "gpu" or self.offload_params != "gpu"
 
 
 @dataclass(frozen=True)
@@ -233,17 +260,28 @@ def _share(setup: Setup, stage: int) -> tuple[int, str]:
     return 1, ""
 
 
+def _away(place: Place) -> str:
+    """The label of a state DeepSpeed keeps off the GPU."""
+    return f", offloaded to {place.upper() if place == 'cpu' else 'NVMe'}: 0 on the GPU"
+
+
 def _weights(setup: Setup) -> Consumer:
     frozen, trainable = weight_bytes(setup)
     n, shard = _share(setup, 3)
     e = setup.element_bytes
+    # ZeRO-3 with offload_param keeps each GPU's partition of the weights on the CPU or
+    # NVMe; only the gathered modules below are on the GPU (DeepSpeed's estimator:
+    # largest layer only).
+    kept = 0 if setup.offload_params != "gpu" else 1
+    if kept == 0:
+        shard += _away(setup.offload_params)
     parts = []
     if setup.method == "full":
-        parts.append(Part(f"weights, {e * 8}-bit{shard}", round(trainable / n)))
+        parts.append(Part(f"weights, {e * 8}-bit{shard}", kept * round(trainable / n)))
     else:
         base = "4-bit NF4 projections, 16-bit rest" if setup.method == "qlora" else f"{e * 8}-bit"
-        parts.append(Part(f"frozen base, {base}{shard}", round(frozen / n)))
-        parts.append(Part(f"adapters, fp32{shard}", round(trainable / n)))
+        parts.append(Part(f"frozen base, {base}{shard}", kept * round(frozen / n)))
+        parts.append(Part(f"adapters, fp32{shard}", kept * round(trainable / n)))
     if setup.zero_stage == 3 and setup.gpus > 1:
         layer, largest = _layer_unit_bytes(setup)
         gathered = round(max(layer, largest) + layer)
@@ -259,7 +297,14 @@ def _gradients(setup: Setup, device: Device) -> Consumer:
     grad_bytes = setup.element_bytes if setup.method == "full" else ADAPTER_BYTES
     n, shard = _share(setup, 2)
     what = "gradients" if setup.method == "full" else "adapter gradients"
-    parts = [Part(f"{what}, {grad_bytes * 8}-bit{shard}", round(trainable * grad_bytes / n))]
+    # With the optimizer offloaded, ZeRO-2 and -3 move each reduced gradient partition to
+    # where the optimizer steps (DeepSpeed's estimators keep none on the GPU); stage 1 does
+    # not partition gradients and keeps them.
+    kept = 0 if setup.offload_optimizer != "gpu" and setup.zero_stage >= 2 else 1
+    if kept == 0:
+        shard += _away(setup.offload_optimizer)
+    grads = kept * round(trainable * grad_bytes / n)
+    parts = [Part(f"{what}, {grad_bytes * 8}-bit{shard}", grads)]
     if setup.zero_stage >= 1:
         # DeepSpeed allocates its reduction bucket whole on a GPU (stages 1-2 double it for
         # overlap_comm; stage 1 stages the fp32 accumulator); on a CPU only the pages a
@@ -281,6 +326,8 @@ def _optimizer(setup: Setup) -> Consumer:
         what, per = "fp32 master weights + Adam moments, 12 B/param", MASTER_AND_ADAM_BYTES
     else:
         what, per = "Adam moments, 8 B/param (the weights are fp32 already)", ADAM_BYTES
+    if setup.offload_optimizer != "gpu":
+        return Consumer("optimizer state", (Part(what + _away(setup.offload_optimizer), 0),))
     return Consumer("optimizer state", (Part(f"{what}{shard}", round(trainable * per / n)),))
 
 
@@ -363,6 +410,27 @@ def _activations(setup: Setup) -> tuple[Consumer, int]:
     return Consumer("activations", (kept, extra)), tokens * copies_at_peak
 
 
+def offloaded_bytes(setup: Setup, per_node: int) -> dict[str, int]:
+    """Bytes one node keeps off its GPUs, by place ("cpu", "nvme"): what its GPUs' shares of
+    the offloaded states add up to. DeepSpeed's ZeRO-3 estimator
+    (`estimate_zero3_model_states_mem_needs`, zero_init) counts 16 bytes per parameter for
+    the offloaded optimizer (fp32 master weights, Adam's two moments, fp32 gradients) and 2
+    more for offloaded 16-bit weights; adapters that are fp32 already have no master copy."""
+    trainable = trainable_parameters(setup)
+    on_node = min(setup.gpus, per_node)
+    found: dict[str, int] = {}
+    if setup.offload_optimizer != "gpu":
+        full = setup.method == "full" and setup.precision == "bf16"
+        per = (MASTER_AND_ADAM_BYTES if full else ADAM_BYTES) + 4  # + the fp32 gradients
+        share = round(trainable * per / setup.gpus) * on_node
+        found[setup.offload_optimizer] = found.get(setup.offload_optimizer, 0) + share
+    if setup.offload_params != "gpu":
+        frozen, weights = weight_bytes(setup)
+        share = round((frozen + weights) / setup.gpus) * on_node
+        found[setup.offload_params] = found.get(setup.offload_params, 0) + share
+    return found
+
+
 def memory(setup: Setup, device: Device) -> Memory:
     activations, copies = _activations(setup)
     return Memory(
@@ -384,7 +452,7 @@ def fit(mem: Memory, device: Device) -> Fit:
     return Fit(device.memory_bytes, allocated, reserve, device.memory_bytes - allocated - reserve)
 
 
-# --- what would make it fit ----------------------------------------------------------------
+# --- the same job on other GPU counts ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -407,50 +475,6 @@ def gpu_counts(per_node: int, up_to_nodes: int = 64) -> list[int]:
 def option(setup: Setup, device: Device, change: str) -> Option:
     mem = memory(setup, device)
     return Option(change, setup, mem, fit(mem, device))
-
-
-def _smallest_zero3(setup: Setup, device: Device, label: str) -> Option | None:
-    for g in gpu_counts(device.per_node):
-        if g < setup.gpus:
-            continue
-        candidate = option(setup.but(zero_stage=3, gpus=g), device, "")
-        if candidate.fit.fits:
-            nodes = -(-g // device.per_node)
-            where = f"{nodes} node{'s' if nodes > 1 else ''}"
-            return dataclasses.replace(candidate, change=f"{label}{g} GPUs with ZeRO-3 ({where})")
-    return None
-
-
-def options_to_fit(setup: Setup, device: Device) -> list[Option]:
-    """Single changes that make a plan fit, each with its figure; all of them together
-    when no single one does. Empty when it fits already or the device is not judged."""
-    if fit(memory(setup, device), device).fits is not False:
-        return []
-    found: list[Option] = []
-    more = _smallest_zero3(setup, device, "")
-    if more is not None:
-        found.append(more)
-    if not setup.gradient_checkpointing:
-        on = setup.but(gradient_checkpointing=True)
-        found.append(option(on, device, "gradient checkpointing on"))
-    mb = setup.micro_batch // 2
-    while mb >= 1:
-        smaller = option(setup.but(micro_batch=mb), device, f"micro-batch {mb}")
-        if smaller.fit.fits or mb == 1:
-            found.append(smaller)
-            break
-        mb //= 2
-    if setup.method != "qlora":
-        found.append(option(setup.but(method="qlora"), device, "QLoRA (4-bit base)"))
-    if not any(o.fit.fits for o in found):
-        lean = setup.but(gradient_checkpointing=True, micro_batch=1)
-        for method in dict.fromkeys((setup.method, "qlora")):
-            label = "checkpointing, micro-batch 1" + (", QLoRA" if method == "qlora" else "")
-            together = _smallest_zero3(lean.but(method=method), device, f"{label}, ")
-            if together is not None:
-                found.append(together)
-                break
-    return found
 
 
 def by_gpu_count(setup: Setup, device: Device, counts: list[int]) -> list[Option]:

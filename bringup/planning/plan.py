@@ -22,14 +22,17 @@ from bringup.planning.memory import (
     Memory,
     Method,
     Option,
+    Place,
     Setup,
     by_gpu_count,
     cpu_device,
     fit,
     memory,
-    options_to_fit,
+    offloaded_bytes,
 )
 from bringup.planning.models import PlannedModel, from_recipe
+from bringup.planning.offload import Host, OffloadTime, assumed_host, offload_time
+from bringup.planning.search import Candidate, search
 from bringup.planning.throughput import (
     Communication,
     Efficiency,
@@ -64,6 +67,9 @@ class Request:
     gpus: int | None = None  # None: one node of the device
     tokens: float | None = None
     price_per_gpu_hour: float | None = None
+    offload_optimizer: Place = "gpu"
+    offload_params: Place = "gpu"
+    links: Host | None = None  # a run's measured bandwidths; None: the profile's, assumed
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,9 @@ class Plan:
     memory: Memory
     fit: Fit
     by_gpus: tuple[Option, ...]
-    options: tuple[Option, ...]
+    options: tuple[Candidate, ...]  # what would make it fit, cheapest first
+    offload: OffloadTime | None  # the plan's own transfers, when it offloads
+    offloaded_per_node: dict[str, int]  # bytes a node keeps off its GPUs, by place
     efficiency: Efficiency
     mfu: float | None
     timing: Timing
@@ -165,6 +173,8 @@ def setup_for(request: Request, device: Device) -> Setup:
             zero_stage=request.zero_stage,
             gpus=given(request.gpus, device.per_node),
             precision=precision,
+            offload_optimizer=request.offload_optimizer,
+            offload_params=request.offload_params,
         )
     except ValueError as exc:
         raise PlanError(str(exc)) from None
@@ -186,7 +196,10 @@ def make(
     verdict = fit(mem, device)
     counts = sorted({*SCALING_COUNTS, setup.gpus})
     efficiency = choose(setup, device, measured)
-    times = timing(setup, efficiency, request.tokens)
+    links = request.links or assumed_host(device)
+    moved = offload_time(setup, device.per_node, links)
+    stall = moved.seconds if moved is not None and moved.seconds is not None else 0.0
+    times = timing(setup, efficiency, request.tokens, stall)
     comm = communication(setup, device, nodes, efficiency)
     price = request.price_per_gpu_hour
     plan = Plan(
@@ -197,7 +210,9 @@ def make(
         memory=mem,
         fit=verdict,
         by_gpus=tuple(by_gpu_count(setup, device, counts)),
-        options=tuple(options_to_fit(setup, device)),
+        options=tuple(search(setup, device, measured, links, request.tokens)),
+        offload=moved,
+        offloaded_per_node=offloaded_bytes(setup, device.per_node),
         efficiency=efficiency,
         mfu=efficiency.mfu(setup, device),
         timing=times,
@@ -252,6 +267,16 @@ def notes_for(plan: Plan) -> list[str]:
         )
     if plan.nodes > 1 and setup.gpus % plan.device.per_node:
         notes.append(f"{setup.gpus} GPUs do not fill {plan.nodes} nodes of {plan.device.per_node}")
+    offloads = [plan.offload] if plan.offload is not None else []
+    offloads += [c.offload for c in plan.options if c.offload is not None]
+    if offloads:
+        notes.append(
+            "offload's time is its transfers per micro-batch at the bandwidths named, not "
+            "overlapped with the compute (an upper bound); the CPU's own Adam step is not "
+            "counted: measure it with a burn-in that offloads"
+        )
+    if plan.fit.fits is False and not plan.options:
+        notes.append("nothing the search turns makes it fit on up to 64 nodes")
     comm = plan.communication
     if comm is not None and comm.bound and comm.seconds and plan.timing.tokens is not None:
         steps = plan.timing.tokens / (setup.tokens_per_micro_batch * setup.gpus)
@@ -369,6 +394,53 @@ def _option(o: Option) -> dict[str, Any]:
     }
 
 
+def _offload(moved: OffloadTime | None, per_node: dict[str, int]) -> dict[str, Any] | None:
+    if moved is None:
+        return None
+    t = moved.traffic
+    return {
+        "pcie_bytes_per_micro_batch": t.pcie_bytes,
+        "nvme_read_bytes_per_micro_batch": t.nvme_read_bytes,
+        "nvme_write_bytes_per_micro_batch": t.nvme_write_bytes,
+        "seconds_per_micro_batch": moved.seconds,
+        "bandwidths": list(moved.sources),
+        "assumed": moved.assumed,
+        "offloaded_bytes_per_node": per_node,
+    }
+
+
+def _candidate(c: Candidate) -> dict[str, Any]:
+    s, t = c.setup, c.timing
+    return {
+        "change": c.change,
+        "changed": list(c.changed),
+        "method": s.method,
+        "gpus": s.gpus,
+        "zero_stage": s.zero_stage,
+        "micro_batch": s.micro_batch,
+        "gradient_checkpointing": s.gradient_checkpointing,
+        "offload_optimizer": s.offload_optimizer,
+        "offload_params": s.offload_params,
+        "allocated_bytes": c.fit.allocated_bytes,
+        "headroom_bytes": c.fit.headroom_bytes,
+        "fits": c.fit.fits,
+        "seconds": t.seconds,
+        "seconds_per_billion_tokens": t.seconds_per_billion_tokens,
+        "gpu_hours": c.gpu_hours,
+        "gpu_hours_per": "job" if t.tokens is not None else "billion tokens",
+        "nccl_bound": c.nccl_bound,
+        "offload": _offload(c.offload, c.offloaded_per_node),
+    }
+
+
+VERDICTS = {True: "FITS", False: "DOES NOT FIT", None: "NOT JUDGED"}
+
+
+def verdict(plan: Plan) -> str:
+    """FITS, DOES NOT FIT, or NOT JUDGED (a CPU: no capacity to judge against)."""
+    return VERDICTS[plan.fit.fits]
+
+
 def to_json(plan: Plan) -> dict[str, Any]:
     """The plan as one JSON document (`bringup plan --json`)."""
     setup, mem, t = plan.setup, plan.memory, plan.timing
@@ -377,6 +449,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
     return {
         "kind": KIND,
         "schema_version": SCHEMA_VERSION,
+        "verdict": verdict(plan),
         "model": {
             "name": plan.model.name,
             "origin": plan.model.origin,
@@ -395,6 +468,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "micro_batch": setup.micro_batch,
             "gradient_checkpointing": setup.gradient_checkpointing,
             "zero_stage": setup.zero_stage,
+            "offload_optimizer": setup.offload_optimizer,
+            "offload_params": setup.offload_params,
             "gpus": setup.gpus,
             "nodes": plan.nodes,
             "lora": (
@@ -420,7 +495,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "fits": plan.fit.fits,
         },
         "by_gpus": [_option(o) for o in plan.by_gpus],
-        "options": [_option(o) for o in plan.options],
+        "options": [_candidate(c) for c in plan.options],
+        "offload": _offload(plan.offload, plan.offloaded_per_node),
         "time": {
             "tokens": t.tokens,
             "model_flops_per_token": t.model_flops_per_token,

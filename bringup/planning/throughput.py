@@ -7,7 +7,9 @@ The rate is taken, in this order, from:
 
 1. a baseline of the plan's own shape (`measured`);
 2. the nearest measured recipe by parameter count (`nearest`, labelled with its recipe);
-3. an assumed MFU (`assumed`, stated and marked "not measured").
+3. an assumed MFU (`assumed`, stated and marked "not measured"), taken as the hardware
+   rate (MFU 35% without recompute; checkpointing's recompute lowers it, as it does a
+   measured rate).
 
 What carries over from a baseline is the GPU's hardware FLOP rate (HFU x peak): a plan that
 recomputes the forward (gradient checkpointing) where the baseline did not does that much
@@ -171,10 +173,14 @@ def choose(setup: Setup, device: Device, measured: list[Measured]) -> Efficiency
         return Efficiency(rate, "nearest", label, m.origin)
     if device.peak_flops is None:
         return Efficiency(None, "none", f"no FLOP rate: no usable baseline for {device.name}")
-    per = per_token(setup)
-    rate = ASSUMED_MFU * device.peak_flops * per.hardware / per.model
+    # Assumed as the hardware rate, as a measured one carries over: MFU 35% without
+    # recompute, lower by the recompute's share with checkpointing (it is work, not free).
+    rate = ASSUMED_MFU * device.peak_flops
     why = "no --baseline" if not measured else "no baseline usable on this device"
-    label = f"assumed MFU {ASSUMED_MFU:.0%}, not measured ({why})"
+    label = (
+        f"assumed HFU {ASSUMED_MFU:.0%} (MFU {ASSUMED_MFU:.0%} without recompute), "
+        f"not measured ({why})"
+    )
     return Efficiency(rate, "assumed", label)
 
 
@@ -192,10 +198,17 @@ class Timing:
         return None if self.seconds is None else self.seconds / 3600
 
 
-def timing(setup: Setup, efficiency: Efficiency, tokens: float | None) -> Timing:
+def timing(
+    setup: Setup, efficiency: Efficiency, tokens: float | None, stall_s: float = 0.0
+) -> Timing:
+    """The job's time at the rate; `stall_s` per micro-batch the GPU waits on top of its
+    compute (offload's transfers, counted as not overlapped)."""
     per = per_token(setup)
     rate = efficiency.hardware_flops_per_s
     tps = rate / per.hardware if rate else None
+    if tps and stall_s:
+        tokens_per_micro_batch = setup.tokens_per_micro_batch
+        tps = tokens_per_micro_batch / (tokens_per_micro_batch / tps + stall_s)
     total = tps * setup.gpus if tps else None
     return Timing(
         tokens=tokens,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from bringup import recipe as recipes
 from bringup.baseline import NodeBaseline
 from bringup.checks import burnin_run as nodes
@@ -102,3 +104,33 @@ def test_each_node_gets_its_work_dir_environment_and_place_in_the_job() -> None:
     default = node_params(Job(recipe), hosts, "run1", joint=False)[0]
     assert default["work_base"] == ""
     assert second["deepspeed_config"]["checkpoint"] == {"use_node_local_storage": True}
+
+
+def test_a_joined_node_is_judged_by_its_own_telemetry_within_the_jobs_steps() -> None:
+    """A joint job: only rank 0's node records the steps. The other node's record holds its
+    ranks and its GPUs' telemetry; judged alone it read as "no data" (burnin.throttle ERROR
+    on node02 of every joint burn-in). Its own telemetry decides, on that node."""
+    from tests.unit.test_burnin_checks import as_gpu, h200_timeline, recorded
+
+    job = as_gpu(recorded(), h200_timeline())
+    timeline = h200_timeline()
+    timeline.samples[2].clock_event_reasons = ["hw_thermal_slowdown"]  # edit: node02's GPU2
+    joined = dataclasses.replace(as_gpu(recorded(), timeline), steps=[])  # no rank 0 here
+    healthy = dataclasses.replace(job, steps=[])
+    found = nodes.judge_joined_nodes(
+        ["n1", "n2", "n3"], {"n1": job, "n2": joined, "n3": healthy}, job, None
+    )
+    assert [(f.node, f.check, f.status) for f in found] == [
+        ("n2", "burnin.throttle", Status.FAIL),
+        ("n3", "burnin.throttle", Status.PASS),
+    ]
+    assert found[0].message == (
+        "GPU2 throttled under load: hw_thermal_slowdown (100% of loaded samples)"
+    )
+    assert found[1].message == "8 GPUs: no throttling"
+    # On the CPU (as the simulated cluster trains) there is nothing to sample: SKIP, not
+    # the no-data ERROR.
+    cpu = dataclasses.replace(recorded(), steps=[], telemetry=None)
+    [skip] = nodes.judge_joined_nodes(["n1", "n2"], {"n1": job, "n2": cpu}, recorded(), None)
+    assert (skip.node, skip.status) == ("n2", Status.SKIP)
+    assert skip.message == "no telemetry samples: no telemetry recorded"

@@ -410,3 +410,25 @@ def test_unnamed_collective_is_skipped() -> None:
 
 def test_check_is_registered() -> None:
     assert [(c.name, c.probe) for c in checks.CHECKS] == [("nccl.allreduce_busbw", "nccl")]
+
+
+def test_a_gloo_collective_under_a_gpu_profile_is_not_an_nccl_measurement() -> None:
+    """A gloo/CPU all-reduce forced under `-p h100` was ACCEPTED (its 2 ranks have no floor
+    on an 8-GPU board: SKIP). Gloo is no NCCL measurement: the bandwidth the profile
+    requires was never measured, so it is an ERROR that says so, whatever the rank count.
+    The facts are the H100 run of SINGLE as the torch engine on gloo would record them."""
+    measured = parse(SINGLE)
+    assert [f.status for f in judge(measured)] == [Status.PASS]  # nccl-tests: judged
+    for ranks in (8, 2):
+        gloo = dataclasses.replace(measured, engine="torch", backend="gloo", nranks=ranks)
+        [found] = judge(gloo)
+        assert (found.check, found.status) == ("nccl.allreduce_busbw", Status.ERROR)
+        assert found.message == (
+            f"ran on gloo/CPU, not NCCL: the torch engine's all_reduce over {ranks} ranks "
+            "measured the CPU and its sockets (peak busbw 476.53 GB/s), not the GPUs' bus; "
+            "the h100-test profile's NCCL bandwidth is not measured"
+        )
+        assert found.action is not None and "--backend nccl" in found.action
+    # The torch engine on NCCL is judged as nccl-tests is.
+    on_nccl = dataclasses.replace(measured, engine="torch", backend="nccl")
+    assert [f.status for f in judge(on_nccl)] == [Status.PASS]

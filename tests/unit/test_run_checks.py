@@ -172,3 +172,60 @@ def test_a_run_is_held_to_its_recorded_plan_and_profile() -> None:
             "not measured: probe 'burnin' has no record on n1 (it did not run or did not finish)",
         )
     ]
+
+
+def burnin_facts(name: str, device_kind: str) -> NodeFacts:
+    record = ProbeRecord(probe="burnin", ok=True, facts={"device_kind": device_kind})
+    return NodeFacts(node=name, bringup_version="0", collected_at="T", probes={"burnin": record})
+
+
+def bad(node: str, check: str, message: str = "bad") -> Finding:
+    return Finding(node=node, check=check, status=Status.ERROR, message=message)
+
+
+def test_a_cpu_burnin_says_its_missing_profile_once_in_burnin_mfu() -> None:
+    """One cause, one finding: a CPU has no profile, and burnin.mfu says so with the action
+    that fits ("run the burn-in on the GPUs"); report.profile ("give --profile NAME", which
+    no CPU has) no longer repeats it. Never ACCEPTED all the same: burnin.mfu is an ERROR."""
+    manifest = Manifest(command="burnin", started_at="T", nodes=["n1"], status="complete")
+
+    def checks(kind: str, findings: list[Finding]) -> list[str]:
+        facts = {"n1": burnin_facts("n1", kind)}
+        run = RunData(Path("r"), manifest, facts, findings, planned=["burnin"])
+        return [f.check for f in judge_completeness(run)]
+
+    mfu = bad("n1", "burnin.mfu", "0.1 GFLOP/s of model FLOPs per GPU on cpu: a CPU burn-in")
+    ran = Finding(node="n1", check="burnin.run", status=Status.PASS, message="8 steps")
+    assert checks("cpu", [ran, mfu]) == []
+    # Its burnin.mfu lost (an edited findings.jsonl): report.profile stands again.
+    assert checks("cpu", [ran]) == ["report.profile"]
+    # A GPU burn-in with no profile: report.profile says it, as before.
+    assert checks("cuda", [ran, mfu]) == ["report.profile"]
+
+
+def test_a_joint_job_that_did_not_run_is_one_finding_for_all_its_nodes() -> None:
+    """`burnin --joint` whose node02 could not join: burnin.job ERROR on node01 names the
+    cause; node02's facts were judged by nothing, and its "never judged" gap and the
+    missing profile are that job's failure, not two more findings."""
+    manifest = Manifest(
+        command="burnin", started_at="T", nodes=["n1", "n2"], status="complete",
+        probes=["burnin"], jobs=[["n1", "n2"]],
+    )  # fmt: skip
+    facts = {"n1": burnin_facts("n1", "cpu"), "n2": burnin_facts("n2", "cpu")}
+    job = bad("n1", "burnin.job", "the 2-node job did not complete: n2: cannot connect")
+
+    def found(manifest: Manifest, findings: list[Finding]) -> list[tuple[str, str, str]]:
+        run = RunData(Path("r"), manifest, facts, findings, planned=["burnin"])
+        return [(f.node, f.check, f.message) for f in judge_completeness(run)]
+
+    assert found(manifest, [job]) == []
+    # Not recorded as one job: n2 was never judged, said as before.
+    alone = manifest.model_copy(update={"jobs": []})
+    assert found(alone, [job]) == [
+        ("n2", "report.missing", "no findings for this node: its facts were never judged")
+    ]
+    # Only a bad job verdict covers its nodes: a job that ran judges every node itself.
+    ran = job.model_copy(update={"status": Status.PASS, "message": "tiny over 2 nodes"})
+    assert ("n2", "report.missing", "no findings for this node: its facts were never judged") in (
+        found(manifest, [ran])
+    )

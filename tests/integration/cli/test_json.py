@@ -153,7 +153,7 @@ def test_nccl_local_gloo(cli: Callable[..., Any], tmp_path: Path) -> None:
     doc = valid(
         cli("nccl", "--local", *args, "-p", "h100", "--out", tmp_path / "n", "--json"),
         "nccl",
-        0,
+        1,  # gloo on the CPU is no NCCL measurement: the H100's bandwidth is not measured
     )
     (facts,) = doc["data"]["facts"].values()
     assert facts["collective"] == "all_reduce"

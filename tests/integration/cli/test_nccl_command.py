@@ -40,13 +40,20 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
         ),
         *("-p", "h100", "--out", out, "--json"),
     )
-    assert result.returncode == 0, result.stderr
+    # A gloo/CPU collective under a GPU profile is no NCCL measurement: the bandwidth the
+    # H100 profile requires is missing, so NOT ACCEPTED (it was ACCEPTED with a SKIP: 2
+    # ranks have no floor on an 8-GPU board).
+    assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["run_dir"] == str(out) and doc["exit_code"] == 0
+    assert doc["run_dir"] == str(out) and doc["exit_code"] == 1
+    assert doc["verdict"] == "NOT ACCEPTED"
     (found,) = doc["findings"]
-    # Two ranks are no job an 8-GPU board's floors speak of (floors by rank count, issue 25).
-    assert (found["check"], found["status"]) == ("nccl.allreduce_busbw", "SKIP")
-    assert "the profile has no floor for 2 ranks" in found["message"]
+    assert (found["check"], found["status"]) == ("nccl.allreduce_busbw", "ERROR")
+    assert found["message"].startswith(
+        "ran on gloo/CPU, not NCCL: the torch engine's all_reduce over 2 ranks measured the "
+        "CPU and its sockets (peak busbw "
+    ), found["message"]
+    assert found["message"].endswith("the h100 profile's NCCL bandwidth is not measured")
     (facts,) = doc["data"]["facts"].values()
     assert facts["engine"] == "torch" and facts["nranks"] == 2
     assert [r["size_bytes"] for r in facts["rows"]] == [65536, 131072, 262144]
@@ -54,7 +61,7 @@ def test_local_gloo_run_json(tmp_path: Path) -> None:
     assert (manifest["command"], manifest["status"], manifest["exit_code"]) == (
         "nccl",
         "complete",
-        0,
+        1,
     )
     assert manifest["probes"] == ["nccl"]  # what a report holds the node to
     assert manifest["provenance"]["mode"] == "live"
@@ -81,7 +88,8 @@ def test_local_human_output_shows_the_curve(tmp_path: Path) -> None:
         ),
         *("-p", "b300", "--out", tmp_path / "run"),  # a CPU has no GPU for --profile auto
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # gloo: the B300's NCCL bandwidth unmeasured
+    assert "ran on gloo/CPU, not NCCL" in " ".join(result.stdout.split())
     assert "busbw out-of-place GB/s" in result.stdout and "64 KiB" in result.stdout
     assert "nccl.allreduce_busbw" in result.stdout
 

@@ -346,9 +346,11 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     assert list(json.loads(facts.read_text())["probes"]) == ["gpu"]
 
 
-# Passes alone and with its folder; in the whole suite on a loaded 2-core machine the CLI
-# once outlived the 30 s after Ctrl-C (issue 30 follow-up: find which wait ignores the stop).
-@pytest.mark.xfail(reason="once timed out in the full suite under load; see issue 30", strict=False)
+# After Ctrl-C the CLI waits at most 0.2 s for the upload's stop check and 2 s for the
+# node to hang up (ssh.HANG_UP_S); measured under a load average of 13 on 2 cores: 0.14 to
+# 0.18 s of CPU and two fsyncs (the manifest) from the signal to its exit handlers, 1.2 to
+# 3 s to its exit (12 s once). The 30 s bound (scaled: BRINGUP_TEST_TIME_SCALE on a busier
+# machine) is that deadline plus slack.
 def test_ctrl_c_while_the_probe_code_is_stored_stops_at_once(
     sshd: LocalSshd, files: dict[str, Path], tmp_path: Path
 ) -> None:
