@@ -338,6 +338,27 @@ class BundlePart(Strict):
     manifest_sha256: str | None = None
 
 
+class CoverageRow(Strict):
+    """One line of a handover's coverage table (bringup/checks/coverage.py): a measurement
+    a handover is expected to hold, where the bundle holds it, or the command that adds it."""
+
+    item: str  # "acceptance suite", "NCCL multi-node/pairwise", "burn-in MFU baseline", ...
+    measured: bool
+    detail: str  # what was measured ("level 3", "suite acceptance"), or why it is not there
+    part: str | None = None  # the bundle part that holds it
+    at: str | None = None  # when, by the nodes' clocks (the earliest record)
+    command: str | None = None  # not measured: what would add it
+    required: bool = False  # without it the bundle is never ACCEPTED
+
+    @property
+    def shown(self) -> str:
+        """ "measured: level 3", "not run", "not run: the quick suite, not the acceptance
+        suite"; "(needed for ACCEPTED)" where the verdict needs it."""
+        word = "measured" if self.measured else "not run"
+        text = word if self.detail == word else f"{word}: {self.detail}"
+        return text + (" (needed for ACCEPTED)" if self.required and not self.measured else "")
+
+
 class Bundle(Strict):
     """manifest.json of a bundle. It carries the keys of a run's manifest too (command,
     profile, started_at, nodes, status), so a tool that reads only those reads a bundle."""

@@ -203,3 +203,18 @@ def verdict(findings: list[Finding]) -> Literal["ACCEPTED", "NOT ACCEPTED"]:
 def exit_code(findings: list[Finding]) -> int:
     """0 when nothing failed, errored or was unreachable; 1 otherwise (README.md, exit codes)."""
     return 1 if any(f.status.bad for f in findings) else 0
+
+
+# A SKIP that says another check owns its fault: "GPU 2: all 18 links down: judged by
+# topology.nvlink (...)". One root cause gives one FAIL (docs/contributing.md): the other
+# probe's check steps aside and says where the fault is judged.
+_JUDGED_BY = re.compile(r"judged by ([a-z0-9_]+\.[a-z0-9_]+)")
+
+
+def moved_to(f: Finding) -> str | None:
+    """The check that judges this finding's fault instead ("topology.nvlink"), for a SKIP
+    that stepped aside for it; None for any other finding."""
+    if f.status is not Status.SKIP:
+        return None
+    found = _JUDGED_BY.search(f.message)
+    return found.group(1) if found else None

@@ -16,6 +16,7 @@ from bringup.checks import Check, finding
 from bringup.findings import Finding, Status
 from bringup.node.probes.nvme import NOT_A_DEVICE, NvmeFacts, NvmePath
 from bringup.profile import Profile
+from bringup.words import plural
 
 PROBE = "nvme"
 GB = 1e9  # GB/s in messages is 1e9 B/s, as fio prints it (docs/reference.md#units)
@@ -253,14 +254,14 @@ def judge_concurrent_read(facts: NvmeFacts, profile: Profile) -> list[Finding]:
 
     def one(path: NvmePath) -> Finding | str:
         readers = path.concurrent_readers or 1
-        what = f"{readers} readers at once, aggregate"
+        what = f"{plural(readers, 'reader')} at once, aggregate"
         verdict = judge_floor(
             check, path, what, path.concurrent_read_bytes_per_s, floor, below=Status.WARN
         )
         if isinstance(verdict, Finding):
             return verdict
         each = (path.concurrent_read_bytes_per_s or 0) / readers / GB
-        return f"{verdict} with {readers} readers ({each:.2f} GB/s each)"
+        return f"{verdict} with {plural(readers, 'reader')} ({each:.2f} GB/s each)"
 
     return judge_each_path(
         check,

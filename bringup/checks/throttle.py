@@ -22,6 +22,7 @@ from bringup.findings import Finding, Status
 from bringup.node.probes.gemm import GemmFacts
 from bringup.node.timeline import Sample, Timeline
 from bringup.profile import Profile
+from bringup.words import plural
 
 # bringup policy, not vendor figures (the profile schema has no place for them yet):
 MIN_SHARE = 0.01  # a throttle reason active under 1% of the time is noise
@@ -184,7 +185,7 @@ class ReasonRule:
                 finding(
                     self.check,
                     status,
-                    ", ".join(parts) + f": {self.action}",
+                    ", ".join(parts),
                     value=round(share, 4),
                     expected=f"< {MIN_SHARE:g}",  # a fraction, as the value
                     unit="fraction",
@@ -306,7 +307,7 @@ def _limit_lowered(
         finding(
             "diagnose.power_cap",
             Status.FAIL,
-            f"{who}: SW power cap at {limit:.0f} W of {default:.0f} W default: {action}",
+            f"{who}: SW power cap at {limit:.0f} W of {default:.0f} W default",
             value=limit,
             expected=f">= {default:.0f}",
             unit="W",
@@ -341,7 +342,7 @@ def _pinned(
                 finding(
                     "diagnose.power_cap",
                     Status.WARN,
-                    f"{text}: {action}",
+                    text,
                     value=round(share, 4),
                     unit="fraction",
                     action=action,
@@ -376,7 +377,7 @@ def _hbm_temperature(
             finding(
                 "diagnose.hbm_temperature",
                 status,
-                ", ".join(p for p in parts if p) + f": {AIRFLOW}",
+                ", ".join(p for p in parts if p),
                 value=hbm,
                 expected=f"< {limit - HBM_MARGIN_C:.0f}",
                 unit="C",
@@ -404,7 +405,7 @@ def _straggler(
                 "diagnose.straggler",
                 Status.FAIL,
                 f"GPU {index}: {flops[index] / 1e12:.0f} TFLOP/s, {share:.0%} below the node "
-                f"median {median / 1e12:.0f} TFLOP/s, no throttle reason: {action}",
+                f"median {median / 1e12:.0f} TFLOP/s, no throttle reason",
                 value=round(flops[index] / 1e12, 1),
                 expected=f">= {(1 - STRAGGLER_BELOW) * median / 1e12:.0f}",
                 unit="TFLOP/s",
@@ -450,7 +451,7 @@ def judge_gemm_stragglers(gemm_by_node: dict[str, GemmFacts]) -> list[Finding]:
                 "read this node's diagnose.* findings for the cause (power cap, thermal); "
                 "with none, check its power limits, BIOS and cooling against a good node"
             )
-            status, message = Status.FAIL, f"{below:.0%} below the fleet: {where}: {action}"
+            status, message = Status.FAIL, f"{below:.0%} below the fleet: {where}"
         findings.append(
             Finding(
                 node=node,
@@ -471,7 +472,8 @@ def _healthy(timeline: Timeline, stats: dict[int, GpuStats]) -> Finding:
     return finding(
         "diagnose.throttle",
         Status.PASS,
-        f"{len(stats)} GPUs, {samples} samples over {timeline.duration_s():.0f} s: "
+        f"{plural(len(stats), 'GPU')}, {plural(samples, 'sample')} "
+        f"over {timeline.duration_s():.0f} s: "
         "no throttle reason, no straggler, HBM below its limit",
     )
 

@@ -7,7 +7,9 @@
 The bundle (bringup/baseline.py) holds each run directory as a part (check/, nccl/,
 diagnose/, burnin/), a manifest.json listing the parts (kind, path, status, exit code and
 the SHA-256 of each part's manifest.json) and the SHA-256 of each rendered report, and the
-report of them all (report.html, report.md, report.json). `bringup verify BUNDLE` checks
+report of them all (report.html, report.md, report.junit.xml, report.json), which opens
+with what the bundle holds and lacks (bringup/checks/coverage.py): without the acceptance
+suite, NCCL across nodes or a burn-in it is never ACCEPTED. `bringup verify BUNDLE` checks
 all of it; `--sign` signs that manifest, and so every byte of the bundle. Each part is
 made by its own command's function, exactly as `bringup check`, `nccl`, `diagnose` and
 `burnin` make it; a later `bringup report NEW_RUN --baseline BUNDLE` compares with the
@@ -49,7 +51,7 @@ from bringup.commands.common import (
 if TYPE_CHECKING:
     from bringup.baseline import BundlePart
 
-REPORT_FORMATS = ["html", "md", "json"]
+REPORT_FORMATS = ["html", "md", "junit", "json"]
 # What chooses how the parts run; nothing runs with --from (and only the profile with --demo).
 _RUN_OPTIONS = (
     "profile_name",
@@ -334,7 +336,7 @@ def _first(bundle: Path, parts: list[BundlePart], key: str) -> str | None:
 def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool, quiet: bool) -> int:
     """The bundle's report beside its manifest; the exit code of all it holds."""
     from bringup.baseline import write_bundle
-    from bringup.commands.report import make_report, verdict_lines, write
+    from bringup.commands.report import coverage_lines, make_report, verdict_lines, write
     from bringup.provenance import sha256_file
 
     built, prof = make_report(bundle_path, None, None)
@@ -361,7 +363,10 @@ def _report(bundle_path: Path, bundle: Any, as_json: bool, refused: bool, quiet:
     if quiet:
         print(verdict_lines(built)[0])
         return code
-    for line in verdict_lines(built):
+    # The verdict first, then what the bundle holds and lacks; its report.coverage ERRORs
+    # are those lines, not printed again with the other pieces it lacks.
+    verdict, *lacking = verdict_lines(built, skip=("report.coverage",))
+    for line in [verdict, *coverage_lines(built), *lacking]:
         print(line)
     for part in bundle.parts:
         print(f"part {part.kind}: {bundle_path / part.path} (exit {part.exit_code})")

@@ -19,6 +19,7 @@ from bringup.commands.common import JsonOpt, LimitOpt, ProfileOpt, QuietOpt, fai
 
 if TYPE_CHECKING:
     from bringup import profile as profile_mod
+    from bringup.baseline import CoverageRow
     from bringup.findings import Finding
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
@@ -121,14 +122,31 @@ def drop_recorded_whole_run(run: RunData) -> None:
 
 def judge_run(run: RunData) -> list[Finding]:
     """What the recorded run lacks (checks/completeness.py), and for a handover bundle each
-    of its parts judged as a run (checks/bundle.py): before any --limit narrows it."""
+    of its parts judged as a run (checks/bundle.py) and what a handover must hold that it
+    lacks (checks/coverage.py): before any --limit narrows it."""
     from bringup.checks.bundle import judge_bundle
     from bringup.checks.completeness import judge_completeness
+    from bringup.checks.coverage import judge_coverage
 
     judged = judge_completeness(run)
     if run.parts is not None:
         judged = judge_bundle(run.parts, run.bundle_changes, judged)
+        judged += judge_coverage(coverage_of(run) or [])
     return judged
+
+
+def coverage_of(run: RunData) -> list[CoverageRow] | None:
+    """A bundle's coverage table (checks/coverage.py); None for a run that is no bundle."""
+    from bringup import suite as suite_mod
+    from bringup.checks.coverage import bundle_coverage
+
+    if run.parts is None:
+        return None
+    try:
+        acceptance = [step.name for step in suite_mod.load("acceptance").probes]
+    except (suite_mod.SuiteError, OSError, ValueError):
+        acceptance = []  # no suite to hold the parts to: the row says "not run"
+    return bundle_coverage(run.parts, run.nodes, acceptance)
 
 
 def build_report(
@@ -171,7 +189,10 @@ def build_report(
             overrides = (run.manifest.overrides, baseline.manifest.overrides)
             judged += judge_override_changes(*overrides, baseline.path.name)
     order = [check.name for check in CHECKS]
-    return build(run, prof, judged, order, baseline, generated_at, measurements=now)
+    coverage = coverage_of(run)
+    return build(
+        run, prof, judged, order, baseline, generated_at, measurements=now, coverage=coverage
+    )
 
 
 def judge_whole(run: RunDir) -> list[Finding]:
@@ -351,7 +372,7 @@ def summary(built: Report) -> dict[str, Any]:
     }
 
 
-def verdict_lines(built: Report) -> list[str]:
+def verdict_lines(built: Report, skip: tuple[str, ...] = ()) -> list[str]:
     """The verdict with its counts, then each piece the run lacks (its report.* findings).
 
     Plain text: node names and messages go through escape.one_line, so nothing a node
@@ -362,7 +383,23 @@ def verdict_lines(built: Report) -> list[str]:
     counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
     lines = [one_line(f"{built.verdict.line}: {counts or 'no findings'}")]
     for f in built.findings:
-        if f.check.startswith("report."):
+        if f.check.startswith("report.") and f.check not in skip:
             where = f" ({f.node})" if f.node else ""
             lines.append("  " + one_line(f"{f.status.value} {f.check}{where}: {f.message}"))
+    return lines
+
+
+def coverage_lines(built: Report) -> list[str]:
+    """A handover's coverage table as plain lines: each measurement, measured (part,
+    time) or not run with the command that adds it (bringup/checks/coverage.py)."""
+    from bringup.report.escape import one_line
+
+    if built.coverage is None:
+        return []
+    lines = ["what this handover holds:"]
+    width = max(len(row.item) for row in built.coverage)
+    for row in built.coverage:
+        where = f" ({row.part}, {row.at or 'time not recorded'})" if row.part else ""
+        add = f"; to add it: {row.command}" if row.command else ""
+        lines.append(f"  {one_line(row.item):<{width}}  {one_line(row.shown + where + add)}")
     return lines

@@ -11,15 +11,17 @@ would raise), with control characters removed (no escape sequence reaches the te
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from bringup.facts import NodeFacts
-from bringup.findings import Finding, Status, worst
+from bringup.findings import Finding, Status, moved_to, worst
 from bringup.report.escape import printable
 
 if TYPE_CHECKING:
@@ -118,56 +120,103 @@ def node_table(findings: list[Finding], title: str) -> Table:
     return table
 
 
-def fleet_matrix(findings: list[Finding], nodes: list[str]) -> Table:
-    """Node × subject matrix: the worst status of each cell and the checks that caused it.
+def fleet_matrix(findings: list[Finding], nodes: list[str], width: int = 80) -> list[Table]:
+    """Node × subject matrix: each cell the worst status of the checks of that node's probe
+    and how many checks have it ("PASS 12"), the checks behind a bad one below it.
 
     Subjects (gpu, topology, host, ...) rather than every check as columns, so that a
-    fleet table stays readable in a terminal; the checks behind a bad cell are named in it.
+    fleet table stays readable in a terminal. A finding that says another check judges its
+    fault (a SKIP "judged by topology.nvlink") is shown in that check's cell, not in its
+    own. Wider than `width` (80 columns: a terminal's least), the subjects go on in a
+    second table below, the node column repeated: no cell is ever cut.
     """
-    findings = one_per_probe(findings)
+    findings = [f for f in one_per_probe(findings) if moved_to(f) is None]
     subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings))
     cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     for f in findings:
         cells[(f.node, f.check.split(".")[0])].append(f)
-    table = Table(title="node × check", title_justify="left")
-    table.add_column("node", no_wrap=True)
+    texts = {key: _cell(group) for key, group in cells.items()}
+    node_width = max([len("node"), *(len(printable(n)) for n in nodes)])
+
+    def column_width(subject: str) -> int:
+        lines = [subject, *(line for node in nodes for line in _lines(texts.get((node, subject))))]
+        return min(_CELL_MAX, max(len(line) for line in lines))
+
+    tables: list[Table] = []
+    for chunk in _chunks(subjects, column_width, width - node_width - _COLUMN_EDGES - 1):
+        title = "node × check" if not tables else "node × check (continued)"
+        table = Table(title=title, title_justify="left")
+        table.add_column("node", no_wrap=True)
+        for subject in chunk:
+            table.add_column(plain(subject), max_width=_CELL_MAX, overflow="fold")
+        for node in nodes:
+            row = [texts.get((node, s)) or Text("–", style="dim") for s in chunk]
+            table.add_row(plain(node), *row)
+        tables.append(table)
+    return tables
+
+
+# A cell's widest line: longer check names fold onto the next line (never cut with "…").
+_CELL_MAX = 16
+# A column's padding (one space each side) and its border line.
+_COLUMN_EDGES = 3
+
+
+def _lines(text: Text | None) -> list[str]:
+    return text.plain.split("\n") if text is not None else []
+
+
+def _chunks(subjects: list[str], column_width: Callable[[str], int], room: int) -> list[list[str]]:
+    """The subjects in runs whose columns fit in `room` characters (at least one per run)."""
+    chunks: list[list[str]] = [[]]
+    used = 0
     for subject in subjects:
-        table.add_column(plain(subject))
-    for node in nodes:
-        table.add_row(plain(node), *[_cell(cells[(node, subject)]) for subject in subjects])
-    return table
+        need = column_width(subject) + _COLUMN_EDGES
+        if chunks[-1] and used + need > room:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(subject)
+        used += need
+    return [chunk for chunk in chunks if chunk]
 
 
 def _cell(findings: list[Finding]) -> Text:
-    if not findings:
-        return Text("–", style="dim")
+    """ "PASS 12", "SKIP 1"; a bad cell names its checks, one a line ("FAIL 1" over
+    "count"); an unreachable node is that, and nothing more."""
     status = worst(findings)
+    if status is Status.UNREACHABLE:
+        return status_text(status)
+    at_worst = [f for f in findings if f.status == status]
     text = status_text(status)
-    if status not in (Status.PASS, Status.SKIP):
+    text.append(f" {len(at_worst)}")
+    if status.rank >= Status.WARN.rank:
         names = dict.fromkeys(
-            "not judged" if _is_probe_line(f) else f.check.split(".", 1)[-1]
-            for f in findings
-            if f.status == status
+            "not judged" if _is_probe_line(f) else f.check.split(".", 1)[-1] for f in at_worst
         )
-        text.append(printable(" " + ", ".join(names)))
+        text.append(printable("\n" + "\n".join(names)))
     return text
 
 
-def problems_by_action(findings: list[Finding]) -> Table:
-    """The failing findings grouped by the action that fixes them, worst first."""
+def problems_by_action(findings: list[Finding]) -> Group | None:
+    """The failing findings grouped by the action that fixes them, worst first: each
+    status and action, and under it where (each node's messages, dim). None when there
+    is nothing to do: no empty table."""
     shown = one_per_probe(findings)
     bad = [f for f in shown if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
+    if not bad:
+        return None
     groups: dict[str, list[Finding]] = defaultdict(list)
     for f in bad:
         groups[f.action or "investigate"].append(f)
-    table = Table(title="what to do", title_justify="left", expand=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("action", ratio=1)
-    table.add_column("where", ratio=2)
+    grid = Table.grid(padding=(0, 2, 0, 0))
+    grid.add_column("status", no_wrap=True)
+    grid.add_column("what", ratio=1)
     ordered = sorted(groups.items(), key=lambda kv: -worst(kv[1]).rank)
     for action, group in ordered:
-        table.add_row(status_text(worst(group)), plain(action), plain(_where(group)))
-    return table
+        text = plain(action)
+        text.append(printable("\n" + _where(group)), style="dim")
+        grid.add_row(status_text(worst(group)), text)
+    return Group(Text("what to do"), Padding(grid, (0, 0, 0, 2)))
 
 
 def _where(group: list[Finding], shown: int = 2) -> str:
@@ -202,8 +251,11 @@ def show_findings(out: Console, findings: list[Finding], nodes: list[str], title
     if len(nodes) == 1:
         out.print(node_table(findings, f"{nodes[0]} — {title}"))
     else:
-        out.print(fleet_matrix(findings, nodes))
-        out.print(problems_by_action(findings))
+        for table in fleet_matrix(findings, nodes, out.width):
+            out.print(table)
+        todo = problems_by_action(findings)
+        if todo is not None:
+            out.print(todo)
         unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
         if unreachable:
             out.print(unreachable_table(unreachable))

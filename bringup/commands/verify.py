@@ -163,10 +163,11 @@ class _Verified:
             )
         if self.changes:
             return (
-                f"CHANGED: {len(self.changes)} differences from the {len(self.recorded)} "
-                f"files {manifest} records"
+                f"CHANGED: {_count(len(self.changes), 'difference')} from the "
+                f"{_count(len(self.recorded), 'file')} {manifest} records"
             )
-        return f"INTACT: {len(self.recorded)} files match {manifest}"
+        files = len(self.recorded)
+        return f"INTACT: {_count(files, 'file')} {'matches' if files == 1 else 'match'} {manifest}"
 
     def lines(self) -> list[str]:
         prefix = f"{self.name}/" if self.name else ""

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from bringup.words import plural
+
 if TYPE_CHECKING:
     from rich.console import Group
     from rich.live import Live
@@ -177,4 +179,5 @@ class FleetProgress:
         for state in states:
             counts[state] = counts.get(state, 0) + 1
         text = ", ".join(f"{n} {state}" for state, n in counts.items())
-        return Text(f"{len(states)} nodes in {time.monotonic() - self.started:.1f} s: {text}")
+        took = f"{time.monotonic() - self.started:.1f} s"
+        return Text(f"{plural(len(states), 'node')} in {took}: {text}")

@@ -105,6 +105,9 @@ class Comparison(BaseModel):
 
     baseline_run: str
     baseline_started_at: str | None = None
+    # A handover bundle (bringup/baseline.py) is called "the handover"; any other run
+    # "the baseline run": a plain check run is no handover.
+    baseline_is_handover: bool = False
     changed: list[Changed] = Field(default_factory=list)  # what changed since handover
     already: list[StatusThen] = Field(default_factory=list)  # as bad at handover
     settings: list[Change] = Field(default_factory=list)
@@ -119,6 +122,16 @@ class Comparison(BaseModel):
     not_compared: list[NotCompared] = Field(default_factory=list)
 
     @property
+    def baseline_name(self) -> str:
+        """What the baseline is called: "handover" or "baseline run"."""
+        return "handover" if self.baseline_is_handover else "baseline run"
+
+    @property
+    def then(self) -> str:
+        """When the baseline was measured, in words: "at handover", "at baseline"."""
+        return "at handover" if self.baseline_is_handover else "at baseline"
+
+    @property
     def regressions(self) -> list[MetricChange]:
         return [c for c in self.metrics if c.regressed]
 
@@ -131,6 +144,7 @@ def compare(
     baseline_run: str,
     baseline_started_at: str | None = None,
     baseline_findings: list[Finding] | None = None,
+    baseline_is_handover: bool = False,
 ) -> Comparison:
     """Both runs side by side; regressions as `findings` name them.
 
@@ -143,6 +157,7 @@ def compare(
     result = Comparison(
         baseline_run=baseline_run,
         baseline_started_at=baseline_started_at,
+        baseline_is_handover=baseline_is_handover,
         missing_nodes=sorted(set(then) - set(now)),
         new_nodes=sorted(set(now) - set(then)),
     )

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from bringup import __version__, provenance
+from bringup.baseline import CoverageRow
 from bringup.facts import origin as facts_origin
 from bringup.findings import Finding, Status, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
@@ -81,6 +82,7 @@ class Verdict(BaseModel):
     mode: str = "live"  # derived from every record: live, or "demo+replayed", "file", ...
     reasons: list[str] = Field(default_factory=list)  # why not live: "demo data", ...
     line: str = ""  # "ACCEPTED", "NOT ACCEPTED (demo data)": what every output heads with
+    lacking: list[str] = Field(default_factory=list)  # a handover: "no burn-in MFU baseline"
 
     def origin_json(self) -> dict[str, object]:
         """--json's `provenance` (commands/envelope.py, Origin): mode, live, reasons."""
@@ -128,6 +130,8 @@ class Report(BaseModel):
     baseline: baseline_mod.Comparison | None = None
     findings: list[Finding]  # the run's and the report's, in report order
     plan: PlanSection | None = None  # a burn-in run: what its baseline means for a fine-tune
+    # A handover bundle: what it holds and what it lacks (bringup/checks/coverage.py).
+    coverage: list[CoverageRow] | None = None
 
 
 def build(
@@ -138,6 +142,7 @@ def build(
     baseline: RunData | None = None,
     generated_at: str | None = None,
     measurements: list[NodeMeasurements] | None = None,
+    coverage: list[CoverageRow] | None = None,
 ) -> Report:
     """The report of a run (and its comparison with a baseline run).
 
@@ -168,6 +173,7 @@ def build(
             baseline_run=baseline.path.name,
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
             baseline_findings=baseline.findings,
+            baseline_is_handover=baseline.parts is not None,
         )
     medians = check_medians(findings)
     by_node: dict[str, list[Finding]] = {}
@@ -180,7 +186,7 @@ def build(
         generated_at=generated_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         run=_run_info(run),
         profile_description=profile.description if profile is not None else None,
-        verdict=_verdict(findings, run),
+        verdict=_verdict(findings, run, coverage or []),
         subjects=subjects,
         matrix=_matrix(findings, nodes, subjects),
         nodes=node_reports,
@@ -188,6 +194,7 @@ def build(
         baseline=comparison,
         findings=findings,
         plan=plan_section(run.path, profile),
+        coverage=coverage,
     )
 
 
@@ -283,10 +290,11 @@ def _is_gap(f: Finding) -> bool:
     return f.check.startswith("report.")
 
 
-def _verdict(findings: list[Finding], run: RunData) -> Verdict:
+def _verdict(findings: list[Finding], run: RunData, coverage: list[CoverageRow]) -> Verdict:
     counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
     bad = [f for f in findings if f.status.bad]
-    gaps = [f.message for f in findings if _is_gap(f) and not f.node]
+    # A handover's missing parts are in its coverage table, not listed again here.
+    gaps = [f.message for f in findings if _is_gap(f) and not f.node and f.check != COVERAGE]
     origin = run_origin(run)
     # The one rule (bringup/provenance.py): fail closed, a run with nothing judged is never
     # accepted, nor one with a record not measured live by this run (demo, replayed, from
@@ -294,18 +302,30 @@ def _verdict(findings: list[Finding], run: RunData) -> Verdict:
     accepted = provenance.accepted(findings, origin)
     overrides = bool(run.manifest.overrides) if run.manifest is not None else False
     line = "ACCEPTED" + (" with overrides" if overrides else "") if accepted else "NOT ACCEPTED"
+    # A handover without a part the verdict needs says which in its brackets (its
+    # report.coverage ERRORs keep it from ACCEPTED): "NOT ACCEPTED (partial handover: no
+    # burn-in MFU baseline)".
+    lacking = [f"no {row.item}" for row in coverage if row.required and not row.measured]
+    said = [
+        *([origin.note] if origin.note else []),
+        *([f"partial handover: {', '.join(lacking)}"] if lacking else []),
+    ]
     return Verdict(
         accepted=accepted,
         note=origin.note,
         mode=origin.mode,
         reasons=list(origin.reasons),
-        line=f"{line} ({origin.note})" if origin.note else line,
+        line=f"{line} ({'; '.join(said)})" if said else line,
+        lacking=lacking,
         counts={k: v for k, v in counts.items() if v},
         nodes_failing=sorted({f.node or "(run)" for f in bad}),
         actions=_groups(bad),
         warnings=_groups([f for f in findings if f.status == Status.WARN]),
         missing=[*gaps, *run.notes],
     )
+
+
+COVERAGE = "report.coverage"  # bringup/checks/coverage.py: what a handover lacks
 
 
 def run_origin(run: RunData) -> provenance.Origin:

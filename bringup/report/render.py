@@ -21,6 +21,7 @@ from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape
 from bringup.report.model import Report
+from bringup.words import plural
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -227,6 +228,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         utc=_utc,
         metric=shown,
         status_class=lambda s: Status(s).value.lower(),
+        plural=plural,  # {{ n | plural("node") }}: "1 node", "2 nodes"
     )
     env.globals.update(METRICS=METRICS, Status=Status, known=_known)
     return env

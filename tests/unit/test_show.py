@@ -13,12 +13,19 @@ from pathlib import Path
 from rich.console import Console
 
 from bringup.checks.catalog import checks_for, judge_node
-from bringup.commands.show import node_table, one_per_probe, show_findings, summary_line
+from bringup.commands.show import (
+    fleet_matrix,
+    node_table,
+    one_per_probe,
+    show_findings,
+    summary_line,
+)
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.profile import load
 from tests.support import FIXTURES
 from tests.support.cli import invoke
+from tests.support.report_runs import demo_run
 
 B300 = load("b300")
 NO_NVML = "no NVIDIA driver found (libnvidia-ml.so not loadable)"
@@ -70,7 +77,9 @@ def test_fleet_matrix_and_actions_name_the_probe_once_per_node() -> None:
     console = Console(record=True, width=200, color_system=None)
     show_findings(console, findings, ["node01", "node02"], "check")
     text = console.export_text()
-    assert text.count("ERROR not judged") == 4  # gpu and topology of two nodes
+    # gpu and topology of two nodes: one probe line each, "not judged" under its status
+    assert text.count("ERROR 1    │") == 4
+    assert text.count("not judged │") == 4
     assert text.count(f"gpu: {NO_NVML} - 12 checks not judged") == 2
     assert text.count(NO_NVML) == 2
     assert "30 ERROR  (30 checks not judged: 4 probes could not run)" in text
@@ -129,3 +138,93 @@ def test_inspect_names_a_file_with_brackets_literally(tmp_path: Path) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (0, 1)
     assert f"{odd}: smi-q" in " ".join(result.stdout.split())
+
+
+# --- the fleet matrix: counts, moved findings, 80 columns, unreachable nodes ----------------
+
+
+def demo_findings(tmp_path: Path) -> tuple[list[Finding], list[str]]:
+    """What `check --demo` judged (the real CLI's findings.jsonl)."""
+    run = demo_run(tmp_path / "demo")
+    lines = (run / "findings.jsonl").read_text().splitlines()
+    findings = [Finding.model_validate_json(line) for line in lines if line.strip()]
+    return findings, sorted({f.node for f in findings if f.node})
+
+
+def row_of(text: str, node: str) -> list[str]:
+    """A node's row of the matrix, its cells stripped (first line of each)."""
+    line = next(line for line in text.splitlines() if f" {node} " in line)
+    return [cell.strip() for cell in line.split("│")[1:-1]]
+
+
+def test_a_cell_counts_its_checks_and_a_moved_finding_is_shown_where_judged(
+    tmp_path: Path,
+) -> None:
+    """node03's GPU passed 12 checks; its NVLink finding stepped aside for topology.nvlink
+    (a SKIP "judged by topology.nvlink"): the gpu cell is "PASS 12", not SKIP, and the
+    FAIL is in the topology cell."""
+    findings, nodes = demo_findings(tmp_path)
+    text = rendered(*fleet_matrix(findings, nodes, 80))
+    header = row_of(text.replace("┃", "│"), "node")
+    row = dict(zip(header, row_of(text, "b300-node03"), strict=True))
+    assert row == {
+        "node": "b300-node03",
+        "profile": "PASS 1",
+        "gpu": "PASS 12",
+        "topology": "FAIL 1",
+        "host": "PASS 5",
+        "xid": "PASS 2",
+        "nvme": "PASS 5",
+    }
+    # node02's topology count stepped aside for gpu.count: its cell holds the rest.
+    assert dict(zip(header, row_of(text, "b300-node02"), strict=True))["topology"] == "PASS 2"
+
+
+def test_the_matrix_fits_80_columns_and_cuts_nothing(tmp_path: Path) -> None:
+    findings, nodes = demo_findings(tmp_path)
+    text = rendered(*fleet_matrix(findings, nodes, 80))
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    for name in ("count", "nvlink", "remapped_rows", "events", "clock_events"):
+        assert f"│ {name} " in text
+
+
+def test_a_wide_suite_goes_on_in_a_second_table(tmp_path: Path) -> None:
+    """Twelve probes do not fit 80 columns side by side: the subjects go on below, the
+    node column repeated, every cell whole."""
+    subjects = [f"probe{i:02d}" for i in range(12)]
+    findings = [
+        Finding(node=node, check=f"{s}.a_rather_long_check_name", status=status, message="m")
+        for node in ("node01", "node02")
+        for s, status in zip(subjects, [Status.FAIL, *[Status.PASS] * 11], strict=True)
+    ]
+    tables = fleet_matrix(findings, ["node01", "node02"], 80)
+    assert len(tables) >= 2
+    text = rendered(*tables)
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    assert all(f" {s} " in text for s in subjects)
+    assert text.count("node01") == len(tables)
+    assert "node × check (continued)" in text
+    # The long check name folds onto the next line of its cell, whole.
+    assert "a_rather_long_ch" in text and "eck_name" in text
+
+
+def test_every_node_unreachable_is_one_clear_cell_and_no_empty_table() -> None:
+    findings = [
+        Finding(
+            node=node,
+            check="node.reachable",
+            status=Status.UNREACHABLE,
+            message="ssh: connection refused",
+            action="check the node is up",
+        )
+        for node in ("node01", "node02")
+    ]
+    console = Console(record=True, width=80, color_system=None)
+    show_findings(console, findings, ["node01", "node02"], "check")
+    text = console.export_text()
+    assert row_of(text, "node01") == ["node01", "UNREACHABLE"]
+    assert "reachable │" not in text and "UNREACHABLE reachable" not in text
+    assert "what to do" not in text
+    assert text.count("ssh: connection refused") == 2  # the unreachable table, once a node

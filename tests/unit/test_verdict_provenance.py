@@ -49,7 +49,11 @@ def test_demo_replay_handover_verify_never_says_accepted(tmp_path: Path) -> None
     bundle = tmp_path / "h"
     handed = invoke("handover", "--from", replay, "--out", bundle)
     assert handed.exit_code == 1
-    assert handed.stdout.startswith(f"NOT ACCEPTED (demo data, replayed from {demo}): ")
+    # One node: no NCCL across nodes to lack, only the acceptance suite and a burn-in.
+    assert handed.stdout.startswith(
+        f"NOT ACCEPTED (demo data, replayed from {demo}; partial handover: no acceptance suite, "
+        "no burn-in MFU baseline): "
+    )
     verified = invoke("verify", bundle)
     assert verified.exit_code == 0 and verified.stdout.startswith("INTACT")
     for name in ("report.md", "report.html"):

@@ -75,7 +75,7 @@ def test_each_step_prints_its_progress_line_as_it_ends(shown: dict) -> None:
     )
     steps = [int(m.group(1)) for line in lines if (m := pattern.match(line))]
     assert steps == list(range(1, 13)), run["stderr"][-3000:]
-    summary = next(i for i, line in enumerate(lines) if line.startswith("1 nodes in "))
+    summary = next(i for i, line in enumerate(lines) if line.startswith("1 node in "))
     assert all(pattern.match(line) is None for line in lines[summary:])
     facts = burnin_facts(run["out"])
     assert facts.last_step_s is not None and 0 < facts.last_step_s <= facts.duration_s

@@ -39,7 +39,8 @@ RUN_COVERS = (
 BUNDLE_COVERS = (
     f"covers: each part's evidence files ({EVIDENCE}) against its manifest.json; each part's "
     "manifest.json, status and exit code, and the reports (report.html, report.json, "
-    "report.md) against the bundle's manifest.json; a signature, checked, shows who signed "
+    "report.junit.xml, report.md) against the bundle's manifest.json; a signature, checked, "
+    "shows who signed "
     "that manifest"
 )
 
@@ -199,12 +200,15 @@ def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
     assert invoke("handover", "--demo", "--out", bundle).exit_code == 1  # the demo's faults
     part = manifest_sha256(bundle / "check")
     summary = json.loads((bundle / "report.json").read_text())
-    assert summary["verdict"]["line"] == "NOT ACCEPTED (demo data)"
+    assert summary["verdict"]["line"] == (
+        "NOT ACCEPTED (demo data; partial handover: no acceptance suite, "
+        "no NCCL multi-node/pairwise, no burn-in MFU baseline)"
+    )
     assert summary["run"]["parts_sha256"] == {"check": part}
     assert invoke("verify", bundle).stdout.splitlines() == [
         f"INTACT: 7 files match check/manifest.json (sha256 {part})",
         "signature: none",
-        "INTACT: the 1 part and 3 reports the bundle's manifest.json records match "
+        "INTACT: the 1 part and 4 reports the bundle's manifest.json records match "
         f"(sha256 {manifest_sha256(bundle)})",
         "signature: none",
         BUNDLE_COVERS,
@@ -218,7 +222,7 @@ def test_a_handover_bundle_verifies_each_part(tmp_path: Path) -> None:
     (only,) = doc["parts"]
     assert only["changes"] == [{"kind": "modified", "path": "facts/b300-node01.json"}]
     text = invoke("verify", bundle).stdout
-    assert text.startswith("modified: check/facts/b300-node01.json\nCHANGED: 1 differences")
+    assert text.startswith("modified: check/facts/b300-node01.json\nCHANGED: 1 difference")
 
 
 # --- a bundle is evidence as a whole ------------------------------------------------------
@@ -288,6 +292,13 @@ FORGERIES: dict[str, tuple[Callable[[Path], None], list[str]]] = {
     "report.html verdict edited": (
         accepted("report.html"),
         ["modified: report.html (recorded sha256 "],
+    ),
+    # The JUnit file a CI gate reads: a failing testcase edited into a pass.
+    "report.junit.xml edited": (
+        lambda b: (b / "report.junit.xml").write_text(
+            (b / "report.junit.xml").read_text().replace("<failure", "<skipped")
+        ),
+        ["modified: report.junit.xml (recorded sha256 "],
     ),
 }
 
