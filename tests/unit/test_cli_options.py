@@ -160,8 +160,11 @@ def _complete(line: str, env: dict[str, str] | None = None) -> list[str]:
             "bringup check --profile ",
             ["auto", "a100", "b200", "b300", "gb200", "gb300", "h100", "h200"],
         ),
-        ("bringup check --suite ", ["acceptance", "prolog", "quick"]),
-        ("bringup slurm render --suite ", ["acceptance", "prolog", "quick", "nccl", "burnin"]),
+        ("bringup check --suite ", ["acceptance", "fabric", "prolog", "quick"]),
+        (
+            "bringup slurm render --suite ",
+            ["acceptance", "fabric", "prolog", "quick", "nccl", "burnin"],
+        ),
         ("bringup burnin --recipe llama-", ["llama-1b-lora", "llama-70b-lora", "llama-8b-lora"]),
         ("bringup plan --model q", ["qwen-32b-lora"]),
         ("bringup plan --method ", ["full", "lora", "qlora"]),
