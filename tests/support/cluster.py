@@ -102,3 +102,17 @@ SLURM_WHY_NOT = _slurm_why_not()
 needs_slurm = pytest.mark.skipif(
     SLURM_WHY_NOT is not None, reason=f"simulated Slurm: {SLURM_WHY_NOT}"
 )
+
+
+def judged_checks(probes: tuple[str, ...] | list[str]) -> set[str]:
+    """The checks the simulated cluster's profile (sim-b300) has each of these probes
+    judge: a check that applies only under some profiles (Check.applies: gpu.imex on
+    GB200/GB300 trays) speaks only there."""
+    from bringup.checks.catalog import checks_for
+    from bringup.profile import parse
+    from bringup.sim.faults import sim_profile
+
+    profile = parse(sim_profile(), "sim-b300")
+    return {
+        c.name for p in probes for c in checks_for(p) if c.applies is None or c.applies(profile)
+    }

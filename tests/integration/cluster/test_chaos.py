@@ -28,11 +28,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bringup.checks.catalog import checks_for
 from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
 from tests.support.cli import nodes_of
-from tests.support.cluster import CheckRun, needs_cluster, run_check
+from tests.support.cluster import CheckRun, judged_checks, needs_cluster, run_check
 from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster]
@@ -158,7 +157,7 @@ def _outcome(run: CheckRun, node: str) -> str:
         return "unreachable"
     assert statuses.get("node.reachable") == "PASS", (node, statuses)
     # Every check of every probe has its finding: measured, or ERROR "not measured".
-    expected = {c.name for p in PROBES for c in checks_for(p)}
+    expected = judged_checks(PROBES)
     assert expected <= set(statuses), (node, expected - set(statuses))
     return "error" if statuses.get("node.run") == "ERROR" else "reached"
 

@@ -15,11 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.checks.catalog import checks_for
 from bringup.sim.cluster import SimCluster, SimClusterError
 from tests.support import REPO
 from tests.support.cli import run_cli
-from tests.support.cluster import CheckRun, assert_good_but_simulated, needs_cluster, run_check
+from tests.support.cluster import (
+    CheckRun,
+    assert_good_but_simulated,
+    judged_checks,
+    needs_cluster,
+    run_check,
+)
 from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.cluster]
@@ -50,7 +55,7 @@ HANGING_SMI = "#!/bin/sh\nexec sleep 300\n"
 
 
 def _all_checks(probes: tuple[str, ...]) -> set[str]:
-    return {c.name for p in probes for c in checks_for(p)} | {"node.reachable"}
+    return judged_checks(probes) | {"node.reachable"}
 
 
 def _assert_complete(run: CheckRun, node: str, probes: tuple[str, ...] = QUICK) -> None:
