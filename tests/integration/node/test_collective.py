@@ -269,10 +269,10 @@ def test_probe_end_to_end_through_the_node_side() -> None:
     check_rows(facts, 2)
     findings = judge_probe("nccl", facts, None, load_profile("h100"))
     (found,) = findings
-    # Two ranks are no job an 8-GPU board's floors speak of (floors by rank count): a SKIP
-    # that says so and gives the figure, never a PASS.
-    assert found.status == Status.SKIP
-    assert "the profile has no floor for 2 ranks" in found.message
+    # A gloo run on the CPU is no NCCL measurement: under a GPU profile the NCCL bandwidth
+    # it needs is not measured, an ERROR that says so and gives the figure, never a PASS.
+    assert found.status == Status.ERROR
+    assert found.message.startswith("ran on gloo/CPU, not NCCL")
     assert "peak busbw" in found.message
 
 
