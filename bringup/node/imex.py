@@ -14,6 +14,7 @@ import socket
 import time
 
 from bringup.node.imex_facts import ImexFacts
+from bringup.node.rendezvous import interface_addresses
 from bringup.node.tool import CommandResult, run, which
 
 CONFIG = "/etc/nvidia-imex/config.cfg"  # the service's configuration (IMEX guide)
@@ -139,22 +140,7 @@ def local_addresses() -> list[str]:
 
 
 def _ipv4_addresses() -> list[str]:
-    import fcntl  # Linux only, like the rest of the node side
-    import struct
-
-    siocgifaddr = 0x8915  # <linux/sockios.h>
-    found = []
     try:
-        interfaces = socket.if_nameindex()
+        return [ipv4 for _, ipv4 in interface_addresses()]
     except OSError:
         return []
-    for _, name in interfaces:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            try:
-                packed = fcntl.ioctl(
-                    sock.fileno(), siocgifaddr, struct.pack("256s", name[:15].encode())
-                )
-            except OSError:
-                continue
-        found.append(socket.inet_ntoa(packed[20:24]))
-    return found

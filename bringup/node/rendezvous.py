@@ -22,9 +22,6 @@ def interface_towards(address: str) -> str | None:
     gloo otherwise picks the address its hostname resolves to, which in a container or a
     network namespace is often not the one the other nodes can reach.
     """
-    import fcntl  # Linux only, like the rest of the node side
-    import struct
-
     try:
         target = socket.gethostbyname(address)
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -32,7 +29,19 @@ def interface_towards(address: str) -> str | None:
             local = probe.getsockname()[0]
     except OSError:
         return None
+    for name, ipv4 in interface_addresses():
+        if ipv4 == local:
+            return name
+    return None
+
+
+def interface_addresses() -> list[tuple[str, str]]:
+    """Each interface with an IPv4 address, and that address (Linux, SIOCGIFADDR)."""
+    import fcntl  # Linux only, like the rest of the node side
+    import struct
+
     siocgifaddr = 0x8915  # <linux/sockios.h>
+    found = []
     for _, name in socket.if_nameindex():
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             try:
@@ -41,6 +50,5 @@ def interface_towards(address: str) -> str | None:
                 )
             except OSError:
                 continue
-        if socket.inet_ntoa(packed[20:24]) == local:
-            return name
-    return None
+        found.append((name, socket.inet_ntoa(packed[20:24])))
+    return found
