@@ -50,7 +50,6 @@ from bringup.fleet.transport import (
     Interrupted,
     LineBuffer,
     ProbeWatch,
-    Runner,
     Stage,
     TransportError,
     Unreachable,
@@ -407,16 +406,3 @@ def _upload(
         ) from None
     if step.exit_status != 0:
         raise TransportError(f"cannot store the probe code on the node: {step.last_line()}")
-
-
-def slurm_runner(host: Host, allocation: Allocation, code: NodeCode) -> Runner:
-    """A node of a Slurm allocation, reached with srun; one code zip for the whole run."""
-
-    def runner(
-        request: dict[str, Any], deadline_s: float, stop: threading.Event, on_stage: Stage
-    ) -> Iterator[dict[str, Any]]:
-        return run_slurm(
-            host, allocation, request, deadline_s, code=code, stop=stop, on_stage=on_stage
-        )
-
-    return runner

@@ -154,17 +154,18 @@ def _die_with(parent: int) -> None:
 @contextlib.contextmanager
 def _ends_with_me(pid: int) -> Iterator[None]:
     """While the probe runs, a SIGTERM or SIGHUP to the node side (srun forwarding Ctrl-C,
-    an SSH session closed) kills the probe's tree before the node side exits: the probe has
+    an SSH session closed), or its own deadline's SIGALRM (`_stop_at`), kills the probe's
+    tree before the node side exits: the probe has
     a session of its own, so neither Slurm's process group nor the terminal reaches it, and
     it would run on to its timeout."""
 
     def stop(signum: int, _frame: object) -> None:
         kill_tree(pid)
-        os._exit(128 + signum)
+        os._exit(DEADLINE_EXIT if signum == signal.SIGALRM else 128 + signum)
 
     previous = {}
     with contextlib.suppress(ValueError):  # not the main thread (an in-process caller)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
             previous[signum] = signal.signal(signum, stop)
     try:
         yield
@@ -299,22 +300,56 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def serve(request: dict[str, Any], out_fd: int) -> None:
+def pieces(line: bytes, size: int) -> list[bytes]:
+    """One JSON line as lines of at most `size` bytes each (newline not counted): every
+    piece but the last starts with "+" (a JSON line never does). Under `srun --label`,
+    which cuts a task's longer lines at 1 KiB, a record comes back whole and unmistaken."""
+    body = line.rstrip(b"\n")
+    step = max(1, size - 1)
+    cut = [b"+" + body[i : i + step] for i in range(0, max(0, len(body) - size), step)]
+    last = body[len(cut) * step :]
+    return [*cut, last]
+
+
+def serve(request: dict[str, Any], out_fd: int, piece_bytes: int | None = None) -> None:
     """Run the request, writing each probe's record and each progress line to `out_fd` as
-    one JSON line the moment it comes. Straight to the descriptor, not through sys.stdout:
-    the local transport runs this in a fork of the controller, whose stdout buffer may hold
-    what the controller has not printed yet."""
+    one JSON line the moment it comes (in `pieces` of at most `piece_bytes`, when given).
+    Straight to the descriptor, not through sys.stdout: the local transport runs this in a
+    fork of the controller, whose stdout buffer may hold what the controller has not
+    printed yet."""
 
     def show(line: dict[str, Any]) -> None:
-        data = (json.dumps(line) + "\n").encode()
-        while data:
-            data = data[os.write(out_fd, data) :]
+        data = json.dumps(line).encode()
+        parts = pieces(data, piece_bytes) if piece_bytes else [data]
+        out = b"".join(part + b"\n" for part in parts)
+        while out:
+            out = out[os.write(out_fd, out) :]
 
     for record in run_all(request, on_progress=show):
         show(record)
 
 
+def _stop_at(deadline_s: float) -> None:
+    """The node's own deadline (one step runs many nodes, so the node side keeps it): at
+    `deadline_s` the running probe's tree is killed as on SIGTERM (`_ends_with_me`), and
+    the node side exits 124, as coreutils' timeout does."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        os._exit(DEADLINE_EXIT)  # no probe running: _ends_with_me handles the other case
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline_s))
+
+
+DEADLINE_EXIT = 124
+
+
 def main(argv: list[str]) -> int:
+    """`[--pieces BYTES] [--deadline-s SECONDS]`, the request on stdin."""
+    options = dict(zip(argv[::2], argv[1::2]))
+    if "--deadline-s" in options:
+        _stop_at(float(options["--deadline-s"]))
     request = json.loads(sys.stdin.read() or "{}")
-    serve(request, sys.stdout.fileno())
+    piece = int(options["--pieces"]) if "--pieces" in options else None
+    serve(request, sys.stdout.fileno(), piece)
     return 0
