@@ -1,17 +1,21 @@
 """Slurm launch at scale: one `srun` step per node against one step for the allocation.
 
-    sudo .venv/bin/python benchmarks/slurm_launch.py [--nodes 64] [--repeat 1]
+    sudo .venv/bin/python benchmarks/slurm_launch.py [--nodes 64] [--baseline REV] [--repeat 1]
 
 Starts a simulated cluster of `--nodes` nodes under a real Slurm (munge, slurmctld, one
 slurmd per node: bringup/sim/slurm.py), takes one allocation of all of them (`salloc
 --no-shell`) and, inside it, measures side by side:
 
-- **per-node steps**: `bringup check --slurm` as it runs (one `srun --nodes=1` step per
-  node, `--forks` the node count), the real command end to end;
-- **one allocation step**: one `srun --nodes=N --ntasks-per-node=1 --label` over the whole
-  allocation running the same node code (the same zip from the node's cache, the same
-  request on every task's stdin) and every task streaming its records back through the
-  one srun, tagged by srun's task label.
+- **`bringup check --slurm`**, this checkout: one step per wave of `--forks` nodes (here
+  the node count: one wave), the real command end to end (fleet/slurm_step.py);
+- **`bringup check --slurm` at `--baseline REV`** (when given; e.g. the commit before
+  the wave design): one `srun --nodes=1` step per node, `--forks` the node count, from a
+  private worktree of REV;
+- **per-node steps, srun alone**: one `srun --nodes=1` per node, all at once, as the
+  per-node design started them, and nothing of bringup around them;
+- **one allocation step, srun alone**: one `srun --nodes=N --ntasks-per-node=1 --label`
+  over the whole allocation running the same node code (the same zip from the node's
+  cache, the same request on every task's stdin), every task's records back through it.
 
 Both run the `host` probe alone (live on every node: this machine's CPU, memory and
 disks), so what differs is the launch. Printed for each: wall seconds, the controller's
@@ -21,15 +25,18 @@ RPCs slurmctld served (`sdiag`: the count per message type, before and after) an
 same divided per node. The nodes' own CPU is not counted: they share this machine's cores
 and run the same node side under both designs.
 
-Before either is measured, one step over the allocation stores the probe code in every
-node's cache (the transport's own upload command, the zip on every task's stdin), so both
-measure a run on a cluster that has run bringup before.
+Before anything is measured, each `bringup check` runs once (not counted: it stores its
+probe code in every node's cache), so all measure a run on a cluster that has run bringup
+before. The srun columns are what the designs cost Slurm and the controller by
+themselves; the bringup columns add the command (interpreter, plan, run directory,
+judging, report).
 Asserts nothing; needs root and Debian's slurm-wlm and munge.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -40,10 +47,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bringup.fleet.node_code import build_node_code, remote_command, upload_command
+from bringup.fleet.node_code import build_node_code, remote_command
 from bringup.fleet.slurm import srun_argv
 from bringup.sim.cluster import SimCluster
 
@@ -97,7 +105,12 @@ def proc_cpu_s(pid: int) -> float:
 
 
 def measured(
-    design: str, cluster: SimCluster, argv: list[str], env: dict[str, str], stdin: bytes | None
+    design: str,
+    cluster: SimCluster,
+    argv: list[str],
+    env: dict[str, str],
+    stdin: bytes | None,
+    cwd: Path = REPO,
 ) -> tuple[Measured, bytes]:
     """Run argv; its wall, its CPU and its children's, slurmctld's CPU and RPCs meanwhile."""
     ctld = ctld_pid(cluster)
@@ -105,7 +118,7 @@ def measured(
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        argv, input=stdin or b"", capture_output=True, cwd=REPO, env=env, check=False
+        argv, input=stdin or b"", capture_output=True, cwd=cwd, env=env, check=False
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -155,7 +168,10 @@ def raw_node_steps(cluster: SimCluster, job: str, env: dict[str, str]) -> Measur
     return found
 
 
-def per_node_steps(cluster: SimCluster, job: str, base: Path, env: dict[str, str]) -> Measured:
+def bringup_check(
+    design: str, tree: Path, cluster: SimCluster, job: str, base: Path, env: dict[str, str]
+) -> Measured:
+    """`bringup check --slurm` of the checkout at `tree` inside the allocation, one wave."""
     suite = base / "launch.yaml"
     suite.write_text(SUITE)
     size = len(cluster.names)
@@ -163,7 +179,8 @@ def per_node_steps(cluster: SimCluster, job: str, base: Path, env: dict[str, str
     argv += [str(suite), "--profile", str(cluster.profile_path), "--forks", str(size)]
     argv += ["--out", str(base / f"run-{time.monotonic_ns()}")]
     inside = {**env, "SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": ",".join(cluster.names)}
-    found, stdout = measured("per-node steps", cluster, argv, inside, None)
+    inside["PYTHONPATH"] = str(tree)
+    found, stdout = measured(design, cluster, argv, inside, None, cwd=tree)
     doc = json.loads(stdout or b"{}")
     found.answered = sum(
         1
@@ -171,6 +188,22 @@ def per_node_steps(cluster: SimCluster, job: str, base: Path, env: dict[str, str
         if f["check"] == "node.reachable" and f["status"] == "PASS"
     )
     return found
+
+
+@contextlib.contextmanager
+def tree_of(rev: str | None, base: Path) -> Iterator[Path]:
+    """This checkout, or REV checked out in a private worktree (removed afterwards)."""
+    if rev is None:
+        yield REPO
+        return
+    path = base / f"tree-{rev.replace('/', '_')}"
+    subprocess.run(
+        ["git", "worktree", "add", "-q", "--detach", str(path), rev], cwd=REPO, check=True
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=REPO, check=False)
 
 
 def allocation_step_argv(job: str, size: int) -> list[str]:
@@ -195,20 +228,10 @@ def allocation_step_argv(job: str, size: int) -> list[str]:
 def allocation_step(cluster: SimCluster, job: str, env: dict[str, str]) -> Measured:
     argv = allocation_step_argv(job, len(cluster.names))
     request = json.dumps(REQUEST).encode()
-    found, stdout = measured("one allocation step", cluster, argv, env, request)
+    found, stdout = measured("one allocation step, srun alone", cluster, argv, env, request)
     answered = {label for label, line in labelled_lines(stdout) if _is_host_record(line)}
     found.answered = len(answered)
     return found
-
-
-def store_code(cluster: SimCluster, job: str, env: dict[str, str]) -> None:
-    """The probe code into every node's cache, in one step (not measured)."""
-    code = build_node_code()
-    argv = allocation_step_argv(job, len(cluster.names))
-    argv[-1] = upload_command(code, "python3")
-    done = subprocess.run(argv, input=code.data, capture_output=True, env=env, check=False)
-    if done.returncode != 0:
-        sys.exit(f"storing the probe code failed: {done.stderr.decode(errors='replace')[-500:]}")
 
 
 SRUN_CHUNK = 1024  # srun --label cuts a longer line into labelled pieces of this size
@@ -272,6 +295,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=1, help="measured runs of each design")
+    parser.add_argument("--baseline", help="a commit whose check --slurm is measured beside")
     args = parser.parse_args()
     reason = SimCluster.available()
     if reason:
@@ -290,11 +314,18 @@ def main() -> None:
             load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
             rows: list[Measured] = []
             try:
-                store_code(cluster, job, env)
-                for _ in range(args.repeat):
-                    rows.append(per_node_steps(cluster, job, base, env))
-                    rows.append(raw_node_steps(cluster, job, env))
-                    rows.append(allocation_step(cluster, job, env))
+                with contextlib.ExitStack() as stack:
+                    trees = {"bringup check --slurm, one step per wave": REPO}
+                    if args.baseline:
+                        name = f"bringup check --slurm at {args.baseline}, a step per node"
+                        trees[name] = stack.enter_context(tree_of(args.baseline, base))
+                    for name, tree in trees.items():  # warm-up: stores each one's code
+                        bringup_check(name, tree, cluster, job, base, env)
+                    for _ in range(args.repeat):
+                        for name, tree in trees.items():
+                            rows.append(bringup_check(name, tree, cluster, job, base, env))
+                        rows.append(raw_node_steps(cluster, job, env))
+                        rows.append(allocation_step(cluster, job, env))
             finally:
                 cluster.slurm.client("scancel", job)
             print(table(rows, args.nodes, load))

@@ -78,6 +78,7 @@ EXIT_MARK = "bringup-exit "
 HAVE_MARK = "bringup-code "
 DEADLINE_EXIT = 124  # the node side stopped at its own deadline (node/protocol.py)
 CHECK_S = 60.0  # the most the code check and an upload step may take
+ENDING_S = 2.0  # srun's own end after its last task's exit status
 _LABEL = re.compile(rb"^\s*(\d+): ?(.*)$")
 _LAUNCH = re.compile(r"failed on node (\S+?):")
 
@@ -160,7 +161,9 @@ class TaskLines:
         self._size = 0
 
     def feed(self, text: bytes) -> bytes | None:
-        """A whole JSON line once its last piece is here; None for pieces, marks, blanks."""
+        """A whole JSON line once its last piece is here (node/protocol.py `pieces`); None
+        for a piece, a mark or a blank. A record cut short (the node side killed in the
+        middle of it: the shell's blank line and exit status follow) is dropped."""
         if text.startswith(b"+"):
             self._parts.append(text[1:])
             self._size += len(text) - 1
@@ -170,20 +173,22 @@ class TaskLines:
                     "its end (node side gone wrong?); stopped reading it"
                 )
             return None
-        line = b"".join([*self._parts, text])
+        if text.startswith(b"="):
+            line = b"".join([*self._parts, text[1:]])
+            self._parts, self._size = [], 0
+            return line
         self._parts, self._size = [], 0
-        said = line.decode(errors="replace")
+        said = text.decode(errors="replace")
         if said.startswith(NODE_MARK) and self.named is None:
             self.named = said.removeprefix(NODE_MARK).strip()
-            return None
-        if said.startswith(EXIT_MARK):
+        elif said.startswith(EXIT_MARK):
             with contextlib.suppress(ValueError):
                 self.exit = int(said.removeprefix(EXIT_MARK))
-            return None
-        if said.startswith(HAVE_MARK):
+        elif said.startswith(HAVE_MARK):
             self.have = said.removeprefix(HAVE_MARK).strip() == "yes"
-            return None
-        return line if line.strip() else None
+        elif text.strip():
+            return text
+        return None
 
 
 # --- one step over many nodes ---------------------------------------------------------------
@@ -456,8 +461,14 @@ class Wave:
             step.end()
 
     def node_ended(self) -> None:
-        """A node's runner ended: when all have, nothing of the wave is needed any more."""
+        """A node's runner ended: when all have, nothing of the wave is needed any more
+        (srun, whose tasks have all said their exit status, is given a moment to end on
+        its own: no step is cancelled that was ending anyway)."""
         if all(n.done for n in self.nodes.values()):
+            with self.lock:
+                steps = list(self.steps)
+            for step in steps:
+                step.wait(ENDING_S)
             self.close()
 
 

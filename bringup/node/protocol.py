@@ -301,14 +301,16 @@ def _now() -> str:
 
 
 def pieces(line: bytes, size: int) -> list[bytes]:
-    """One JSON line as lines of at most `size` bytes each (newline not counted): every
-    piece but the last starts with "+" (a JSON line never does). Under `srun --label`,
-    which cuts a task's longer lines at 1 KiB, a record comes back whole and unmistaken."""
+    """One JSON line as lines of at most `size` bytes each (newline not counted), for
+    `srun --label`, which cuts a task's longer lines at 1 KiB: a line that fits is itself;
+    a longer one is pieces marked "+" (more follows) and a last one marked "=". A JSON
+    line starts with "{", so neither mark is ever taken for a whole line."""
     body = line.rstrip(b"\n")
+    if len(body) <= size:
+        return [body]
     step = max(1, size - 1)
-    cut = [b"+" + body[i : i + step] for i in range(0, max(0, len(body) - size), step)]
-    last = body[len(cut) * step :]
-    return [*cut, last]
+    cut = [body[i : i + step] for i in range(0, len(body), step)]
+    return [b"+" + part for part in cut[:-1]] + [b"=" + cut[-1]]
 
 
 def serve(request: dict[str, Any], out_fd: int, piece_bytes: int | None = None) -> None:
@@ -346,7 +348,7 @@ DEADLINE_EXIT = 124
 
 def main(argv: list[str]) -> int:
     """`[--pieces BYTES] [--deadline-s SECONDS]`, the request on stdin."""
-    options = dict(zip(argv[::2], argv[1::2]))
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
     if "--deadline-s" in options:
         _stop_at(float(options["--deadline-s"]))
     request = json.loads(sys.stdin.read() or "{}")

@@ -74,13 +74,26 @@ def _squeue(cluster: SimCluster) -> list[str]:
     return done.stdout.split()
 
 
+def _steps_created(cluster: SimCluster) -> int:
+    """How many job steps slurmctld has created so far (`sdiag`)."""
+    assert cluster.slurm is not None
+    for line in cluster.slurm.client("sdiag").stdout.splitlines():
+        if line.strip().startswith("REQUEST_JOB_STEP_CREATE"):
+            return int(line.split("count:")[1].split()[0])
+    return 0
+
+
 def test_check_slurm_finds_what_check_nodes_finds(
     make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
 ) -> None:
     cluster = make_slurm_cluster(4, faults=FAULTS)
     inventory = str(cluster.inventory)
+    steps_before = _steps_created(cluster)
     over_slurm, slurm_doc = _check(cluster, tmp_path / "slurm", "--slurm", "--nodes", inventory)
     assert over_slurm.returncode == 1, over_slurm.stderr
+    # One wave: a step that looks for the code in the nodes' caches, one that stores it on
+    # all four, one that runs them: not a step (or three, with the upload) per node.
+    assert _steps_created(cluster) - steps_before == 3
     over_ssh, ssh_doc = _check(cluster, tmp_path / "ssh", "--nodes", inventory)
     assert over_ssh.returncode == 1, over_ssh.stderr
     assert _judged(slurm_doc) == _judged(ssh_doc)
@@ -271,3 +284,36 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
         assert _gone_within(cluster, name, running, scaled(5.0)) is not None, name
     running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
     assert running_jobs.stdout.split() == []
+
+
+def test_a_node_whose_slurmd_dies_mid_run_is_its_error_and_the_others_complete(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(3, nvml=True)
+    assert cluster.slurm is not None
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE)
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "3"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    cli = start_cli(*argv, cwd=REPO, env=env)
+    running = f"bringup/code/{build_node_code().file_name} "
+    try:
+        for name in cluster.names:  # all three in the one step, each node side running
+            assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
+        cluster.kill_node_processes("node02")  # slurmd, slurmstepd, the node side: crashed
+        stdout, stderr = cli.communicate(timeout=scaled(120))
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    states = {n: v["state"] for n, v in nodes_of(doc).items()}
+    assert states == {"node01": "complete", "node02": "error", "node03": "complete"}, stderr
+    assert nodes_of(doc)["node02"]["reason"] == (
+        "probe telemetry gave no answer within 30 s (node hung or step stuck)"
+    )
+    errors = {(f["node"], f["check"]) for f in doc["findings"] if f["status"] == "ERROR"}
+    assert ("node02", "node.run") in errors
+    assert not {n for n, _ in errors} - {"node02"}, errors  # the others' verdicts stand
+    running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running_jobs.stdout.split() == []  # released, its step with it

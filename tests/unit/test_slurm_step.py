@@ -1,0 +1,182 @@
+"""One Slurm step for a wave of nodes (fleet/slurm_step.py): the srun command line, a
+record in pieces under srun's 1 KiB cut and back, each task's marks, srun's launch
+failures by node, the job's task order, and the node side's own deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.fleet.node_code import build_node_code
+from bringup.fleet.slurm_step import (
+    PIECE_BYTES,
+    TaskLines,
+    job_order,
+    launch_failures,
+    run_command,
+    step_argv,
+)
+from bringup.fleet.transport import TransportError, decode_line
+from bringup.node.protocol import DEADLINE_EXIT, pieces, serve
+from tests.support import REPO
+from tests.support.timing import scaled
+
+
+def test_a_step_runs_one_labelled_task_on_each_node_with_the_request_on_every_stdin() -> None:
+    assert step_argv("41", ["node01", "node02", "node03"], "true") == [
+        "srun",
+        "--jobid=41",
+        "--nodelist=node01,node02,node03",
+        "--nodes=3",
+        "--ntasks=3",
+        "--ntasks-per-node=1",
+        "--distribution=block",
+        "--overlap",
+        "--quiet",
+        "--label",
+        "--input=all",
+        "--job-name=bringup",
+        "sh",
+        "-c",
+        "true",
+    ]
+
+
+def test_the_node_command_names_its_node_keeps_its_deadline_and_says_its_exit() -> None:
+    code = build_node_code()
+    command = run_command(code, "python3", 240.0)
+    assert command.startswith('echo "bringup-node $SLURMD_NODENAME"; ')
+    assert f'python3 "$f" --pieces {PIECE_BYTES} --deadline-s 240; ' in command
+    assert command.endswith('s=$?; echo; echo "bringup-exit $s"')
+    assert code.file_name in command
+
+
+def test_a_record_in_pieces_stays_under_the_cut_and_comes_back_whole() -> None:
+    record = {"probe": "host", "ok": True, "raw": {"dmesg.txt": "x" * 5000 + "é"}}
+    line = json.dumps(record).encode()
+    parts = pieces(line, 1000)
+    assert len(parts) == 6
+    assert all(len(p) <= 1000 for p in parts)
+    assert [p[:1] for p in parts] == [b"+"] * 5 + [b"="]
+    task = TaskLines("node01")
+    said = [task.feed(p) for p in parts]
+    assert said[:-1] == [None] * 5
+    assert said[-1] is not None and decode_line(said[-1]) == record
+    # A line that fits is one piece, as it was.
+    assert pieces(b'{"probe": "x"}', 1000) == [b'{"probe": "x"}']
+    assert pieces(b"{abc}", 4) == [b"+{ab", b"=c}"]
+    # A piece that starts with a mark of its own is still a piece.
+    parts = pieces(b'{"a":"+++"}', 5)
+    assert parts == [b'+{"a"', b'+:"++', b'=+"}']
+    task = TaskLines("node01")
+    assert [task.feed(p) for p in parts] == [None, None, b'{"a":"+++"}']
+
+
+def test_a_record_cut_short_is_dropped_and_the_exit_status_still_read() -> None:
+    task = TaskLines("node04")
+    assert task.feed(b'+{"probe": "gpu", "ok": tr') is None
+    assert task.feed(b"") is None  # the shell's blank line: the node side died mid-record
+    assert task.feed(b"bringup-exit 124") is None
+    assert task.exit == 124
+    assert task.feed(b'{"probe": "xid"}') == b'{"probe": "xid"}'
+
+
+def test_serve_writes_pieces_when_asked(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    serve({"probes": [{"name": "nope"}]}, write, 40)
+    os.close(write)
+    out = os.read(read, 1 << 16).splitlines()
+    os.close(read)
+    assert all(len(line) <= 40 for line in out)
+    task = TaskLines("n")
+    records = [r for r in (task.feed(x) for x in out) if r is not None]
+    assert [decode_line(r)["error"] for r in records] == ["unknown probe 'nope'"]
+
+
+def test_each_task_says_its_node_and_exit_status_apart_from_its_records() -> None:
+    task = TaskLines("node02")
+    assert task.feed(b"bringup-node node02") is None
+    assert task.feed(b"") is None
+    assert task.feed(b"bringup-code no") is None
+    assert task.feed(b"bringup-exit 97") is None
+    assert (task.named, task.have, task.exit) == ("node02", False, 97)
+
+
+def test_a_line_without_its_end_past_the_bound_stops_the_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("bringup.fleet.slurm_step.MAX_LINE_BYTES", 2500)
+    task = TaskLines("node07")
+    task.feed(b"+" + b"a" * 999)
+    task.feed(b"+" + b"a" * 999)
+    with pytest.raises(TransportError, match="node07 sent a line of over"):
+        task.feed(b"+" + b"a" * 999)
+
+
+def test_launch_failures_are_read_by_node_from_what_srun_said() -> None:
+    # srun 22.05's words when one node's slurmd does not answer (the frozen-node test).
+    stderr = (
+        "srun: error: slurm_receive_msgs: [[10.231.2.2]:6818] failed: Socket timed out on "
+        "send/recv operation\n"
+        "srun: error: Task launch for StepId=1.3 failed on node node02: Socket timed out on "
+        "send/recv operation\n"
+        "srun: error: Application launch failed: Socket timed out on send/recv operation\n"
+        "srun: error: node03: task 2: Exited with exit code 2\n"
+    )
+    assert launch_failures(stderr) == {
+        "node02": "Task launch for StepId=1.3 failed on node node02: Socket timed out on "
+        "send/recv operation"
+    }
+    assert launch_failures("srun: error: node03: task 2: Exited with exit code 2\n") == {}
+
+
+def test_tasks_follow_the_jobs_node_order_not_the_order_asked() -> None:
+    order = ["gpu-b", "gpu-a", "gpu-c", "gpu-d"]
+    assert job_order(["gpu-c", "gpu-a", "gpu-b"], order) == ["gpu-b", "gpu-a", "gpu-c"]
+    assert job_order(["zz", "gpu-d"], order) == ["gpu-d", "zz"]
+
+
+def test_the_node_side_stops_itself_at_its_deadline_and_kills_the_running_tool(
+    tmp_path: Path,
+) -> None:
+    # A node whose nvidia-smi hangs: the topology probe's own timeout (600 s) is far off;
+    # the node's deadline (2 s) ends the node side and the tool with it.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "hung"
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho $$ > {marker}\nexec sleep 600\n")
+    smi.chmod(0o755)
+    request = {"probes": [{"name": "topology", "timeout_s": 600}]}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "bringup.node", "--deadline-s", "2"],
+        input=json.dumps(request).encode(),
+        capture_output=True,
+        env=env,
+        timeout=scaled(60),
+        check=False,
+    )
+    assert done.returncode == DEADLINE_EXIT, done.stderr
+    assert time.monotonic() - started < scaled(30)
+    pid = int(marker.read_text())
+    for _ in range(50):  # killed with the probe's tree, not left to run its 600 s
+        if not Path(f"/proc/{pid}").exists() or "Z" in _state(pid):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the hung tool {pid} outlived the node side")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
