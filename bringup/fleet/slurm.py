@@ -1,4 +1,4 @@
-"""The Slurm transport: the nodes of a Slurm allocation, each reached with its own `srun`.
+"""The Slurm transport: the allocation, and one node reached with its own `srun` step.
 
 Allocation (`--slurm`):
 
@@ -11,20 +11,13 @@ Allocation (`--slurm`):
 Nodes are named by their Slurm node names (`scontrol show hostnames`), never by hostname:
 in containers and at some sites every node has the same hostname.
 
-Each node is one step: `srun --jobid J --nodelist NODE --nodes 1 --ntasks-per-node 1
---overlap sh -c CMD`, the request on its stdin, one JSON line per probe back on its
-stdout through the same LineBuffer/decode_line path as SSH. One srun per node rather than
-one over all nodes: each node keeps its own request (per-node parameters, recorded
-probes), its own deadline and its own outcome (a node that fails is that node's ERROR,
-not the whole step's), and the fleet's `forks` bound how many run at once, as over SSH.
-`--overlap` lets the steps share the nodes with each other and with the job's own steps;
-a step gets every CPU of its node and the job's GPUs (Slurm's defaults for steps).
-
-The node code travels as over SSH (fleet/node_code.py): the step runs the zip cached on
-the node under its hash, and when it is not there a second step stores it from stdin
-(size and sha256 checked), once per node and version. Real sites do not always share a
-filesystem between the controller and the nodes, and `srun --bcast` copies to a path per
-step (every run would copy it again); the cache makes the second run start at once.
+A run reaches its nodes in waves, one step per wave (fleet/slurm_step.py: measured
+cheaper by far than a step per node, docs/scale.md#slurm-launch). What stays here is one
+node in a step of its own (`run_slurm`): `srun --jobid J --nodelist NODE --nodes 1
+--ntasks-per-node 1 --overlap sh -c CMD`, the request on its stdin, one JSON line per
+probe back on its stdout through the same LineBuffer/decode_line path as SSH, the code
+stored first when it is not in the node's cache (fleet/node_code.py) or stored again
+when the cached copy will not start. The wave transport uses it for that repair.
 """
 
 from __future__ import annotations

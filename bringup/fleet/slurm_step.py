@@ -252,7 +252,13 @@ class Step:
                         f"the step's task for {task.node} ran on {task.named[:80]!r}"
                     )
                 if line is not None:
-                    self._put(task.node, ("record", decode_line(line)))
+                    record = decode_line(line)
+                    target = self.deliver.get(task.node)
+                    if target is not None and not is_progress(record):
+                        # Counted as it arrives, not as the runner takes it: a node run
+                        # again is asked only what it has not answered, never twice.
+                        target.answered += 1
+                    self._put(task.node, ("record", record))
                 elif task.exit is not None:  # the task is over: its node need not wait for srun
                     self._put(task.node, ("ended", self))
             except TransportError as exc:
@@ -329,7 +335,7 @@ class NodeRun:
     request: dict[str, Any]
     deadline_s: float
     items: queue.SimpleQueue[Item] = field(default_factory=queue.SimpleQueue)
-    answered: int = 0  # results (not progress lines) delivered
+    answered: int = 0  # results (not progress lines) delivered, counted by the step
     done: bool = False  # its runner has ended: nothing more is read for it
     wave: Wave | None = None
 
@@ -460,14 +466,14 @@ class Wave:
         for step in steps:
             step.end()
 
-    def node_ended(self) -> None:
+    def node_ended(self, at_once: bool = False) -> None:
         """A node's runner ended: when all have, nothing of the wave is needed any more
         (srun, whose tasks have all said their exit status, is given a moment to end on
-        its own: no step is cancelled that was ending anyway)."""
+        its own: no step is cancelled that was ending anyway; none on Ctrl-C)."""
         if all(n.done for n in self.nodes.values()):
             with self.lock:
                 steps = list(self.steps)
-            for step in steps:
+            for step in steps if not at_once else []:
                 step.wait(ENDING_S)
             self.close()
 
@@ -571,8 +577,6 @@ class NodeRunner:
                     continue
                 if kind == "record":
                     watch.saw(value)
-                    if not is_progress(value):
-                        node.answered += 1
                     yield value
                     continue
                 step: Step = value  # "ended": the step that ran the node is over
@@ -591,7 +595,7 @@ class NodeRunner:
                 return
         finally:
             node.done = True
-            wave.node_ended()
+            wave.node_ended(at_once=stop.is_set())
 
     def _finished(self, step: Step, watch: ProbeWatch) -> bool:
         """True when the node's step ended as it should; TransportError when it did not;
