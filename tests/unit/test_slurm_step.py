@@ -180,3 +180,30 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_waves_are_the_next_announced_nodes_up_to_forks_and_a_node_once_in_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bringup.fleet.inventory import Host
+    from bringup.fleet.slurm import Allocation
+    from bringup.fleet.slurm_step import StepLauncher, Wave
+
+    monkeypatch.setattr(Wave, "_run", lambda self: None)  # no srun: the grouping alone
+    launcher = StepLauncher(
+        Allocation("7", ["n1", "n2", "n3", "n4"], owned=False), build_node_code()
+    )
+    names = ["n1", "n2", "n3", "n3", "n4"]  # n3 twice: two plans of one node
+    runners = [launcher.runner(Host(name=n, address=n)) for n in names]
+    for runner in runners:
+        runner.announce({"probes": [{"name": "host"}]}, 60.0, 2)
+    nodes = [r.node for r in runners]
+    waves = [launcher.wave_of(n) for n in nodes]  # type: ignore[arg-type]
+    assert [sorted(w.nodes) for w in waves] == [
+        ["n1", "n2"],
+        ["n1", "n2"],
+        ["n3"],  # its second plan cannot share the wave: it starts the next one
+        ["n3", "n4"],
+        ["n3", "n4"],
+    ]
+    assert waves[0] is waves[1] and waves[3] is waves[4] and waves[2] is not waves[3]
