@@ -406,11 +406,15 @@ class Wave:
         return []
 
     def _store(self, names: list[str]) -> list[str]:
-        """Store the zip on `names` in one step; those where it was stored."""
-        if not names:
-            return []
+        """Store the zip on `names`, one step per python the nodes name; those where it
+        was stored."""
+        pythons: dict[str, list[str]] = {}
+        for name in names:
+            pythons.setdefault(self.nodes[name].host.python, []).append(name)
+        return [n for python, group in pythons.items() for n in self._store_with(python, group)]
+
+    def _store_with(self, python: str, names: list[str]) -> list[str]:
         code = self.launcher.code
-        python = self.nodes[names[0]].host.python
         step = self._step(names, store_command(code, python), code.data, deliver=False)
         if step is None:
             return []
@@ -418,15 +422,14 @@ class Wave:
         failed = step.failures()
         self._unreachable(failed)
         stored = [n for n in names if step.task(n).exit == 0]
-        for name in names:
-            if name not in stored and name not in failed:
-                why = step.last_line(name) or "no answer"
-                self.nodes[name].items.put(
-                    ("failed", TransportError(f"cannot store the probe code on the node: {why}"))
-                )
-        if failed and len(stored) < len(names) - len(failed):
-            again = [n for n in names if n not in failed and n not in stored]
-            return stored + self._store(again)
+        rest = [n for n in names if n not in failed and n not in stored]
+        if failed and rest:  # srun ended the step at the failed launch: the rest again
+            return stored + self._store_with(python, rest)
+        for name in rest:
+            why = step.last_line(name) or "no answer"
+            self.nodes[name].items.put(
+                ("failed", TransportError(f"cannot store the probe code on the node: {why}"))
+            )
         return stored
 
     def _run_steps(self, names: list[str]) -> None:
