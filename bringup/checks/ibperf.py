@@ -112,7 +112,9 @@ def pair_results(
         error = r.error or (other.error if other else None)
         results.append(_copy(r, error=error))
         if other is not None:
-            results.append(_copy(other, gbit_s=r.gbit_s, lat_us=r.lat_us, error=error))
+            # The server's own error first: it names the client it waited for.
+            own_error = other.error or error
+            results.append(_copy(other, gbit_s=r.gbit_s, lat_us=r.lat_us, error=own_error))
     for node, facts in ((a, a_facts), (b, b_facts)):
         if isinstance(facts, str):
             results.append(_whole_side(node, b if node == a else a, facts, stage, where))
@@ -142,25 +144,26 @@ def judge_rails(
     profiles: dict[str, Profile | None],
 ) -> list[Finding]:
     """fabric.rail_bw for every node: its bad rails, each named, or one PASS."""
-    retested = {r.node for r in retests}
+    # The suspects were retested (each as the first node of its retest pair); their
+    # known-good partners keep the first round's verdict.
+    retested = {r.node for r in retests} & bad_nodes(first, profiles)
     findings: list[Finding] = []
     for node in nodes:
-        own = [r for r in (retests if node in retested else first) if r.node == node]
+        again = node in retested
+        own = [r for r in (retests if again else first) if r.node == node]
         judged_in = first + retests  # the medians: every rail measured
         profile = profiles.get(node)
         problems = []
+        slow: dict[int, list[tuple[RailResult, str]]] = {}
         for r in own:
-            if r.mode == "lat":
-                if r.error:
-                    problems.append(_error(r, node in retested))
-                continue
             why = _bad(r, judged_in, profile)
             if why is None:
                 continue
             if r.error:
-                problems.append(_error(r, node in retested))
+                problems.append(_error(r))
             else:
-                problems.append(_slow(r, why, node in retested, first, node))
+                slow.setdefault(r.rail, []).append((r, why))
+        problems += [_slow(bad, again, first, node) for bad in slow.values()]
         problems = _fold_not_run(problems)
         if not own:
             findings.append(
@@ -235,7 +238,11 @@ def _bad(r: RailResult, results: list[RailResult], profile: Profile | None) -> s
     return "; ".join(reasons) or None
 
 
-def _slow(r: RailResult, why: str, retested: bool, first: list[RailResult], node: str) -> Finding:
+def _slow(
+    bad: list[tuple[RailResult, str]], retested: bool, first: list[RailResult], node: str
+) -> Finding:
+    """One rail's FAIL: its figures alone and with every rail at once, why, with whom."""
+    r, why = bad[0]
     partners = [x.partner for x in first if x.node == node and x.rail == r.rail]
     seen = (
         f"with {partners[0]}, again with {r.partner}"
@@ -243,10 +250,8 @@ def _slow(r: RailResult, why: str, retested: bool, first: list[RailResult], node
         else (f"with {r.partner}")
     )
     cuda = " from GPU memory (--use_cuda)" if r.use_cuda else ""
-    message = (
-        f"{r.nic} ib_write_bw {r.gbit_s:.1f} Gb/s {MODES.get(r.mode, r.mode)}{cuda} "
-        f"(measured {seen}): {why}"
-    )
+    figures = ", ".join(f"{x.gbit_s or 0:.1f} Gb/s {MODES.get(x.mode, x.mode)}" for x, _ in bad)
+    message = f"{r.nic}: ib_write_bw {figures}{cuda} (measured {seen}): {why}"
     if not retested:
         message += f"; not retested against a known-good node: the fault may be {r.partner}'s"
     return finding(
@@ -261,7 +266,7 @@ def _slow(r: RailResult, why: str, retested: bool, first: list[RailResult], node
     )
 
 
-def _error(r: RailResult, retested: bool) -> Finding:
+def _error(r: RailResult) -> Finding:
     where = r.nic if r.rail >= 0 else f"ibperf with {r.partner}"
     return finding(
         CHECK,
