@@ -134,7 +134,9 @@ def run_ibperf(
     retests = _measure(retest_pairs(suspects, good), nodes, run, rails, base, "retest")
     findings += judge_rails(names, first, retests, profiles_by_node)
     run.add_findings(findings)
-    document = {"rails": [r.as_json() for r in [*first, *retests]]}
+    # The nodes judged by their retest: the report shows those figures for them.
+    retested = [n for n in suspects if any(r.node == n for r in retests)]
+    document = {"retested": retested, "rails": [r.as_json() for r in [*first, *retests]]}
     write_atomic(run.path / RESULTS_FILE, json.dumps(document, indent=2) + "\n")
     return findings
 
