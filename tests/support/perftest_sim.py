@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bringup.checks.ibperf import RailResult
+from bringup.node.parsers import perftest
 from tests.support import REPO
 from tests.support.sysfs_fabric import write_port
 
@@ -152,3 +154,43 @@ def standin(kind: str, factors: dict[str, float] | None = None) -> str:
         recorded_gbit=RECORDED_DATA_GBIT_S,
         fixture=fixture,
     )
+
+
+def recorded_gbit_s(slow: float = 1.0) -> float:
+    """What the stand-in prints for an 800 Gb/s rail: the recording's 8 MiB average at its
+    share of the QDR data rate, times `slow`."""
+    facts = perftest.parse(BW_FIXTURE.read_text())
+    row = next(r for r in facts.bw if r.size_bytes == 8388608)
+    return row.average_bytes_per_s * 8 / 1e9 * RAIL_RATE_GBIT_S / RECORDED_DATA_GBIT_S * slow
+
+
+def rail_results(
+    pairs: list[tuple[str, str]], slow: dict[str, int], stage: str = "pairs"
+) -> list[RailResult]:
+    """Both nodes' 8 rails of each pair as the job records them, at the stand-in's figure;
+    half of it on a rail either node of the pair has slowed (`slow`: node -> rail)."""
+    found = []
+    for a, b in pairs:
+        for rail in range(RAILS):
+            speed = recorded_gbit_s(0.5 if rail in (slow.get(a), slow.get(b)) else 1.0)
+            for node, partner in ((a, b), (b, a)):
+                for mode in ("single", "all"):
+                    found.append(
+                        RailResult(
+                            node,
+                            partner,
+                            rail,
+                            f"mlx5_{rail}",
+                            1,
+                            rail,
+                            RAIL_RATE_GBIT_S,
+                            mode,
+                            speed,
+                            None,
+                            False,
+                            None,
+                            stage,
+                            f"ibperf-{stage}-1",
+                        )
+                    )
+    return found

@@ -14,26 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from bringup.checks.ibperf import RailResult, bad_nodes, judge_rails
+from bringup.checks.ibperf import bad_nodes, judge_rails
 from bringup.commands.ibperf_job import node_rails
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Status
 from bringup.fleet.job import pair_up, retest_pairs, rounds
-from bringup.node.parsers import perftest
 from bringup.node.probes import ibperf
 from bringup.node.result import ProbeError
 from bringup.profile import load
-from tests.support import FIXTURES
-from tests.support.perftest_sim import standin
+from tests.support.perftest_sim import rail_results, recorded_gbit_s, standin
 
 B300 = load("b300")
 RAILS = [{"rail": i, "device": f"mlx5_{i}", "ib_port": 1, "gpu": i} for i in range(8)]
 # The recorded QDR run's 8 MiB average (3665.25 MiB/s = 30.75 Gb/s) at the share of its
 # 32 Gb/s data rate, on an 800 Gb/s rail: what the stand-in prints; and at half speed.
-RECORDED = perftest.parse((FIXTURES / "fabric" / "ib_write_bw-mlx4-qdr-sweep-mbs.txt").read_text())
-AT_8MIB = next(r for r in RECORDED.bw if r.size_bytes == 8388608).average_bytes_per_s * 8 / 1e9
-GOOD = AT_8MIB * 800 / 32
-HALF = GOOD / 2
+GOOD = recorded_gbit_s()
+HALF = recorded_gbit_s(0.5)
 
 
 def _all_flags(params: ibperf.Params) -> list[str]:
@@ -238,50 +234,19 @@ def test_garbage_from_perftest_is_an_error_of_that_rail_not_a_traceback(
 # --- judging the rails -------------------------------------------------------------------
 
 
-def _results(
-    pairs: list[tuple[str, str]], slow: dict[str, int], stage: str = "pairs"
-) -> list[RailResult]:
-    """Both nodes' rails of each pair: GOOD, HALF on a rail either node has slowed."""
-    found = []
-    for a, b in pairs:
-        for rail in range(8):
-            speed = HALF if rail in (slow.get(a), slow.get(b)) else GOOD
-            for node, partner in ((a, b), (b, a)):
-                for mode in ("single", "all"):
-                    found.append(
-                        RailResult(
-                            node,
-                            partner,
-                            rail,
-                            f"mlx5_{rail}",
-                            1,
-                            rail,
-                            800.0,
-                            mode,
-                            speed,
-                            None,
-                            False,
-                            None,
-                            stage,
-                            f"ibperf-{stage}-1",
-                        )
-                    )
-    return found
-
-
 NODES = ["node01", "node02", "node03", "node04"]
 
 
 def test_the_slow_rail_is_named_after_a_retest_with_a_known_good_node() -> None:
     slow = {"node02": 3}
-    first = _results(pair_up(NODES), slow)
+    first = rail_results(pair_up(NODES), slow)
     profiles = dict.fromkeys(NODES, B300)
     suspects = sorted(bad_nodes(first, profiles))
     assert suspects == ["node01", "node02"]
     good = [n for n in NODES if n not in suspects]
     retest = retest_pairs(suspects, good)
     assert rounds(retest) == [[("node01", "node03"), ("node02", "node04")]]
-    findings = judge_rails(NODES, first, _results(retest, slow, "retest"), profiles)
+    findings = judge_rails(NODES, first, rail_results(retest, slow, "retest"), profiles)
     bad = [(f.node, f.status) for f in findings if f.status is not Status.PASS]
     assert bad == [("node02", Status.FAIL)]
     (fail,) = [f for f in findings if f.status is Status.FAIL]
@@ -298,7 +263,7 @@ def test_the_slow_rail_is_named_after_a_retest_with_a_known_good_node() -> None:
 
 def test_without_a_known_good_node_both_are_named_and_the_doubt_said() -> None:
     slow = {"node02": 3}
-    first = _results(pair_up(NODES[:2]), slow)
+    first = rail_results(pair_up(NODES[:2]), slow)
     findings = judge_rails(NODES[:2], first, [], dict.fromkeys(NODES[:2], B300))
     fails = {f.node: f.message for f in findings if f.status is Status.FAIL}
     assert set(fails) == {"node01", "node02"}
@@ -307,7 +272,7 @@ def test_without_a_known_good_node_both_are_named_and_the_doubt_said() -> None:
 
 def test_a_rail_slightly_under_the_median_passes_the_floor_but_not_the_tolerance() -> None:
     """No profile: no floor; 6% under the fleet's median FAILs (tolerance 5%), 4% passes."""
-    first = _results(pair_up(NODES), {})
+    first = rail_results(pair_up(NODES), {})
     for r in first:
         if r.rail == 5 and {r.node, r.partner} == {"node03", "node04"}:
             r.gbit_s = GOOD * 0.94
