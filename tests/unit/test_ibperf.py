@@ -316,3 +316,42 @@ def test_node_rails_follow_the_fabric_and_topology_records() -> None:
     rails, ready, why = node_rails(node)
     assert [(r.rail, r.device, r.gpu) for r in rails] == [(i, f"mlx5_{i}", i) for i in range(8)]
     assert ready is True and why is None
+
+
+def test_the_fabric_and_acceptance_suites_run_the_job() -> None:
+    from bringup.suite import load as load_suite
+
+    assert load_suite("fabric").jobs == ["ibperf"]
+    assert load_suite("acceptance").jobs == ["ibperf"]
+    assert load_suite("quick").jobs == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00\xff garbage", b'{"rails": [{"node": 1}]}', b"[]", b'{"rails": "x"}'],
+)
+def test_a_bad_ibperf_json_is_one_line_in_the_report_not_a_traceback(
+    tmp_path: Path, content: bytes
+) -> None:
+    from bringup.report.rails import load as load_rails
+
+    (tmp_path / "ibperf.json").write_bytes(content)
+    table = load_rails(tmp_path)
+    assert table is not None and table.rows == [] and table.problem
+    assert "\n" not in table.problem
+
+
+def test_the_report_table_holds_the_figures_that_judged_each_node() -> None:
+    from bringup.report.rails import RailCell, table
+
+    first = rail_results(pair_up(NODES), {"node02": 3})
+    retests = rail_results([("node01", "node03"), ("node02", "node04")], {"node02": 3}, "retest")
+    cells = [RailCell.model_validate(r.as_json()) for r in [*first, *retests]]
+    shown = table(cells, {"node01", "node02"})
+    assert shown.columns == [f"{i} mlx5_{i}" for i in range(8)]
+    assert shown.line_rate_gbit_s == 800.0
+    by_node = {r.node: r for r in shown.rows}
+    assert [by_node[n].partner for n in NODES] == ["node03", "node04", "node04", "node03"]
+    assert by_node["node01"].cells[3] == pytest.approx(GOOD)  # its retest: a good rail
+    assert by_node["node02"].cells[3] == pytest.approx(HALF)
+    assert by_node["node02"].shares[3] == pytest.approx(HALF / 800)
