@@ -15,12 +15,17 @@ them is marked simulated and never ACCEPTED (bringup/node/simulated.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bringup.checks.ibperf import RailResult
 from bringup.node.parsers import perftest
 from tests.support import REPO
 from tests.support.sysfs_fabric import write_port
+
+if TYPE_CHECKING:
+    from bringup.sim.cluster import SimCluster
 
 FIXTURES = REPO / "tests" / "fixtures" / "fabric"
 BW_FIXTURE = FIXTURES / "ib_write_bw-mlx4-qdr-sweep-mbs.txt"
@@ -194,3 +199,30 @@ def rail_results(
                         )
                     )
     return found
+
+
+def with_rails(
+    cluster: SimCluster,
+    tmp_path: Path,
+    slow: dict[str, dict[str, float]],
+    flaps: dict[str, str] | None = None,
+) -> dict[str, Path]:
+    """Every node of the cluster: its own sysfs tree of 8 rails (the fabric probe's
+    sys_root, a host variable), stand-in perftest (`slow`: node -> {device: factor}), and a
+    stand-in journalctl (the kernel log window: empty, or one mlx5 link-down line)."""
+    roots: dict[str, Path] = {}
+    host_vars: dict[str, dict[str, str]] = {}
+    for name in cluster.names:
+        node = cluster.node(name)
+        roots[name] = write_rails(tmp_path / "rails" / name / "sys", node.index)
+        cluster.install_tool(name, "ib_write_bw", standin("bw", slow.get(name)))
+        cluster.install_tool(name, "ib_write_lat", standin("lat"))
+        log = (flaps or {}).get(name, "")
+        cluster.install_tool(name, "journalctl", f"#!/bin/sh\nprintf '%s' {json.dumps(log)}\n")
+        params = {
+            "fabric": {"sys_root": str(roots[name]), "interval_s": 3},
+            "ibperf": {"connect_timeout_s": 5, "duration_s": 1},
+        }
+        host_vars[name] = {"bringup_probe_params": json.dumps(params)}
+    cluster.write_inventory(host_vars=host_vars)
+    return roots

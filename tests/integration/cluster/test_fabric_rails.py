@@ -19,37 +19,13 @@ from pathlib import Path
 from bringup.sim.cluster import SimCluster
 from bringup.sim.netns import run_setup
 from tests.support.cluster import BAD, needs_cluster, run_check
-from tests.support.perftest_sim import counter_file, pci_address, standin, write_rails
+from tests.support.perftest_sim import counter_file, pci_address, with_rails
 from tests.support.timing import scaled
 
 pytestmark = needs_cluster
 
 SLOW = {"node02": {"mlx5_3": 0.5}}
 FLAP_LINE = "[18865.848172] mlx5_core {pci} ibp{bus}s0: Link down\n"
-
-
-def _rails(
-    cluster: SimCluster, tmp_path: Path, flaps: dict[str, str] | None = None
-) -> dict[str, Path]:
-    """Every node: its own sysfs tree of 8 rails (the fabric probe's sys_root, a host
-    variable), stand-in perftest, and a stand-in journalctl (the kernel log window: empty,
-    or one mlx5 link-down line)."""
-    roots: dict[str, Path] = {}
-    host_vars: dict[str, dict[str, str]] = {}
-    for name in cluster.names:
-        node = cluster.node(name)
-        roots[name] = write_rails(tmp_path / "rails" / name / "sys", node.index)
-        cluster.install_tool(name, "ib_write_bw", standin("bw", SLOW.get(name)))
-        cluster.install_tool(name, "ib_write_lat", standin("lat"))
-        log = (flaps or {}).get(name, "")
-        cluster.install_tool(name, "journalctl", f"#!/bin/sh\nprintf '%s' {json.dumps(log)}\n")
-        params = {
-            "fabric": {"sys_root": str(roots[name]), "interval_s": 3},
-            "ibperf": {"connect_timeout_s": 5, "duration_s": 1},
-        }
-        host_vars[name] = {"bringup_probe_params": json.dumps(params)}
-    cluster.write_inventory(host_vars=host_vars)
-    return roots
 
 
 def _grow(counter: Path, stop: threading.Event) -> None:
@@ -64,7 +40,7 @@ def test_the_slow_rail_is_named_and_nothing_else_fails(make_cluster, tmp_path: P
     cluster = make_cluster(4)
     bus = pci_address(6).split(":")[1]
     flap = FLAP_LINE.format(pci=pci_address(6), bus=int(bus, 16))
-    roots = _rails(cluster, tmp_path, {"node04": flap})
+    roots = with_rails(cluster, tmp_path, SLOW, {"node04": flap})
     stop = threading.Event()
     grower = threading.Thread(
         target=_grow, args=(counter_file(roots["node03"], "mlx5_5", "symbol_error"), stop)
@@ -130,7 +106,7 @@ def _firewall(cluster: SimCluster, name: str) -> None:
 
 def test_a_firewalled_peer_is_an_error_naming_it_never_a_wait(make_cluster, tmp_path: Path) -> None:
     cluster = make_cluster(2)
-    _rails(cluster, tmp_path)
+    with_rails(cluster, tmp_path, {})
     _firewall(cluster, "node01")  # node01 serves the pair: node02 cannot reach it
     inventory = cluster.inventory
     text = inventory.read_text().replace('"interval_s": 3', '"interval_s": 1')
