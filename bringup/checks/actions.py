@@ -118,11 +118,7 @@ CHECK_ACTIONS: dict[str, str] = {
         "check the rail's link (`ibstat`, `mlxlink -d DEVICE`) and PCIe link (`lspci -vv`), "
         "and rerun `ib_write_bw -s 8388608 --report_gbits` between two nodes"
     ),
-    "fabric.rail_bw": (
-        "check the rail's cable, transceiver and switch port (`mlxlink -d DEVICE`) and its "
-        "PCIe link (`lspci -vv`), then `bringup check --suite fabric` again"
-    ),
-    "fabric.ibperf": (
+    "ibperf.runs": (
         "install perftest on both nodes (`bringup provision --tags node_tools`) and let them "
         "reach each other on TCP 18515 and up"
     ),

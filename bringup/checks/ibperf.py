@@ -304,16 +304,16 @@ def _pass(own: list[RailResult], profile: Profile | None) -> Finding:
 
 
 def judge_side(facts: IbperfFacts, profile: Profile) -> list[Finding]:
-    """fabric.ibperf: each test of this node's side ran (the job judges the figures)."""
+    """ibperf.runs: each test of this node's side ran (the job judges the figures)."""
     failed = [t for t in facts.tests if t.error]
     if failed:
         return [
-            finding("fabric.ibperf", Status.ERROR, f"{t.device} port {t.ib_port}: {t.error}")
+            finding("ibperf.runs", Status.ERROR, f"{t.device} port {t.ib_port}: {t.error}")
             for t in failed
         ]
     return [
         finding(
-            "fabric.ibperf",
+            "ibperf.runs",
             Status.PASS,
             f"{len(facts.tests)} perftest runs with {facts.peer} as {facts.role}",
         )
@@ -322,7 +322,7 @@ def judge_side(facts: IbperfFacts, profile: Profile) -> list[Finding]:
 
 CHECKS = [
     Check(
-        "fabric.ibperf",
+        "ibperf.runs",
         "ibperf",
         judge_side,
         "one node's side of a pair's ib_write_bw/ib_write_lat runs ran (judged by the job)",

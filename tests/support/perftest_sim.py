@@ -221,7 +221,7 @@ def with_rails(
         cluster.install_tool(name, "journalctl", f"#!/bin/sh\nprintf '%s' {json.dumps(log)}\n")
         params = {
             "fabric": {"sys_root": str(roots[name]), "interval_s": 3},
-            "ibperf": {"connect_timeout_s": 5, "duration_s": 1},
+            "ibperf": {"connect_timeout_s": 20, "duration_s": 1},
         }
         host_vars[name] = {"bringup_probe_params": json.dumps(params)}
     cluster.write_inventory(host_vars=host_vars)
