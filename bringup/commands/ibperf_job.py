@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -169,15 +170,21 @@ def _measure(
     from bringup.fleet.job import rounds
     from bringup.fleet.plan import FleetError, plan_node
     from bringup.fleet.run import run as run_fleet
-    from bringup.rundir import RunDir
+    from bringup.rundir import RunDir, RunDirError
     from bringup.suite import ProbeStep, Suite
 
     by_name = {h.name: h for h in nodes.hosts}
     results: list[RailResult] = []
     for index, group in enumerate(rounds(pairs)):
-        sub = RunDir.create(
-            run.path / f"ibperf-{stage}-{index + 1}", JOB, run.manifest.profile, None
-        )
+        try:
+            sub = RunDir.create(
+                _fresh(run.path / f"ibperf-{stage}-{index + 1}"), JOB, run.manifest.profile, None
+            )
+        except RunDirError as exc:  # a full disk: every pair of the round says so
+            for a, b in group:
+                results += _unplanned(a, b, f"not run: {exc}", stage, "")
+                results += _unplanned(b, a, f"not run: {exc}", stage, "")
+            continue
         plans = []
         for a, b in group:
             count = min(len(rails[a][0]), len(rails[b][0]))
@@ -217,6 +224,15 @@ def _measure(
             found = _sides([a, b], sub)
             results += pair_results((a, found[a]), (b, found[b]), stage, sub.path.name)
     return results
+
+
+def _fresh(path: Path) -> Path:
+    """The sub-run's directory; beside an earlier one (a resumed run), a new name."""
+    candidate, again = path, 1
+    while candidate.exists():
+        again += 1
+        candidate = path.with_name(f"{path.name}.{again}")
+    return candidate
 
 
 def _rail_dict(rail: Rail) -> dict[str, Any]:

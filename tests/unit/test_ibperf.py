@@ -357,3 +357,12 @@ def test_the_report_table_holds_the_figures_that_judged_each_node() -> None:
     assert by_node["node01"].cells[3] == pytest.approx(GOOD)  # its retest: a good rail
     assert by_node["node02"].cells[3] == pytest.approx(HALF)
     assert by_node["node02"].shares[3] == pytest.approx(HALF / 800)
+
+
+def test_a_resumed_run_keeps_its_earlier_sub_runs(tmp_path: Path) -> None:
+    from bringup.commands.ibperf_job import _fresh
+
+    first = tmp_path / "ibperf-pairs-1"
+    assert _fresh(first) == first
+    first.mkdir()
+    assert _fresh(first) == tmp_path / "ibperf-pairs-1.2"
