@@ -29,7 +29,7 @@ CHECK = "fabric.rail_bw"
 # SuperBench's default variance rule for bandwidth: at most 5% under the criterion
 # (docs/reference.md#fabric); here the criterion is the node's and the fleet's median.
 DEFAULT_TOLERANCE = 0.05
-MODES = {"single": "alone", "all": "with every rail at once"}
+MODES = {"single": "alone", "host": "alone from host memory", "all": "with every rail at once"}
 
 
 @dataclass

@@ -250,7 +250,7 @@ def _probe_timeout(params: dict[str, Any]) -> float:
     duration = float(params.get("duration_s", defaults.duration_s))
     n = len(params["rails"])
     per_bw = connect + duration + 30.0
-    return (n + 1) * per_bw + n * (connect + 60.0)
+    return (2 * n + 1) * per_bw + n * (connect + 60.0)
 
 
 def _unplanned(node: str, peer: str, why: str, stage: str, where: str) -> list[RailResult]:

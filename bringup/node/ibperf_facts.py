@@ -30,7 +30,9 @@ class RailTest:
     """One perftest run on one rail."""
 
     rail: int
-    mode: str  # "single" (this rail alone), "all" (every rail at once), "lat" (ib_write_lat)
+    # "single" (this rail alone), "host" (alone, host memory, beside a GPU-memory "single"),
+    # "all" (every rail at once), "lat" (ib_write_lat)
+    mode: str
     device: str
     ib_port: int
     tcp_port: int  # the TCP port of perftest's connection exchange

@@ -82,6 +82,10 @@ def test_the_two_sides_number_their_tests_alike_each_on_its_own_port() -> None:
     assert ports[0] == ports[1]
     assert [p for _, _, p in ports[0]] == list(range(20000, 20000 + 24))
     assert [m for m, _, _ in ports[0]] == ["single"] * 8 + ["all"] * 8 + ["lat"] * 8
+    cuda = [t for g in ibperf.plan_tests(server, ibperf.validate(server), True) for t in g]
+    assert [t.mode for t in cuda] == ["single"] * 8 + ["host"] * 8 + ["all"] * 8 + ["lat"] * 8
+    assert [t.use_cuda for t in cuda if t.mode in ("single", "all")] == list(range(8)) * 2
+    assert all(t.use_cuda is None for t in cuda if t.mode in ("host", "lat"))
 
 
 def test_the_client_names_the_server_and_the_server_has_no_address() -> None:

@@ -7,8 +7,10 @@ test on a TCP port of its own (`base_port` + its index), so a late or failed tes
 meet the next one:
 
   1. each rail alone:   ib_write_bw --ib-dev mlx5_i --ib-port P --port base+i ...
-  2. every rail at once (one ib_write_bw per rail, concurrently): what a job sees
-  3. each rail's latency: ib_write_lat
+  2. with GPU memory in use, each rail alone again from host memory ("host"): a slow GPU
+     path (GPUDirect, the PCIe switch) is then told from a slow wire
+  3. every rail at once (one ib_write_bw per rail, concurrently): what a job sees
+  4. each rail's latency: ib_write_lat
 
 With GPUDirect RDMA ready on the node (the job reads the fabric probe's facts), the
 buffers are in the memory of the GPU at PIX/PXB of that NIC (`--use_cuda=<gpu>`), when
@@ -71,7 +73,7 @@ def validate(params: Params) -> list[Rail]:
         raise ProbeError(f"ibperf: role must be server or client, not {params.role!r}")
     if params.role == "client" and not params.peer_address:
         raise ProbeError("ibperf: the client needs the server's address (peer_address)")
-    if not 1 <= params.base_port <= 65535 - 3 * max(1, len(params.rails)):
+    if not 1 <= params.base_port <= 65535 - 4 * max(1, len(params.rails)):
         raise ProbeError(f"ibperf: base_port {params.base_port} leaves no room for the tests")
     if params.duration_s < 1 or params.size_bytes < 1 or params.connect_timeout_s <= 0:
         raise ProbeError("ibperf: duration_s, size_bytes and connect_timeout_s must be positive")
@@ -92,12 +94,14 @@ def plan_tests(params: Params, rails: list[Rail], cuda: bool) -> list[list[RailT
 
     def test(rail: Rail, mode: str) -> RailTest:
         nonlocal port
-        gpu = rail.gpu if cuda and mode != "lat" else None
+        gpu = rail.gpu if cuda and mode in ("single", "all") else None
         made = RailTest(rail.rail, mode, rail.device, rail.ib_port, port, gpu)
         port += 1
         return made
 
     groups += [[test(rail, "single")] for rail in rails]
+    if cuda:  # the same rails from host memory: tells the GPU path from the wire
+        groups += [[test(rail, "host")] for rail in rails]
     if params.all_at_once and len(rails) > 1:
         groups.append([test(rail, "all") for rail in rails])
     if params.latency:
