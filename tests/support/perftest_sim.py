@@ -78,6 +78,7 @@ _SCRIPT = r"""#!/usr/bin/python3
 import re, socket, sys, time
 
 KIND = {kind!r}
+CUDA = {cuda!r}
 FACTORS = {factors!r}
 RAIL_GBIT = {rail_gbit!r}
 RECORDED_GBIT = {recorded_gbit!r}
@@ -90,7 +91,8 @@ def main(argv):
     opts, host = {{}}, None
     for arg in argv:
         if arg == "--help":
-            print("Usage: stand-in ib_write_bw\n" + "\n".join("  --" + f for f in FLAGS[:-1]))
+            shown = FLAGS if CUDA else FLAGS[:-1]  # --use_cuda: a CUDA build's help only
+            print("Usage: stand-in ib_write_bw\n" + "\n".join("  --" + f for f in shown))
             return 0
         if arg.startswith("--"):
             name, _, value = arg[2:].partition("=")
@@ -120,6 +122,8 @@ def main(argv):
     conn.close()
     time.sleep(0.1)
     text = FIXTURE.replace("mlx4_0", device)
+    if CUDA and "use_cuda" in opts:  # what a CUDA build prints as it allocates (cuda_memory.c)
+        text = "cuMemAlloc() of a %s bytes GPU buffer\n" % opts.get("size", "65536") + text
     if KIND == "lat":
         sys.stdout.write(text)
         return 0
@@ -148,12 +152,14 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def standin(kind: str, factors: dict[str, float] | None = None) -> str:
+def standin(kind: str, factors: dict[str, float] | None = None, cuda: bool = False) -> str:
     """The script of a stand-in `ib_write_bw` (kind "bw") or `ib_write_lat` ("lat"); the
-    rails of `factors` run at that share of their speed."""
+    rails of `factors` run at that share of their speed; `cuda`: as a perftest built with
+    CUDA (--use_cuda in its --help)."""
     fixture = (BW_FIXTURE if kind == "bw" else LAT_FIXTURE).read_text()
     return _SCRIPT.format(
         kind=kind,
+        cuda=cuda,
         factors=dict(factors or {}),
         rail_gbit=RAIL_RATE_GBIT_S,
         recorded_gbit=RECORDED_DATA_GBIT_S,

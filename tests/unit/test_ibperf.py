@@ -148,11 +148,10 @@ def test_missing_perftest_is_an_error_naming_the_provisioning_tag(
 
 
 def _pair(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, port: int, **extra: object
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, port: int, cuda: bool = False, **extra: object
 ) -> dict[str, ibperf.ProbeOutput]:
-    monkeypatch.setenv(
-        "PATH", _tools(tmp_path, standin("bw", {"mlx5_1": 0.5}), standin("lat"))["PATH"]
-    )
+    bw = standin("bw", {"mlx5_1": 0.5}, cuda=cuda)
+    monkeypatch.setenv("PATH", _tools(tmp_path, bw, standin("lat"))["PATH"])
     rails = RAILS[:2]
     out: dict[str, ibperf.ProbeOutput] = {}
 
@@ -206,6 +205,27 @@ def test_without_cuda_in_perftest_the_rail_runs_from_host_memory_and_says_so(
     assert client.cuda_in_help is False
     assert all(t.use_cuda is None and "--use_cuda" not in " ".join(t.argv) for t in client.tests)
     assert "built without CUDA" in client.notes[0]
+
+
+def test_with_gpudirect_and_a_cuda_perftest_the_rails_run_from_gpu_memory_and_host_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _pair(tmp_path, monkeypatch, 30100 + os.getpid() % 500 * 50, cuda=True, use_cuda=True)
+    client = out["client"].facts
+    assert client.cuda_in_help is True and client.notes == []
+    shown = [
+        (t.mode, t.device, t.use_cuda, t.result.use_cuda if t.result else None)
+        for t in client.tests
+    ]
+    assert shown[:6] == [
+        ("single", "mlx5_0", 0, True),
+        ("single", "mlx5_1", 1, True),
+        ("host", "mlx5_0", None, False),
+        ("host", "mlx5_1", None, False),
+        ("all", "mlx5_0", 0, True),
+        ("all", "mlx5_1", 1, True),
+    ]
+    assert "--use_cuda=1" in client.tests[1].argv
 
 
 def test_nobody_listening_is_an_error_naming_the_peer_and_stops_the_rest(
