@@ -197,6 +197,7 @@ def _measure(
                     "peer_address": by_name[a].address if role == "client" else "",
                     "rails": [_rail_dict(r) for r in own[:count]],
                     "use_cuda": ready,
+                    "host_pass": rails[a][1] or rails[b][1],
                 }
                 timeout = _probe_timeout(params) + STEP_SLACK_S
                 step = ProbeStep(name=JOB, params=params, timeout_s=timeout)

@@ -82,7 +82,12 @@ def test_the_two_sides_number_their_tests_alike_each_on_its_own_port() -> None:
     assert ports[0] == ports[1]
     assert [p for _, _, p in ports[0]] == list(range(20000, 20000 + 24))
     assert [m for m, _, _ in ports[0]] == ["single"] * 8 + ["all"] * 8 + ["lat"] * 8
+    server.host_pass = True
     cuda = [t for g in ibperf.plan_tests(server, ibperf.validate(server), True) for t in g]
+    # The other side without GPU memory: the same tests on the same ports.
+    plain = [t for g in ibperf.plan_tests(server, ibperf.validate(server), False) for t in g]
+    assert [(t.mode, t.tcp_port) for t in plain] == [(t.mode, t.tcp_port) for t in cuda]
+    assert all(t.use_cuda is None for t in plain)
     assert [t.mode for t in cuda] == ["single"] * 8 + ["host"] * 8 + ["all"] * 8 + ["lat"] * 8
     assert [t.use_cuda for t in cuda if t.mode in ("single", "all")] == list(range(8)) * 2
     assert all(t.use_cuda is None for t in cuda if t.mode in ("host", "lat"))
@@ -210,7 +215,8 @@ def test_without_cuda_in_perftest_the_rail_runs_from_host_memory_and_says_so(
 def test_with_gpudirect_and_a_cuda_perftest_the_rails_run_from_gpu_memory_and_host_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = _pair(tmp_path, monkeypatch, 30100 + os.getpid() % 500 * 50, cuda=True, use_cuda=True)
+    port = 30100 + os.getpid() % 500 * 50
+    out = _pair(tmp_path, monkeypatch, port, cuda=True, use_cuda=True, host_pass=True)
     client = out["client"].facts
     assert client.cuda_in_help is True and client.notes == []
     shown = [

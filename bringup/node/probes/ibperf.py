@@ -54,6 +54,9 @@ class Params:
     peer_address: str = ""  # client: the server node's address
     rails: list[dict[str, Any]] = field(default_factory=list)  # Rail fields, in rail order
     use_cuda: bool = False  # GPUDirect RDMA ready here: buffers in the rail's GPU memory
+    # Every rail again from host memory (the job sets it for both sides when either uses GPU
+    # memory): the two sides' lists of tests, and so their ports, never differ.
+    host_pass: bool = False
     base_port: int = DEFAULT_PORT
     size_bytes: int = 8388608  # 8 MiB messages: the wire's plateau, not the message rate
     duration_s: int = 5  # seconds each bandwidth test runs (perftest -D)
@@ -88,7 +91,8 @@ def validate(params: Params) -> list[Rail]:
 
 def plan_tests(params: Params, rails: list[Rail], cuda: bool) -> list[list[RailTest]]:
     """The tests in order, grouped: the tests of a group run at once. Both sides of the
-    pair build the same list from the same parameters, so test k uses port base + k."""
+    pair build the same list from the parameters they share (rails, host_pass), so test k
+    uses port base + k on both; `cuda` (this side's GPU memory) changes no test's place."""
     groups: list[list[RailTest]] = []
     port = params.base_port
 
@@ -100,7 +104,7 @@ def plan_tests(params: Params, rails: list[Rail], cuda: bool) -> list[list[RailT
         return made
 
     groups += [[test(rail, "single")] for rail in rails]
-    if cuda:  # the same rails from host memory: tells the GPU path from the wire
+    if params.host_pass:  # the same rails from host memory: tells the GPU path from the wire
         groups += [[test(rail, "host")] for rail in rails]
     if params.all_at_once and len(rails) > 1:
         groups.append([test(rail, "all") for rail in rails])
