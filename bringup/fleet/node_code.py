@@ -319,8 +319,10 @@ else:
         except OSError:
             pass
 root = path
-from importlib.util import MAGIC_NUMBER
-
+try:  # loaded at every CPython start (importlib.util would cost an import)
+    from _frozen_importlib_external import MAGIC_NUMBER
+except ImportError:
+    MAGIC_NUMBER = b""
 if MAGIC_NUMBER.hex() != magic:
     root = path[:-4]
     if not os.path.isdir(root):
