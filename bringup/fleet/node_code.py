@@ -199,8 +199,9 @@ def request_frame(request: dict[str, Any]) -> bytes:
 def code_answer(line: bytes) -> str | None:
     """ "cached" or "needed" when `line` is BOOT's first line, else None (a line a login
     script printed before the command ran: it is skipped)."""
+    start = line.rfind(b'{"%s"' % CODE_LINE.encode())
     try:
-        answer = json.loads(line)
+        answer = json.loads(line[max(start, 0) :])
     except ValueError:
         return None
     if isinstance(answer, dict) and answer.get(CODE_LINE) in ("cached", "needed"):

@@ -203,6 +203,23 @@ def test_a_changed_zip_in_the_cache_is_never_run_but_replaced(sshd: LocalSshd) -
 
 
 @needs_sshd
+def test_what_a_login_script_prints_before_the_node_side_is_skipped(
+    sshd: LocalSshd, tmp_path: Path
+) -> None:
+    """A chatty profile prints before the command runs (here: before python3 starts), one
+    line and one without its newline: the node's answer and its records are read after it."""
+    chatty = tmp_path / "python3"
+    chatty.write_text(
+        f"#!/bin/sh\necho 'Welcome to node7'\nprintf 'MOTD: '\nexec {PYTHON} \"$@\"\n"
+    )
+    chatty.chmod(0o755)
+    stages: list[str] = []
+    records = run(sshd.host(python=str(chatty)), XID_REQUEST, code=CODE, on_stage=stages.append)
+    assert [r["probe"] for r in records] == ["xid"] and records[0]["ok"] is True
+    assert stages == ["connecting", "running", "uploading probe code", "running"]
+
+
+@needs_sshd
 def test_a_node_side_that_never_starts_is_reported_at_once(sshd: LocalSshd, tmp_path: Path) -> None:
     run(sshd.host(), XID_REQUEST, code=CODE)
     failing = tmp_path / "python3"
