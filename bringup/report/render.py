@@ -7,13 +7,15 @@ link to anything, so it opens offline and can be mailed or attached to a ticket.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python as _jsonable
 
 from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
@@ -235,16 +237,59 @@ def environment(autoescape: bool) -> jinja2.Environment:
 
 
 def html(report: Report, figures: Plots) -> str:
+    return "".join(html_pieces(report, figures))
+
+
+def html_pieces(report: Report, figures: Plots) -> Iterator[str]:
+    """report.html in pieces, as the template makes them: written as they come, never
+    one string of the whole page."""
     template = environment(autoescape=True).get_template("report.html.j2")
-    return template.render(report=report, plots=figures)
+    return template.generate(report=report, plots=figures)
 
 
 def markdown(report: Report) -> str:
+    return "".join(markdown_pieces(report))
+
+
+def markdown_pieces(report: Report) -> Iterator[str]:
+    """report.md in pieces, as html_pieces."""
     template = environment(autoescape=False).get_template("report.md.j2")
-    return template.render(report=report)
+    return template.generate(report=report)
 
 
 def summary_json(report: Report) -> str:
     """The machine-readable summary: the report model (timelines left out), keys stable."""
-    data = report.model_dump(mode="json")
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return "".join(json_pieces(report))
+
+
+def json_pieces(report: Report) -> Iterator[str]:
+    """report.json in pieces, to be written as they come: exactly the text of
+    `json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"`
+    (docs/json.md), but each finding, node, metric and matrix row is dumped on its own
+    (one JSONEncoder per item), so the whole model is never one dict nor one string:
+    at ten thousand nodes that dict was the report's peak memory."""
+    yield "{"
+    for i, name in enumerate(sorted(Report.model_fields)):
+        yield ("," if i else "") + f"\n  {json.dumps(name)}: "
+        value = getattr(report, name)
+        if isinstance(value, list) and value:
+            yield "["
+            for j, item in enumerate(value):
+                yield ("," if j else "") + "\n    " + _item_json(item, "    ")
+            yield "\n  ]"
+        elif isinstance(value, dict) and value:
+            yield "{"
+            for j, key in enumerate(sorted(value)):
+                text = _item_json(value[key], "    ")
+                yield ("," if j else "") + f"\n    {json.dumps(key)}: {text}"
+            yield "\n  }"
+        else:
+            yield _item_json(value, "  ")
+    yield "\n}\n"
+
+
+def _item_json(value: object, indent: str) -> str:
+    """One value as json.dumps(indent=2, sort_keys=True) writes it `indent` deep (a JSON
+    string never holds a raw newline, so each line can be shifted as a whole)."""
+    plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else _jsonable(value)
+    return json.dumps(plain, indent=2, sort_keys=True).replace("\n", "\n" + indent)
