@@ -143,13 +143,15 @@ def build(
     generated_at: str | None = None,
     measurements: list[NodeMeasurements] | None = None,
     coverage: list[CoverageRow] | None = None,
+    baseline_measurements: list[NodeMeasurements] | None = None,
 ) -> Report:
     """The report of a run (and its comparison with a baseline run).
 
     `judged`: the findings of the whole run (and of the baseline comparison) that the run
     directory does not hold; `check_order`: check names in the order tables show them;
     `measurements`: measure_fleet(run.facts, profile) when the caller has it already (at a
-    thousand nodes measuring twice is a second of the report).
+    thousand nodes measuring twice is a second of the report); `baseline_measurements`
+    the same of the baseline's.
     """
     limits = tolerances(profile)
     nodes = run.nodes
@@ -167,7 +169,9 @@ def build(
     if baseline is not None:
         comparison = baseline_mod.compare(
             list(measured.values()),
-            measure_fleet(baseline.facts, profile),
+            baseline_measurements
+            if baseline_measurements is not None
+            else measure_fleet(baseline.facts, profile),
             limits,
             findings,
             baseline_run=baseline.path.name,
