@@ -144,4 +144,3 @@ def test_a_cell_is_the_worst_status_its_count_and_the_bad_checks() -> None:
     # a probe that did not run is one finding, "not judged"
     assert cells[("n1", "host")].lines() == ["ERROR 1", "not judged"]
     assert cells[("n2", "node")].lines() == ["UNREACHABLE"]
-
