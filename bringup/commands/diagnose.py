@@ -47,7 +47,7 @@ from bringup.commands.common import (
     record_slurm,
     show_run,
     slurm_choice,
-    target,
+    target_of,
 )
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ def diagnose_suite(seconds: float, interval_s: float, watch: bool) -> Suite:
 
 
 def diagnose(
+    ctx: typer.Context,
     local: LocalOpt = False,
     nodes_file: NodesOpt = None,
     seconds: Annotated[
@@ -122,18 +123,7 @@ def diagnose(
     from bringup.fleet.run import run as run_fleet
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
-    chosen = target(
-        local,
-        nodes_file,
-        limit,
-        forks,
-        accept_new_hostkeys,
-        connect_timeout,
-        in_slurm,
-        "diagnose",
-        max_raw_mib=max_raw_mib,
-        max_raw_files=max_raw_files,
-    )
+    chosen = target_of(ctx, "diagnose", in_slurm)
     if not 0 < seconds <= 86400:
         fail(f"--seconds must be in (0, 86400], not {seconds:g}")
     if not 0.01 <= interval_s <= 10:
