@@ -55,7 +55,7 @@ from bringup.commands.common import (
     record_slurm,
     run_origin,
     slurm_choice,
-    target_of,
+    target,
 )
 
 if TYPE_CHECKING:
@@ -186,7 +186,18 @@ def burnin(
     from bringup.rundir import default_path
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
-    chosen = target_of(ctx, "burnin", in_slurm)
+    chosen = target(
+        local,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "burnin",
+        max_raw_mib=max_raw_mib,
+        max_raw_files=max_raw_files,
+    )
     if joint and not chosen.remote:
         fail("--joint needs --nodes hosts.ini or --slurm")
     if not joint:

@@ -61,7 +61,7 @@ from bringup.commands.common import (
     select_nodes,
     show_run,
     slurm_choice,
-    target_of,
+    target,
 )
 
 if TYPE_CHECKING:
@@ -167,7 +167,18 @@ def check(
                 resume, nodes_file, limit, data_dirs
             )
         # A resumed run names its inventory (from its manifest) like --nodes does.
-        chosen = target_of(ctx, "check", in_slurm, nodes_file=nodes_file, limit=limit)
+        chosen = target(
+            local,
+            nodes_file,
+            limit,
+            forks,
+            accept_new_hostkeys,
+            connect_timeout,
+            in_slurm,
+            "check",
+            max_raw_mib=max_raw_mib,
+            max_raw_files=max_raw_files,
+        )
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
@@ -536,7 +547,6 @@ def _record_target(run: RunDir, chosen: Target, dirs: list[str], suite_name: str
 
 
 def snapshot(
-    ctx: typer.Context,
     nodes_file: NodesOpt = None,
     limit: LimitOpt = None,
     forks: ForksOpt = 64,
@@ -559,7 +569,16 @@ def snapshot(
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
     here = nodes_file is None and in_slurm is None
-    chosen = target_of(ctx, "snapshot", in_slurm, local=here)
+    chosen = target(
+        here,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "snapshot",
+    )
     _, run, outcomes = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
     recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}

@@ -407,30 +407,6 @@ def target(
     )
 
 
-def target_of(
-    ctx: typer.Context, command: str, slurm: SlurmChoice | None, **instead: Any
-) -> Target:
-    """target() with the node options as this command line gave them: every command that
-    runs on nodes declares this module's shared options (LocalOpt, NodesOpt, LimitOpt,
-    ForksOpt, AcceptOpt, ConnectTimeoutOpt, MaxRawMibOpt, MaxRawFilesOpt) under the same
-    parameter names, so they are read from its context rather than passed by hand, eight
-    in a row, in each command. `instead`: values the command decided otherwise (a resumed
-    run's inventory and --limit; snapshot's `local`, which is "no --nodes, no --slurm")."""
-    given = {**ctx.params, **instead}
-    return target(
-        given["local"],
-        given["nodes_file"],
-        given["limit"],
-        given["forks"],
-        given["accept_new_hostkeys"],
-        given["connect_timeout"],
-        slurm,
-        command,
-        max_raw_mib=given.get("max_raw_mib", 256),
-        max_raw_files=given.get("max_raw_files", 2000),
-    )
-
-
 def slurm_choice(
     slurm: bool,
     partition: str | None = None,

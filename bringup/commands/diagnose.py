@@ -47,7 +47,7 @@ from bringup.commands.common import (
     record_slurm,
     show_run,
     slurm_choice,
-    target_of,
+    target,
 )
 
 if TYPE_CHECKING:
@@ -84,7 +84,6 @@ def diagnose_suite(seconds: float, interval_s: float, watch: bool) -> Suite:
 
 
 def diagnose(
-    ctx: typer.Context,
     local: LocalOpt = False,
     nodes_file: NodesOpt = None,
     seconds: Annotated[
@@ -123,7 +122,18 @@ def diagnose(
     from bringup.fleet.run import run as run_fleet
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
-    chosen = target_of(ctx, "diagnose", in_slurm)
+    chosen = target(
+        local,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "diagnose",
+        max_raw_mib=max_raw_mib,
+        max_raw_files=max_raw_files,
+    )
     if not 0 < seconds <= 86400:
         fail(f"--seconds must be in (0, 86400], not {seconds:g}")
     if not 0.01 <= interval_s <= 10:

@@ -50,7 +50,7 @@ from bringup.commands.common import (
     record_slurm,
     show_run,
     slurm_choice,
-    target_of,
+    target,
 )
 
 if TYPE_CHECKING:
@@ -184,7 +184,18 @@ def nccl(
     from bringup.node.result import ProbeError
 
     in_slurm = slurm_choice(slurm, partition, nodelist, nodes_count, account, time_limit)
-    chosen = target_of(ctx, "nccl", in_slurm)
+    chosen = target(
+        local,
+        nodes_file,
+        limit,
+        forks,
+        accept_new_hostkeys,
+        connect_timeout,
+        in_slurm,
+        "nccl",
+        max_raw_mib=max_raw_mib,
+        max_raw_files=max_raw_files,
+    )
     if pairwise and not chosen.remote:
         fail("--pairwise needs --nodes hosts.ini or --slurm")
     if not 0 < slow_fraction < 1:
