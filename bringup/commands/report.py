@@ -473,7 +473,7 @@ def summary(built: Report) -> dict[str, Any]:
         "verdict": verdict,
         "subjects": built.subjects,
         "matrix": {
-            node: {k: v.value for k, v in row.items()} for node, row in built.matrix.items()
+            node: {k: v.status.value for k, v in row.items()} for node, row in built.matrix.items()
         },
         "fleet": [m.model_dump(mode="json") for m in built.fleet],
         "baseline": built.baseline.model_dump(mode="json") if built.baseline else None,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from bringup import __version__, provenance
 from bringup.baseline import CoverageRow
 from bringup.facts import origin as facts_origin
-from bringup.findings import Finding, Status, worst
+from bringup.findings import Cell, Finding, Status, matrix_cells, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
@@ -124,7 +124,7 @@ class Report(BaseModel):
     profile_description: str | None = None
     verdict: Verdict
     subjects: list[str]  # columns of the node x subject matrix
-    matrix: dict[str, dict[str, Status]]  # node -> subject -> worst status
+    matrix: dict[str, dict[str, Cell]]  # node -> subject -> its cell, as the console shows it
     nodes: list[NodeReport]
     fleet: list[MetricStats]
     baseline: baseline_mod.Comparison | None = None
@@ -349,11 +349,7 @@ def _groups(findings: list[Finding]) -> list[ActionGroup]:
 
 def _matrix(
     findings: list[Finding], nodes: list[str], subjects: list[str]
-) -> dict[str, dict[str, Status]]:
-    cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-    for f in findings:
-        cells[(f.node, f.check.split(".")[0])].append(f)
-    return {
-        node: {s: worst(cells[(node, s)]) for s in subjects if cells.get((node, s))}
-        for node in nodes
-    }
+) -> dict[str, dict[str, Cell]]:
+    """The console's cells (findings.matrix_cells: the rule is decided there, once)."""
+    cells = matrix_cells(findings)
+    return {node: {s: cells[(node, s)] for s in subjects if (node, s) in cells} for node in nodes}
