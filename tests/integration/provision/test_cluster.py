@@ -38,6 +38,7 @@ NODE_TOOLS = [
     "pciutils",
     "infiniband-diags",
     "ibverbs-utils",
+    "perftest",
     "linux-cpupower",
 ]
 
