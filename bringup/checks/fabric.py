@@ -15,6 +15,7 @@ finding names the IOMMU mode as evidence.
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 
 from bringup.checks import Check, finding, has_profile
@@ -514,7 +515,10 @@ def _acs_set(acs: AcsFacts, bridge: PciBridgeAcs) -> Finding:
         between += f" and {len(paths) - 4} more"
     what = f"{bridge.address} ({bridge.description})" if bridge.description else bridge.address
     set_bits = " ".join(f"{flag}+" for flag in bridge.enabled)
-    setpci = f"`setpci -s {bridge.address} ECAP_ACS+0x6.w=0000`"
+    # The address came from the node: quoted, it cannot turn the suggested command into
+    # another one (a real address quotes to itself).
+    address = shlex.quote(bridge.address)
+    setpci = f"`setpci -s {address} ECAP_ACS+0x6.w=0000`"
     if bridge.redirect:
         return finding(
             "fabric.acs",
@@ -525,7 +529,7 @@ def _acs_set(acs: AcsFacts, bridge: PciBridgeAcs) -> Finding:
             action=f"GPUDirect RDMA through this port is sent up to the CPU: disable ACS on "
             f"the bare-metal node, in the BIOS (ACS, or IO virtualization / VT-d) or with "
             f"{setpci} as root after every boot (or the kernel parameter "
-            f"`pci=disable_acs_redir={bridge.address}`)",
+            f"`pci=disable_acs_redir={address}`)",
         )
     return finding(
         "fabric.acs",

