@@ -8,7 +8,7 @@ plan from the acceptance-suite probes the demo fleet recorded, and an in-process
 answers each request with the records of one of the six demo nodes (the healthy one and
 the five faults, in turn), as a node side would stream them. `fleet.run` records every
 probe into a run directory, judges each node as it finishes, the fleet checks run, and the
-report (Markdown, JUnit, JSON) is built from the directory. Nothing is stubbed past the
+report (Markdown, JUnit, JSON, HTML) is built from the directory. Nothing is stubbed past the
 transport: the figures are the controller's own.
 
 Printed: CPU seconds (user + system, all threads) of each phase, the check's CPU per node
@@ -229,11 +229,12 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
 
 
 def report(run_dir: Path, figures: Figures) -> None:
-    """`bringup report RUN --format md,junit,json`, as an operator runs it: its own process
+    """`bringup report RUN --format md,junit,json,html`, as an operator runs it: its own process
     (its CPU and peak memory are the child's, start-up and imports included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     argv = [sys.executable, "-m", "bringup.cli", "report", str(run_dir), "--format"]
-    done = subprocess.run([*argv, "md,junit,json"], capture_output=True, text=True, check=False)
+    formats = "md,junit,json,html"
+    done = subprocess.run([*argv, formats], capture_output=True, text=True, check=False)
     if done.returncode not in (0, 1):
         raise SystemExit(f"bringup report exited {done.returncode}: {done.stderr.strip()}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -255,7 +256,7 @@ def lines(f: Figures) -> list[str]:
         f"  plan             {f.plan_s:7.3f} s CPU",
         f"  run + record     {f.run_s:7.3f} s CPU  (fleet.run: transport, run directory, judging)",
         f"  fleet checks     {f.fleet_checks_s:7.3f} s CPU",
-        f"  report           {f.report_s:7.3f} s CPU  (`bringup report`: md, junit, json;"
+        f"  report           {f.report_s:7.3f} s CPU  (`bringup report`: md, junit, json, html;"
         " its own process)",
         f"  of which system  {f.system_s:7.3f} s CPU  (the kernel: files of the run directory)",
         f"  controller/node  {f.per_node_s * 1000:7.2f} ms CPU "

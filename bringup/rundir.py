@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from bringup.files import (
     append_lines,
     copy_tree,
     is_link,
+    read_bytes_in,
     read_in,
     read_text,
     write_atomic,
@@ -304,13 +307,48 @@ class RunDir:
         return self.path / "facts" / f"{file_name(node)}.json"
 
 
+@dataclass(frozen=True)
+class FactsEntry:
+    """One node's facts file of a run directory, as read: its facts, or why not."""
+
+    name: str  # the file's stem: the node's name as file_name() wrote it
+    relative: str  # where it is, relative to the run directory ("facts/node01.json")
+    facts: NodeFacts | None
+    problem: str | None = None  # why `facts` is None: the file's fault, in one line
+
+
+def facts_files(path: Path) -> list[str]:
+    """The facts files of a run directory, relative to it, in the order they are read.
+
+    The one place that knows where facts lie: every reader goes through iter_facts."""
+    return [f"facts/{file.name}" for file in sorted((path / "facts").glob("*.json"))]
+
+
+def iter_facts(path: Path) -> Iterator[FactsEntry]:
+    """Every node's facts of a run directory, one file at a time, in facts_files() order.
+
+    A reader keeps what it needs of a node and lets the rest go before the next is read:
+    a report at ten thousand nodes never holds every node's facts at once. No symbolic
+    link inside the run is followed, no FIFO waited on, no file read past the size cap
+    (files.read_bytes_in); an unreadable or invalid file is an entry with its problem."""
+    for relative in facts_files(path):
+        name = relative.rsplit("/", 1)[-1].removesuffix(".json")
+        try:
+            node = NodeFacts.model_validate_json(read_bytes_in(path, relative, "facts"))
+        except (InputError, ValidationError, ValueError) as exc:
+            yield FactsEntry(name, relative, None, _one_line(exc))
+            continue
+        yield FactsEntry(name, relative, node)
+
+
 def load_facts(path: Path) -> list[NodeFacts]:
-    """Every node's facts from a run (or snapshot) directory, or from one facts file."""
+    """Every node's facts from a run (or snapshot) directory, or from one facts file:
+    RunDirError at the first file that is not one."""
     if path.is_dir():
         folder = path / "facts"
         if folder.exists() and not folder.is_dir():
             raise RunDirError(f"{folder}: not a directory (not a run or snapshot directory)")
-        files = sorted(folder.glob("*.json"))
+        files = [path / relative for relative in facts_files(path)]
     else:
         files = [path]
     if not files:
@@ -358,6 +396,11 @@ def _read(file: Path, what: str, run: Path | None) -> str:
         return read_text(file, what)
     except InputError as exc:
         raise RunDirError(str(exc)) from None
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 def _first_error(exc: ValidationError) -> str:

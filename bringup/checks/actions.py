@@ -114,6 +114,11 @@ CHECK_ACTIONS: dict[str, str] = {
         "`modprobe nvidia_peermem` and add it to /etc/modules-load.d/, or use NVIDIA's open "
         "kernel modules on Linux 5.12+ (DMA-BUF)"
     ),
+    "fabric.acs": (
+        "disable ACS on the switch ports between each GPU and its NIC: in the BIOS (ACS, or "
+        "IO virtualization / VT-d), or `setpci -s BRIDGE ECAP_ACS+0x6.w=0000` as root after "
+        "every boot; `sudo lspci -vvv | grep ACSCtl` shows the bits"
+    ),
     "fabric.write_bw": (
         "check the rail's link (`ibstat`, `mlxlink -d DEVICE`) and PCIe link (`lspci -vv`), "
         "and rerun `ib_write_bw -s 8388608 --report_gbits` between two nodes"

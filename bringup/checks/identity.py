@@ -65,7 +65,12 @@ def node_marks(node: NodeFacts) -> list[Mark]:
 
 def judge_identity(nodes: list[NodeFacts]) -> list[Finding]:
     """A fleet.identity FAIL on each node that shares a value with another node."""
-    marks = {node.node: node_marks(node) for node in nodes}
+    return judge_marks({node.node: node_marks(node) for node in nodes})
+
+
+def judge_marks(marks: dict[str, list[Mark]]) -> list[Finding]:
+    """judge_identity from each node's marks (node_marks), taken as its facts were read:
+    a report of ten thousand nodes keeps these, not the facts."""
     if len(marks) < 2:
         return []
     owners: dict[tuple[str, str], set[str]] = defaultdict(set)
