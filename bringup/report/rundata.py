@@ -27,7 +27,7 @@ from bringup.facts import NodeFacts
 from bringup.files import InputError, is_link, read_bytes_in, read_in
 from bringup.findings import Finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
-from bringup.rundir import Manifest
+from bringup.rundir import Manifest, facts_files
 
 
 class RunDataError(Exception):
@@ -179,18 +179,25 @@ def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
         # Never followed: the facts would be whatever the link points to.
         problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
         return facts, problems
-    try:
-        files = sorted(folder.glob("*.json"))
-    except OSError:
-        files = []  # facts/ unreadable: every node then shows as having no facts
-    for file in files:
+    # Both layouts (facts/<node>.json, facts/<shard>/<node>.json); facts/ unreadable:
+    # every node then shows as having no facts.
+    where: dict[str, str] = {}
+    for relative in facts_files(path):
+        stem = relative.rsplit("/", 1)[-1].removesuffix(".json")
         try:
-            node = NodeFacts.model_validate_json(read_bytes_in(path, f"facts/{file.name}", "facts"))
+            node = NodeFacts.model_validate_json(read_bytes_in(path, relative, "facts"))
         except (InputError, ValidationError, ValueError) as exc:
-            problems[file.stem] = (
-                f"facts/{file.name} unreadable ({_first_line(exc)}): its probes are not shown"
-            )
+            problems[stem] = f"{relative} unreadable ({_first_line(exc)}): its probes are not shown"
             continue
+        if node.node in where:
+            # Which of two files of one node was measured is not for the report to guess.
+            problems[node.node] = (
+                f"{relative} is a second facts file of {node.node} (besides "
+                f"{where[node.node]}): neither is shown"
+            )
+            facts.pop(node.node, None)
+            continue
+        where[node.node] = relative
         facts[node.node] = node
     return facts, problems
 
