@@ -182,7 +182,9 @@ def facts_files(path: Path) -> list[str]:
     for entry in _entries(folder):
         kind = _lstat_kind(folder / entry)
         shard = _SHARD.fullmatch(entry) is not None
-        if (entry.endswith(".json") and kind != "dir") or (shard and kind == "link"):
+        # Whatever is named *.json is listed, a folder too: reading it is then refused by
+        # name (fail closed), never skipped.
+        if entry.endswith(".json") or (shard and kind == "link"):
             found.append((entry, f"facts/{entry}"))
         elif shard and kind == "dir":
             found += [

@@ -190,6 +190,11 @@ def test_other_folders_in_facts_are_not_read_as_shards(tmp_path: Path) -> None:
     shutil.copy(run / "facts" / "node0001.json", run / "facts" / "notashard" / "x.json")
     (run / "facts" / "AB").mkdir()  # shards are lowercase
     assert facts_files(run) == ["facts/node0001.json", "facts/node0002.json"]
+    # A folder named like a facts file is listed, and refused when read: never skipped.
+    (run / "facts" / "node0003.json").mkdir()
+    assert facts_files(run)[-1] == "facts/node0003.json"
+    with pytest.raises(RunDirError, match=r"node0003\.json"):
+        load_facts(run)
 
 
 @pytest.mark.parametrize(
