@@ -21,16 +21,18 @@ not the whole step's), and the fleet's `forks` bound how many run at once, as ov
 a step gets every CPU of its node and the job's GPUs (Slurm's defaults for steps).
 
 The node code travels as over SSH (fleet/node_code.py): the step runs the zip cached on
-the node under its hash, and when it is not there a second step stores it from stdin
-(size and sha256 checked), once per node and version. Real sites do not always share a
-filesystem between the controller and the nodes, and `srun --bcast` copies to a path per
-step (every run would copy it again); the cache makes the second run start at once.
+the node under its hash once its bytes are checked, and when it is not there (or not the
+same bytes) a second step brings it on stdin behind the request, and the node stores it
+(size and sha256 checked) and runs it, once per node and version. Two steps, not one as
+over SSH: srun's stdin is written before the node can say what it holds. Real sites do
+not always share a filesystem between the controller and the nodes, and `srun --bcast`
+copies to a path per step (every run would copy it again); the cache makes the second run
+start at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import selectors
@@ -44,7 +46,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.fleet.inventory import Host
-from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
+from bringup.fleet.node_code import (
+    NEED_CODE_EXIT,
+    NodeCode,
+    code_answer,
+    remote_command,
+    request_frame,
+)
 from bringup.fleet.transport import (
     STOP_POLL_S,
     Interrupted,
@@ -59,7 +67,6 @@ from bringup.fleet.transport import (
 
 STDERR_KEPT = 16 * 1024
 STOP_WAIT_S = 5.0  # srun forwards SIGTERM to the step's task; then it is killed
-UPLOAD_S = 120.0  # the most an upload may take (within the node's deadline)
 ALLOCATE_TIMEOUT_S = 24 * 3600.0  # salloc waits in the queue; Ctrl-C withdraws the request
 
 
@@ -261,6 +268,7 @@ class _Step:
     ) -> None:
         self.node = node
         self.watch = watch
+        self.answer: str | None = None  # the node's first line: "cached" or "needed"
         self.proc = subprocess.Popen(
             srun_argv(job_id, node, command),
             stdin=subprocess.PIPE,
@@ -303,6 +311,9 @@ class _Step:
                             self.stderr = (self.stderr + chunk)[-STDERR_KEPT:]
                         else:
                             for line in lines.feed(chunk):
+                                if self.answer is None:  # the node's word on its zip first
+                                    self.answer = code_answer(line)
+                                    continue
                                 record = decode_line(line)
                                 self.watch.saw(record)
                                 yield record
@@ -346,29 +357,26 @@ def run_slurm(
     """Yield each probe record of `request` as the node prints it (see the module doc)."""
     stage = on_stage or (lambda _: None)
     end = time.monotonic() + deadline_s
-    payload = json.dumps(request).encode()
+    payload = request_frame(request)
     for attempt in (1, 2):
         stage("running")
-        command = remote_command(code, host.python)
-        step = _Step(allocation.job_id, host.name, command, payload, ProbeWatch(request))
+        store = attempt == 2
+        command = remote_command(code, host.python, store=store)
+        stdin = payload + code.data if store else payload
+        step = _Step(allocation.job_id, host.name, command, stdin, ProbeWatch(request))
         yield from step.records(end, deadline_s, stop)
         status = step.exit_status
         if not step.watch.answered:
             failure = launch_failure(step.stderr_text())
             if failure is not None:
                 raise Unreachable(f"srun: {failure}")
-        missing = status == NEED_CODE_EXIT and not step.watch.answered
-        # Exited on its own before any record (not "no zip", not "no python3", not killed):
-        # Python could not load the cached code, as over SSH.
-        broken = not step.watch.answered and status is not None and status > 0
-        broken = broken and status not in (127, NEED_CODE_EXIT)
-        if attempt == 2 and missing:
-            raise TransportError("the node lost the probe code right after it was stored")
-        if attempt == 2 or not (missing or broken):
-            _raise_for_status(step)
-            return
-        stage("uploading probe code")
-        _upload(allocation, host, code, broken, stop, min(end, time.monotonic() + UPLOAD_S))
+        if attempt == 1 and status == NEED_CODE_EXIT and not step.watch.answered:
+            stage("uploading probe code")  # not cached, or not the same bytes
+            continue
+        if store and status not in (0, None) and not step.watch.answered:
+            raise TransportError(f"cannot store the probe code on the node: {step.last_line()}")
+        _raise_for_status(step)
+        return
 
 
 def _raise_for_status(step: _Step) -> None:
@@ -382,31 +390,6 @@ def _raise_for_status(step: _Step) -> None:
         raise TransportError(f"node side exited {status}: {last}")
     if (missing := step.watch.unanswered()) is not None:
         raise TransportError(f"node side ended before probe {missing} answered")
-
-
-def _upload(
-    allocation: Allocation,
-    host: Host,
-    code: NodeCode,
-    replace: bool,
-    stop: threading.Event | None,
-    end: float,
-) -> None:
-    """Store the zip on the node (a step of its own), by `end` (the node's deadline)."""
-    command = upload_command(code, host.python, replace)
-    step = _Step(allocation.job_id, host.name, command, code.data, ProbeWatch({"probes": []}))
-    seconds = max(0.0, end - time.monotonic())
-    try:
-        for _ in step.records(end, seconds, stop):
-            pass  # the upload prints nothing on stdout
-    except Interrupted:
-        raise
-    except TransportError:
-        raise TransportError(
-            f"storing the probe code on the node took over {seconds:.0f} s"
-        ) from None
-    if step.exit_status != 0:
-        raise TransportError(f"cannot store the probe code on the node: {step.last_line()}")
 
 
 def slurm_runner(host: Host, allocation: Allocation, code: NodeCode) -> Runner:

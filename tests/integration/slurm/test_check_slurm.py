@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bringup.fleet.node_code import build_node_code
+from bringup.fleet.node_code import NodeCode, build_node_code
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cli import nodes_of, run_cli, start_cli
@@ -203,9 +203,7 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         text=True,
     )
     try:
-        # The node side started from its cache (not the command that stores the code,
-        # whose temp file is <name>.zip.<pid>).
-        running = f"bringup/code/{build_node_code().file_name} "
+        running = started(build_node_code())  # the node side's own Python
         assert cluster.wait_for_process("node02", running, scaled(60)) is not None
         cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
         stdout, stderr = cli.communicate(timeout=scaled(120))
@@ -223,6 +221,12 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         "seconds": nodes_of(doc)["node02"]["seconds"],
     }
     assert nodes_of(doc)["node02"]["seconds"] < 60
+
+
+def started(code: NodeCode) -> str:
+    """What the command line of the node side's Python holds (fleet/node_code.py's start
+    command: the zip's name, size and sha256)."""
+    return f" {code.file_name} {len(code.data)} {code.sha256} "
 
 
 def _gone_within(cluster: SimCluster, name: str, text: str, timeout_s: float) -> float | None:
@@ -248,7 +252,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
     cli = start_cli(*argv, cwd=REPO, env=env)
-    running = f"bringup/code/{build_node_code().file_name} "
+    running = started(build_node_code())
     try:
         for name in cluster.names:
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
