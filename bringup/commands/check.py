@@ -313,6 +313,7 @@ def _judge_recorded(
     run = create_run(out_dir, "check", profile_name, original.suite, made, original.probes)
     run.manifest.suite_source = original.suite_source
     source = replay if replay is not None and replay.is_dir() else None
+    run.expect(len({*original.nodes, *(node.node for node in nodes)}))  # its layout
     for node in nodes:
         try:
             run.add_recorded(node, source)

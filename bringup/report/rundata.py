@@ -190,17 +190,26 @@ def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], 
         # Never followed: the facts would be whatever the link points to.
         problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
         return facts, problems
-    try:
-        entries = iter_facts(path)
-        for entry in entries:
-            if entry.facts is None:
-                problems[entry.name] = (
-                    f"{entry.relative} unreadable ({entry.problem}): its probes are not shown"
-                )
-                continue
-            facts[entry.facts.node] = keep(entry.facts) if keep is not None else entry.facts
-    except OSError:
-        pass  # facts/ unreadable: every node then shows as having no facts
+    # Both layouts (facts/<node>.json, facts/<shard>/<node>.json), one node at a time;
+    # facts/ unreadable: every node then shows as having no facts.
+    where: dict[str, str] = {}
+    for entry in iter_facts(path):
+        if entry.facts is None:
+            problems[entry.name] = (
+                f"{entry.relative} unreadable ({entry.problem}): its probes are not shown"
+            )
+            continue
+        node = entry.facts.node
+        if node in where:
+            # Which of two files of one node was measured is not for the report to guess.
+            problems[node] = (
+                f"{entry.relative} is a second facts file of {node} (besides "
+                f"{where[node]}): neither is shown"
+            )
+            facts.pop(node, None)
+            continue
+        where[node] = entry.relative
+        facts[node] = keep(entry.facts) if keep is not None else entry.facts
     return facts, problems
 
 
