@@ -381,7 +381,8 @@ def judge_write_bw(facts: FabricFacts, profile: Profile) -> list[Finding]:
             finding(
                 name,
                 Status.SKIP,
-                "no ib_write_bw run: the per-rail ibperf job is not built yet (docs/fabric.md)",
+                "no ib_write_bw output in these facts (the per-rail job between nodes is "
+                "fabric.rail_bw, docs/fabric.md)",
             )
         ]
     return [_judge_run(run, profile) for run in facts.runs]
@@ -575,7 +576,7 @@ CHECKS = [
         "fabric.write_bw",
         "fabric",
         judge_write_bw,
-        "ib_write_bw at least the profile's share of the rail rate (ibperf job: not built yet)",
+        "an ib_write_bw output at least the profile's share of the rail rate (inspect)",
         profile_free=True,
     ),
     Check(

@@ -497,7 +497,12 @@ def probe_fleet(
         outcomes = run_fleet(
             plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
         )
-    findings = [f for o in outcomes for f in o.findings]
+        findings = [f for o in outcomes for f in o.findings]
+        if "ibperf" in suite_chosen.jobs and nodes.remote and len(nodes.hosts) >= 2:
+            from bringup.commands.ibperf_job import run_ibperf
+
+            # After the probes: each node's rails are what its fabric probe just read.
+            findings += run_ibperf(nodes, run, prof)
     return findings, run, outcomes
 
 

@@ -216,9 +216,8 @@ class FabricFacts:
     log_window_s: float | None = None  # the period of kernel log read; None: since boot
     gpudirect: GpuDirect | None = None  # None: not looked at (a tool output)
     iommu: str | None = None  # "passthrough", "translated", "off", or None: unknown
-    # perftest runs over the rails (ib_write_bw / ib_write_lat). The per-rail ibperf job
-    # that will fill this on a live node is not built yet (docs/fabric.md); `inspect`
-    # reads a run someone sent into it.
+    # perftest runs someone sent (ib_write_bw / ib_write_lat) that `inspect` read; the
+    # per-rail job between nodes records its runs as the ibperf probe's facts instead.
     runs: list[PerftestFacts] = field(default_factory=list)
     # PCIe ACS on the bridges between each GPU and the NIC on its switch; None: not looked
     # at (a tool output someone sent).

@@ -24,6 +24,8 @@ from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
 from bringup.report.planned import PlanSection, plan_section
+from bringup.report.rails import RailTable
+from bringup.report.rails import load as load_rails
 from bringup.report.rundata import RunData
 from bringup.report.statistics import MetricStats, check_medians, statistics_of
 from bringup.rundir import Override
@@ -132,6 +134,8 @@ class Report(BaseModel):
     plan: PlanSection | None = None  # a burn-in run: what its baseline means for a fine-tune
     # A handover bundle: what it holds and what it lacks (bringup/checks/coverage.py).
     coverage: list[CoverageRow] | None = None
+    # The per-rail job's figures: nodes x rails against line rate (bringup/report/rails.py).
+    rails: RailTable | None = None
 
 
 def build(
@@ -199,6 +203,7 @@ def build(
         findings=findings,
         plan=plan_section(run.path, profile),
         coverage=coverage,
+        rails=load_rails(run.path) if run.path.is_dir() else None,
     )
 
 

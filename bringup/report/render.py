@@ -88,6 +88,22 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
             (0.0, floor) if floor else None,
         )
         result.fleet.append(Plot("fleet-busbw", "NCCL busbw per node and message size", svg))
+    rails = report.rails
+    if rails is not None and rails.rows and not rails.problem:
+        # Coloured against line rate: a rail's distance from what its link carries.
+        scale = (0.0, rails.line_rate_gbit_s) if rails.line_rate_gbit_s else None
+        rows = [r.node for r in rails.rows]
+        values = [list(r.cells) for r in rails.rows]
+        svg = heatmap.heatmap(
+            "ib_write_bw per rail (Gb/s), each rail alone",
+            rows,
+            rails.columns,
+            values,
+            "Gb/s",
+            False,
+            scale,
+        )
+        result.fleet.append(Plot("fleet-rails", "ib_write_bw per node and rail", svg))
     floor = profile.nccl.allreduce_busbw_min_gb_s if profile is not None else None
     for node in layout_of(report).detailed:
         m = node.measurements
