@@ -295,8 +295,9 @@ def layout_of(report: Report) -> Layout:
         return Layout(False, list(report.nodes), every, {})
     counts: dict[str, dict[str, int]] = {s: {} for s in report.subjects}
     for row in report.matrix.values():
-        for subject, status in row.items():
-            counts[subject][status.value] = counts[subject].get(status.value, 0) + 1
+        for subject, cell in row.items():
+            status = cell.status.value
+            counts[subject][status] = counts[subject].get(status, 0) + 1
     detailed = [n for n in report.nodes if n.problem][:DETAILED_NODES]
     return Layout(True, detailed, GROUP_ITEMS, counts)
 

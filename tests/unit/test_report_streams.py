@@ -150,3 +150,15 @@ def test_the_reports_memory_grows_by_the_nodes_summary_not_their_facts(tmp_path:
     high = _peak_mb(scale_run(tmp_path / "large", large), tmp_path / "out-large")
     per_node_kb = (high - low) * 1000 / (large - small)
     assert per_node_kb < 180, f"{per_node_kb:.0f} kB per node"
+
+
+def test_a_fleet_past_the_full_page_writes_its_html(tmp_path: Path) -> None:
+    """Past FULL_PAGE_NODES the page counts each subject's cells by status: a cell is the
+    console's Cell (status, count, checks), and the merged main raised AttributeError here."""
+    size = render.FULL_PAGE_NODES + 2
+    report = build_report(load(scale_run(tmp_path / "run", size)), B300, generated_at="T")
+    layout = render.layout_of(report)
+    assert layout.large
+    assert sum(layout.subject_counts["gpu"].values()) == size
+    page = "".join(render.html_pieces(report, render.make_plots(report, B300)))
+    assert 'id="verdict"' in page
