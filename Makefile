@@ -66,8 +66,9 @@ test-fast: setup-test ## the unit tests only, in about a minute
 gpu-rehearsal: setup-test ## rehearse the one GPU run on the CPU, in a few minutes
 	$(BIN)/python -m tests.support.gpu_rehearsal
 
-docs-cli: setup ## rewrite docs/cli.md, the option table, from the commands themselves
+docs-cli: setup ## rewrite docs/cli.md and the TAB table from the commands themselves
 	$(BIN)/python -m bringup.commands.options docs/cli.md
+	$(BIN)/python -m bringup.commands.tab_table
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

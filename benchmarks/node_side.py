@@ -10,7 +10,8 @@ accounting, getrusage), the median of `--repeat` runs; wall is beside it but mov
 whatever else this machine runs. The phases:
 
 - interpreter start: `python3 -c pass`, the floor of any run;
-- upload: storing the zip once (the size and sha256 check on the node included);
+- upload: storing the zip once (the size and sha256 check on the node included; where the
+  tree stores it in the run that finds it missing, that run with no probe);
 - start, no probe: the remote command with an empty request (shell, cache look-up, unpack
   check, the node side's own imports): what every run pays before its first probe;
 - each probe: a run with that probe alone, less the empty run (its imports and its work);
@@ -27,7 +28,11 @@ The gpu probe reads a simulated NVML (docs/nvmlsim.md: `bringup sim nvml`, built
 a C compiler and cJSON; without them the gpu probe fails fast and says so). The other
 probes read this machine. `--baseline REV` measures that commit side by side, from a
 `git worktree` in a private temporary directory (5d22cad: before the one-house redesign;
-main: before this branch); several commits, several columns. Asserts nothing.
+main: before this branch); several commits, several columns. With `--ssh` (root: a
+simulated node, bringup.sim.cluster), each tree's own SSH transport runs on one node with
+no probe (code not cached, then cached) and with the xid probe, and the node's CPU (its
+sshd and all below it: the login shell, the node side) and the SSH sessions each run
+opened are printed. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +51,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # fanout.py's suite (topology) and the Slurm health check's (gpu, xid); host and nvme too
@@ -58,12 +65,21 @@ except ImportError:  # before the one-house redesign (5d22cad): bringup/ssh.py
     from bringup import ssh as m
 code = m.build_node_code()
 open(sys.argv[1], "wb").write(code.data)
+if hasattr(m, "request_frame"):  # one session: the zip follows the framed request
+    print(json.dumps({"run": m.remote_command(code, sys.argv[2]), "framed": True}))
+    sys.exit(0)
 try:
     upload = m.upload_command(code, sys.argv[2])
 except TypeError:
     upload = m.upload_command(code)
 print(json.dumps({"run": m.remote_command(code, sys.argv[2]), "upload": upload}))
 """
+
+
+def request_bytes(probes: tuple[str, ...], framed: bool) -> bytes:
+    """The request as the tree's start command reads it (framed: its length on a line)."""
+    body = json.dumps({"probes": [{"name": p, "timeout_s": 60} for p in probes]}).encode()
+    return b"%d\n" % len(body) + body if framed else body
 
 
 @dataclass
@@ -146,18 +162,19 @@ def measure_tree(
     costs["interpreter start"] = median(
         [timed([python, "-c", "pass"], node_env) for _ in range(repeat)]
     )
-    costs["upload (once)"] = timed(
-        ["sh", "-c", commands["upload"]], node_env, zip_file.read_bytes()
-    )
+    framed = bool(commands.get("framed"))
+    if framed:  # stored by the run that finds it missing: an empty request, then the zip
+        stdin = request_bytes((), framed) + zip_file.read_bytes()
+        costs["upload (once)"] = timed(["sh", "-c", commands["run"]], node_env, stdin)
+    else:
+        upload = ["sh", "-c", commands["upload"]]
+        costs["upload (once)"] = timed(upload, node_env, zip_file.read_bytes())
 
     def run(probes: tuple[str, ...]) -> Cost:
-        request = json.dumps({"probes": [{"name": p, "timeout_s": 60} for p in probes]})
-        timed(["sh", "-c", commands["run"]], node_env, request.encode())  # warm: bytecode, unpack
+        request = request_bytes(probes, framed)
+        timed(["sh", "-c", commands["run"]], node_env, request)  # warm: bytecode, unpack
         return median(
-            [
-                timed(["sh", "-c", commands["run"]], node_env, request.encode())
-                for _ in range(repeat)
-            ]
+            [timed(["sh", "-c", commands["run"]], node_env, request) for _ in range(repeat)]
         )
 
     costs["start, no probe"] = run(())
@@ -187,6 +204,81 @@ def healthcheck(
     return median([timed(argv, env, cwd=tree) for _ in range(repeat)])
 
 
+# One run of the tree's own SSH transport against a simulated node (as root, --ssh).
+RUN_SSH = """\
+import json, sys
+from pathlib import Path
+from bringup.fleet import ssh
+from bringup.fleet.inventory import load
+from bringup.fleet.node_code import build_node_code
+host = load(Path(sys.argv[1]))[0]
+settings = ssh.SshSettings(known_hosts=Path(sys.argv[2]), ssh_config=None)
+records = list(ssh.run_ssh(host, json.loads(sys.argv[3]), 120, connector=ssh.Connector(settings),
+                           code=build_node_code()))
+assert records or not json.loads(sys.argv[3])["probes"], records
+"""
+
+
+@dataclass
+class NodeCost:
+    """What one run over SSH cost the node: its CPU (sshd and everything below it, the
+    login shell included), and the SSH sessions it opened (sshd's log)."""
+
+    cpu_s: float
+    sessions: int
+
+
+def over_ssh(trees: list[Path], repeat: int, probe: str) -> list[dict[str, NodeCost]]:
+    """Each tree's runs over SSH on one simulated node (bringup.sim.cluster: a real sshd
+    in a network namespace, root's login shell), code not cached and cached."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from fanout import tree_cpu_s  # the nodes' own accounting, as fanout.py reads it
+
+    from bringup.sim.cluster import SimCluster
+
+    results: list[dict[str, NodeCost]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bringup-nodeside-ssh-") as tmp,
+        SimCluster(1, Path(tmp) / "cluster", nvml=False) as cluster,
+    ):
+        node = cluster.nodes[cluster.names[0]]
+        assert node.sshd is not None
+        log = node.dir / "sshd.log"
+
+        def cost(tree: Path, request: dict[str, Any], cold: bool) -> NodeCost:
+            if cold:
+                shutil.rmtree(node.cache_dir / "bringup", ignore_errors=True)
+            sessions = log.read_text(errors="replace").count("Starting session:")
+            before = tree_cpu_s(node.sshd.pid)  # type: ignore[union-attr]
+            argv = [sys.executable, "-c", RUN_SSH, str(cluster.inventory)]
+            argv += [str(cluster.known_hosts), json.dumps(request)]
+            env = {**base_env(), "PYTHONPATH": str(tree)}
+            done = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
+            if done.returncode != 0:
+                tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+                print(f"  ! ssh run of {tree.name} failed: {tail}", file=sys.stderr)
+            time.sleep(0.5)  # the node's session ends just after the client's
+            opened = log.read_text(errors="replace").count("Starting session:") - sessions
+            return NodeCost(tree_cpu_s(node.sshd.pid) - before, opened)  # type: ignore[union-attr]
+
+        empty: dict[str, Any] = {"probes": []}
+        one = {"probes": [{"name": probe, "timeout_s": 60}]}
+        for tree in trees:
+            phases: dict[str, NodeCost] = {}
+            for label, request, cold in [
+                ("no probe, code not cached", empty, True),
+                ("no probe, code cached", empty, False),
+                (f"{probe}, code cached", one, False),
+            ]:
+                runs = [cost(tree, request, cold) for _ in range(repeat)]
+                phases[f"ssh: {label}"] = NodeCost(
+                    statistics.median(r.cpu_s for r in runs),
+                    max(r.sessions for r in runs),
+                )
+            results.append(phases)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -194,6 +286,9 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=5, help="runs per phase (median)")
     parser.add_argument("--probes", nargs="+", default=list(PROBES), help="probes to measure")
+    parser.add_argument(
+        "--ssh", action="store_true", help="also runs over SSH on a simulated node (root)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bringup-nodeside-") as tmp:
         base = Path(tmp)
@@ -209,6 +304,7 @@ def main() -> None:
                     if check is not None:
                         costs[f"slurm healthcheck -p {profile}"] = check
                 results.append(costs)
+            by_ssh = over_ssh(trees, args.repeat, "xid") if args.ssh else []
         print(f"node side per run, CPU s (wall s); median of {args.repeat}; {os.cpu_count()} CPUs")
         print(f"{'phase':<36}" + "".join(f"{n[:22]:>24}" for n in names))
         phases = list(dict.fromkeys(p for r in results for p in r))
@@ -218,6 +314,12 @@ def main() -> None:
                 f"{c.cpu_s:>11.3f} ({c.wall_s:>6.3f} s)" if c else f"{'-':>24}" for c in cells
             )
             print(f"{phase:<36}{text}")
+        if by_ssh:
+            print("over SSH, the node's CPU s (sshd, login shell, node side) and SSH sessions")
+            for phase in by_ssh[0]:
+                cells = [r[phase] for r in by_ssh]
+                text = "".join(f"{c.cpu_s:>11.3f} ({c.sessions} sess.)  " for c in cells)
+                print(f"{phase:<36}{text}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bringup.fleet.node_code import build_node_code, remote_command
+from bringup.fleet.node_code import build_node_code, remote_command, request_frame
 from bringup.fleet.slurm import srun_argv
 from bringup.sim.cluster import SimCluster
 
@@ -138,7 +138,7 @@ def raw_node_steps(cluster: SimCluster, job: str, env: dict[str, str]) -> Measur
     """One `srun --nodes=1` per node, all at once, as the transport starts them (its own
     argv), with nothing of bringup around them: what the steps alone cost."""
     command = remote_command(build_node_code(), "python3")
-    request = json.dumps(REQUEST).encode()
+    request = request_frame(REQUEST)
     ctld = ctld_pid(cluster)
     rpcs_before, ctld_before = sdiag_counts(cluster), proc_cpu_s(ctld)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -227,7 +227,7 @@ def allocation_step_argv(job: str, size: int) -> list[str]:
 
 def allocation_step(cluster: SimCluster, job: str, env: dict[str, str]) -> Measured:
     argv = allocation_step_argv(job, len(cluster.names))
-    request = json.dumps(REQUEST).encode()
+    request = request_frame(REQUEST)
     found, stdout = measured("one allocation step, srun alone", cluster, argv, env, request)
     answered = {label for label, line in labelled_lines(stdout) if _is_host_record(line)}
     found.answered = len(answered)

@@ -7,7 +7,7 @@ JSON a node sent (or a file someone recorded) back into those dataclasses.
 from __future__ import annotations
 
 import importlib
-from functools import cache
+import threading
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -43,6 +43,23 @@ class NodeFacts(BaseModel):
     collected_at: str
     probes: dict[str, ProbeRecord] = Field(default_factory=dict)
 
+    def headers(self) -> NodeFacts:
+        """The node with each record's facts cut to their top-level scalars (a burn-in's
+        device_kind, a probe's tool version): what it ran, when, how it ended and where
+        it came from, without the bulk (per-GPU lists, samples, curves). What a reader of
+        a whole fleet keeps once it has taken the rest from the node (commands/report.py)."""
+        probes = {
+            name: record.model_copy(update={"facts": _scalars(record.facts)})
+            for name, record in self.probes.items()
+        }
+        return self.model_copy(update={"probes": probes})
+
+
+def _scalars(facts: dict[str, Any] | None) -> dict[str, Any] | None:
+    if facts is None:
+        return None
+    return {k: v for k, v in facts.items() if v is None or isinstance(v, str | int | float | bool)}
+
 
 def origin(nodes: list[NodeFacts], made: Provenance | None = None) -> Origin:
     """Where the facts of these nodes came from: live only if every record is."""
@@ -54,9 +71,21 @@ class FactsError(ValueError):
     """Recorded facts do not match the probe's schema (an edited or foreign file)."""
 
 
-@cache
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_ADAPTERS_LOCK = threading.Lock()
+
+
 def _adapter(probe: str) -> TypeAdapter[Any]:
-    return TypeAdapter(PROBES[probe].FACTS)
+    """The probe's facts validator, built once per process. Under a lock: a fleet run's
+    threads judge their first nodes together, and without it each built its own (64
+    threads, a hundred and fifty schemas: seconds of CPU before the first verdict)."""
+    adapter = _ADAPTERS.get(probe)
+    if adapter is None:
+        with _ADAPTERS_LOCK:
+            adapter = _ADAPTERS.get(probe)
+            if adapter is None:
+                adapter = _ADAPTERS[probe] = TypeAdapter(PROBES[probe].FACTS)
+    return adapter
 
 
 def decode(record: ProbeRecord) -> Any:

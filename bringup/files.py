@@ -37,7 +37,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 MAX_BYTES = 64 * 1024 * 1024  # the cap on any file the command line reads (docs/troubleshooting)
@@ -194,10 +194,12 @@ def make_dir(path: Path) -> None:
 
 
 def write_atomic(
-    path: Path, data: str | bytes, mode: int = 0o666, root: Path | None = None
+    path: Path, data: str | bytes | Iterable[str], mode: int = 0o666, root: Path | None = None
 ) -> None:
     """Replace `path` with `data` (text is written as UTF-8) in one step: a reader sees the
-    old or the new content, and after a crash one of them is on disk.
+    old or the new content, and after a crash one of them is on disk. `data` may be text
+    in pieces (an iterable of str), written as they come: a report of ten thousand nodes
+    is never one string in memory.
 
     The temporary file gets a fresh random name in the same directory and is created with
     O_EXCL|O_NOFOLLOW; the directory is opened with O_NOFOLLOW and every step is made
@@ -205,13 +207,20 @@ def write_atomic(
     is followed: one at the final name is replaced by the file. With `root` (a run
     directory), every directory between it and `path` is opened (or made) the same way.
     """
-    content = data.encode("utf-8") if isinstance(data, str) else data
+    pieces: Iterable[bytes]
+    if isinstance(data, bytes):
+        pieces = (data,)
+    elif isinstance(data, str):
+        pieces = (data.encode("utf-8"),)
+    else:
+        pieces = (piece.encode("utf-8") for piece in data)
     folder = _open_dir(path.parent) if root is None else _open_dir_under(root, path.parent)
     try:
         tmp, fd = _create_temporary(folder, path.name, mode)
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(content)
+                for piece in pieces:
+                    out.write(piece)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)

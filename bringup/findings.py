@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import defaultdict
 from enum import Enum
 from typing import Any, Literal
 
@@ -218,3 +219,92 @@ def moved_to(f: Finding) -> str | None:
         return None
     found = _JUDGED_BY.search(f.message)
     return found.group(1) if found else None
+
+
+# --- what the console, report.html and report.md show of findings ------------------------
+
+
+def one_per_probe(findings: list[Finding]) -> list[Finding]:
+    """The findings with the checks of a probe that could not run folded into one line.
+
+    checks/catalog.py's judge_probe gives every check of such a probe an ERROR whose message
+    is the probe's error, and every check is named after its probe ("gpu.count"): ERRORs of
+    one node with one subject and one message, from two checks or more, are that one fault.
+    They become one finding in the place of the first, named after the bare probe ("gpu"),
+    its message saying how many checks were not judged.
+    """
+    groups = unrun_probes(findings)
+    shown: list[Finding] = []
+    for f in findings:
+        group = groups.get(_probe_key(f)) if f.status is Status.ERROR else None
+        if group is None:
+            shown.append(f)
+        elif f is group[0]:
+            message = f"{f.message} - {checks_count(group)} checks not judged"
+            shown.append(f.model_copy(update={"check": _probe_key(f)[1], "message": message}))
+    return shown
+
+
+def unrun_probes(findings: list[Finding]) -> dict[tuple[str, str, str], list[Finding]]:
+    """(node, probe, error) -> the ERRORs it gave, for each probe that fed two checks or more."""
+    groups: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
+    for f in findings:
+        if f.status is Status.ERROR:
+            groups[_probe_key(f)].append(f)
+    return {key: group for key, group in groups.items() if checks_count(group) > 1}
+
+
+def checks_count(group: list[Finding]) -> int:
+    return len({f.check for f in group})
+
+
+def _probe_key(f: Finding) -> tuple[str, str, str]:
+    return (f.node, f.check.split(".")[0], f.message)
+
+
+def is_probe_line(f: Finding) -> bool:
+    """A line of one_per_probe: every check is named "<subject>.<what>", a probe line not."""
+    return "." not in f.check
+
+
+class Cell(BaseModel):
+    """One cell of the node × subject matrix, the same in the console (commands/show.py),
+    report.html and report.md: the worst status of the checks of that node's probe, how
+    many findings have it, and for a bad cell (WARN or worse) which checks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Status
+    count: int
+    checks: list[str] = Field(default_factory=list)  # "not judged": a probe that did not run
+
+    def lines(self) -> list[str]:
+        """ "PASS 12"; "FAIL 1" over "count"; an unreachable node is that and nothing more."""
+        if self.status is Status.UNREACHABLE:
+            return [self.status.value]
+        return [f"{self.status.value} {self.count}", *self.checks]
+
+
+def matrix_cells(findings: list[Finding]) -> dict[tuple[str, str], Cell]:
+    """(node, subject) -> its cell, in the findings' order. A probe that could not run is
+    one finding (one_per_probe); a finding that says another check judges its fault (a
+    SKIP "judged by topology.nvlink") is counted in that check's cell, not in its own: the
+    console's rule since issue 27, and the reports'."""
+    groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for f in one_per_probe(findings):
+        if moved_to(f) is None:
+            groups[(f.node, f.check.split(".")[0])].append(f)
+    cells = {}
+    for key, group in groups.items():
+        status = worst(group)
+        at_worst = [f for f in group if f.status == status]
+        checks = []
+        if status.rank >= Status.WARN.rank and status is not Status.UNREACHABLE:
+            checks = list(dict.fromkeys(_cell_name(f) for f in at_worst))
+        cells[key] = Cell(status=status, count=len(at_worst), checks=checks)
+    return cells
+
+
+def _cell_name(f: Finding) -> str:
+    """A check as a bad cell names it: "count" under gpu; a probe that did not run."""
+    return "not judged" if is_probe_line(f) else f.check.split(".", 1)[-1]

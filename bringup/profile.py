@@ -97,6 +97,9 @@ class NetworkSpec(Strict):
     # ib_write_bw's average on a rail: at least this share of the rail's rate
     # (docs/reference.md#fabric: Azure's node health checks ask 375 of 400 Gb/s).
     write_bw_min_fraction: float = Field(default=0.9375, gt=0, le=1)
+    # The per-rail job: a rail more than this share under the median of its node's rails or
+    # of the fleet's FAILs (docs/reference.md#fabric: SuperBench's default variance rule).
+    rail_median_tolerance: float = Field(default=0.05, gt=0, lt=1)
     # mlx5 link-down events of one port in the kernel log window: one or more WARN, more
     # than this FAIL (docs/reference.md#fabric).
     link_flaps_fail_count: int = Field(default=3, ge=1)

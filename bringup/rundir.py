@@ -7,6 +7,10 @@
     findings.jsonl       one finding per line, appended as nodes are judged
     raw/<node>/<probe>/  the tool outputs the facts came from
 
+A run of more than SHARD_ABOVE nodes is sharded: `facts/<shard>/<node>.json` and
+`raw/<shard>/<node>/<probe>/`, the shard two hex digits of the SHA-256 of the node's name
+(`shard_of`). The manifest says which (`layout`); every reader here reads either.
+
 Every write is atomic (temp file + rename) or an append of whole lines, so a crash or
 Ctrl-C leaves a directory that `--replay` and `report` can still read. A RunDir is shared
 by the threads of a fleet run: every write holds its lock.
@@ -16,10 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import stat
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -30,6 +39,7 @@ from bringup.files import (
     append_lines,
     copy_tree,
     is_link,
+    read_bytes_in,
     read_in,
     read_text,
     write_atomic,
@@ -90,6 +100,12 @@ class Manifest(BaseModel):
     # Nodes that ran one job together (`burnin --joint`), first node first: the job's
     # verdict (`burnin.job`, on the first node) is each of its nodes' verdict.
     jobs: list[list[str]] = Field(default_factory=list)
+    # Where each node's files are: facts/<node>.json, or facts/<shard>/<node>.json for a
+    # run of more than SHARD_ABOVE nodes (a run from before it was recorded: flat).
+    layout: Layout = "flat"
+
+
+Layout = Literal["flat", "sharded"]
 
 
 class RunDirError(InputError):
@@ -124,6 +140,106 @@ def file_name(name: str) -> str:
         digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         encoded = f"{encoded[:100]}~{digest}"
     return encoded or "%"
+
+
+# --- where a node's files are: flat for a run a person reads by hand, sharded past that ----
+#
+# Ten thousand entries in one folder work on ext4 and XFS, but `ls`, a file manager and a
+# copy crawl through them. Past SHARD_ABOVE nodes each node's files go one folder down, in
+# one of 256 shards named by the first two hex digits of the SHA-256 of its name: node
+# names share their first characters (node0001 ... node9999), so a prefix would put them
+# all in one folder, while the hash spreads them evenly (about 40 a shard at 10,000 nodes,
+# 400 at 100,000) and depends on the name alone. Smaller runs, and every run from before,
+# stay flat: `facts/node01.json` is where a person looks.
+
+SHARD_ABOVE = 512
+_SHARD = re.compile(r"[0-9a-f]{2}")
+
+
+def shard_of(node: str) -> str:
+    """The shard of a node's files in a sharded run: two lowercase hex digits, whatever
+    the name holds (so no name can choose where its folder lands)."""
+    return hashlib.sha256(node.encode("utf-8", "surrogatepass")).hexdigest()[:2]
+
+
+def layout_for(nodes: int) -> Layout:
+    return "sharded" if nodes > SHARD_ABOVE else "flat"
+
+
+def node_folder(node: str, layout: Layout) -> str:
+    """The relative folder of a node's files below facts/ or raw/: `<node>`, or
+    `<shard>/<node>` in a sharded run (each part one path component)."""
+    name = file_name(node)
+    return f"{shard_of(node)}/{name}" if layout == "sharded" else name
+
+
+def facts_files(path: Path) -> list[str]:
+    """Every facts file of a run (or snapshot) directory, as POSIX paths relative to it,
+    in node-file-name order: `facts/<node>.json` and `facts/<shard>/<node>.json` both, so a
+    run of either layout reads the same. A symbolic link is listed as itself (reading it is
+    then refused by name), never followed; a shard that is a link is listed as one entry."""
+    folder = path / "facts"
+    if _lstat_kind(folder) == "link":
+        return ["facts"]  # never listed through: reading it is refused, naming it
+    found: list[tuple[str, str]] = []  # (file name, relative path)
+    for entry in _entries(folder):
+        kind = _lstat_kind(folder / entry)
+        shard = _SHARD.fullmatch(entry) is not None
+        # Whatever is named *.json is listed, a folder too: reading it is then refused by
+        # name (fail closed), never skipped.
+        if entry.endswith(".json") or (shard and kind == "link"):
+            found.append((entry, f"facts/{entry}"))
+        elif shard and kind == "dir":
+            found += [
+                (name, f"facts/{entry}/{name}")
+                for name in _entries(folder / entry)
+                if name.endswith(".json")
+            ]
+    return [relative for _, relative in sorted(found)]
+
+
+def raw_folder(path: Path, node: str) -> Path | None:
+    """The folder of a node's raw tool outputs in the run at `path`, in whichever layout
+    it is (a replay reads runs of both); None when the run holds none for the node."""
+    for layout in ("sharded", "flat"):
+        folder = path / "raw" / node_folder(node, layout)  # type: ignore[arg-type]
+        if os.path.lexists(folder):
+            return folder
+    return None
+
+
+def node_file(relative: str) -> str | None:
+    """The file name (`file_name(node)`) of the node an evidence file of a run belongs to,
+    from its path alone: facts/<node>.json, raw/<node>/<probe>/<file>, and the sharded
+    facts/<shard>/<node>.json, raw/<shard>/<node>/<probe>/<file>; None for the run's own
+    files (findings.jsonl). A raw output is always <probe>/<file> below its node's folder,
+    so the number of parts tells the layouts apart."""
+    parts = relative.split("/")
+    sharded = len(parts) > 2 and _SHARD.fullmatch(parts[1]) is not None
+    facts_file = len(parts) == 2 or (len(parts) == 3 and sharded)
+    if parts[0] == "facts" and parts[-1].endswith(".json") and facts_file:
+        return parts[-1][: -len(".json")]
+    if parts[0] == "raw" and len(parts) == 5 and sharded:
+        return parts[2]
+    if parts[0] == "raw" and len(parts) > 2:
+        return parts[1]
+    return None
+
+
+def _entries(folder: Path) -> list[str]:
+    """The names in a folder; none when it is not there, or not a folder."""
+    try:
+        return os.listdir(folder)
+    except OSError:  # absent, not a folder, unreadable: no file of it is read
+        return []
+
+
+def _lstat_kind(path: Path) -> str:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "gone"
+    return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "file"
 
 
 class RunDir:
@@ -201,9 +317,18 @@ class RunDir:
             self._save_facts(facts)
             return facts
 
+    def expect(self, nodes: int) -> None:
+        """Lay the run out for this many nodes (sharded past SHARD_ABOVE) while no node's
+        file is written yet; later, the layout stays (a resumed run keeps its own)."""
+        with self._lock:
+            if not self._facts and not self.manifest.nodes and layout_for(nodes) == "sharded":
+                self.manifest.layout = "sharded"
+                self.save_manifest()
+
     def add_nodes(self, nodes: list[str]) -> None:
         """Every node of a fleet run, in inventory order, before any answers (one write)."""
         with self._lock:
+            self.expect(len(nodes))
             for node in nodes:
                 if node not in self._facts:
                     facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
@@ -222,12 +347,12 @@ class RunDir:
                 self.manifest.nodes.append(facts.node)
                 self.save_manifest()
             self._save_facts(facts)
-        folder = source / "raw" / file_name(facts.node) if source is not None else None
+        folder = raw_folder(source, facts.node) if source is not None else None
         if folder is not None and folder.is_dir() and not is_link(folder):
             # Regular files only: a link, FIFO or device in a directory someone sent must
             # not copy what it points to (any file of this machine) into the evidence, nor
             # hang the replay.
-            copy_tree(folder, self.path / "raw" / file_name(facts.node))
+            copy_tree(folder, self._raw_path(facts.node))
 
     def facts_of(self, node: str) -> NodeFacts:
         """A copy of what is recorded for a node so far. Its own map of probe records:
@@ -252,11 +377,9 @@ class RunDir:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
         raw = record.pop("raw", None) or {}
         parsed = ProbeRecord.model_validate(record)
+        folder = self._raw_path(node) / file_name(parsed.probe)
         for name, text in dict(raw).items():
-            names = (node, parsed.probe, str(name))
-            write_atomic(
-                self.path.joinpath("raw", *map(file_name, names)), str(text), root=self.path
-            )
+            write_atomic(folder / file_name(str(name)), str(text), root=self.path)
         with self._lock:
             facts = self._facts.get(node) or self.add_node(node)
             facts.probes[parsed.probe] = parsed
@@ -301,27 +424,65 @@ class RunDir:
             write_atomic(self._facts_path(facts.node), text, root=self.path)
 
     def _facts_path(self, node: str) -> Path:
-        return self.path / "facts" / f"{file_name(node)}.json"
+        return self.path / "facts" / f"{node_folder(node, self.manifest.layout)}.json"
+
+    def _raw_path(self, node: str) -> Path:
+        return self.path / "raw" / node_folder(node, self.manifest.layout)
+
+
+@dataclass(frozen=True)
+class FactsEntry:
+    """One node's facts file of a run directory, as read: its facts, or why not."""
+
+    name: str  # the file's stem: the node's name as file_name() wrote it
+    relative: str  # where it is, relative to the run directory ("facts/node01.json")
+    facts: NodeFacts | None
+    problem: str | None = None  # why `facts` is None: the file's fault, in one line
+
+
+def iter_facts(path: Path) -> Iterator[FactsEntry]:
+    """Every node's facts of a run directory, one file at a time, in facts_files() order.
+
+    A reader keeps what it needs of a node and lets the rest go before the next is read:
+    a report at ten thousand nodes never holds every node's facts at once. No symbolic
+    link inside the run is followed, no FIFO waited on, no file read past the size cap
+    (files.read_bytes_in); an unreadable or invalid file is an entry with its problem."""
+    for relative in facts_files(path):
+        name = relative.rsplit("/", 1)[-1].removesuffix(".json")
+        try:
+            node = NodeFacts.model_validate_json(read_bytes_in(path, relative, "facts"))
+        except (InputError, ValidationError, ValueError) as exc:
+            yield FactsEntry(name, relative, None, _one_line(exc))
+            continue
+        yield FactsEntry(name, relative, node)
 
 
 def load_facts(path: Path) -> list[NodeFacts]:
-    """Every node's facts from a run (or snapshot) directory, or from one facts file."""
+    """Every node's facts from a run (or snapshot) directory, or from one facts file:
+    RunDirError at the first file that is not one."""
     if path.is_dir():
         folder = path / "facts"
         if folder.exists() and not folder.is_dir():
             raise RunDirError(f"{folder}: not a directory (not a run or snapshot directory)")
-        files = sorted(folder.glob("*.json"))
+        files = [path / relative for relative in facts_files(path)]
     else:
         files = [path]
     if not files:
         raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
     nodes = []
+    where: dict[str, Path] = {}
     for file in files:
         text = _read(file, "facts", path if path.is_dir() else None)
         try:
-            nodes.append(NodeFacts.model_validate_json(text))
+            facts = NodeFacts.model_validate_json(text)
         except ValidationError as exc:
             raise RunDirError(f"{file}: not a facts file ({_first_error(exc)})") from None
+        if facts.node in where:
+            # Two files of one node (flat and sharded, or two shards): which one was
+            # measured is not for a reader to guess.
+            raise RunDirError(f"{file}: node {facts.node!r} already has {where[facts.node]}")
+        where[facts.node] = file
+        nodes.append(facts)
     return nodes
 
 
@@ -358,6 +519,11 @@ def _read(file: Path, what: str, run: Path | None) -> str:
         return read_text(file, what)
     except InputError as exc:
         raise RunDirError(str(exc)) from None
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -21,6 +22,9 @@ class Suite(Strict):
     description: str
     budget_s: float = Field(gt=0)  # the whole suite on one node should finish within this
     probes: list[ProbeStep]
+    # Jobs across nodes `bringup check` runs after the probes, when two nodes or more
+    # answered: "ibperf" (every rail against a partner's, docs/fabric.md).
+    jobs: list[Literal["ibperf"]] = Field(default_factory=list)
 
 
 class SuiteError(Exception):

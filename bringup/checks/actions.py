@@ -114,9 +114,18 @@ CHECK_ACTIONS: dict[str, str] = {
         "`modprobe nvidia_peermem` and add it to /etc/modules-load.d/, or use NVIDIA's open "
         "kernel modules on Linux 5.12+ (DMA-BUF)"
     ),
+    "fabric.acs": (
+        "disable ACS on the switch ports between each GPU and its NIC: in the BIOS (ACS, or "
+        "IO virtualization / VT-d), or `setpci -s BRIDGE ECAP_ACS+0x6.w=0000` as root after "
+        "every boot; `sudo lspci -vvv | grep ACSCtl` shows the bits"
+    ),
     "fabric.write_bw": (
         "check the rail's link (`ibstat`, `mlxlink -d DEVICE`) and PCIe link (`lspci -vv`), "
         "and rerun `ib_write_bw -s 8388608 --report_gbits` between two nodes"
+    ),
+    "ibperf.runs": (
+        "install perftest on both nodes (`bringup provision --tags node_tools`) and let them "
+        "reach each other on TCP 18515 and up"
     ),
     "nvme.seq_read": _DATA_DIR,
     "nvme.seq_write": _DATA_DIR,
@@ -206,6 +215,10 @@ PROBE_ACTIONS: dict[str, str] = {
         "`dcgmi discovery -l` must list the GPUs"
     ),
     "nccl": "install nccl-tests or torch on the node; `bringup nccl --help` lists the engines",
+    "ibperf": (
+        "install perftest (`bringup provision --nodes hosts.ini --tags node_tools`); the "
+        "partner node must be up and reachable"
+    ),
     "fio": "install fio (`apt-get install fio`) and give the data disk with `--data-dir`",
     "gemm": "install torch with CUDA on the node; `python3 -c 'import torch'` must work",
     "p2p": "install torch with CUDA on the node; `python3 -c 'import torch'` must work",

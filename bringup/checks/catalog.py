@@ -37,6 +37,7 @@ CHECK_MODULES: dict[str, str] = {
     "xid": "xid",
     "dcgm": "dcgm",
     "nccl": "nccl",
+    "ibperf": "ibperf",
     "fio": "fio",
     "gemm": "gemm",
     "telemetry": "gemm",

@@ -1,5 +1,6 @@
 """Checks of the east-west fabric: every rail up at its rate and width, no error counter
-growing, no link flapping, GPUDirect RDMA ready, and ib_write_bw near line rate.
+growing, no link flapping, GPUDirect RDMA ready, no PCIe ACS redirect between a GPU and its
+NIC, and ib_write_bw near line rate.
 
 A multi-node job runs at the speed of its slowest rail, so each finding names the rail:
 device, port, network interface and PCI address. Thresholds are the profile's `network`
@@ -14,18 +15,22 @@ finding names the IOMMU mode as evidence.
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 
 from bringup.checks import Check, finding, has_profile
 from bringup.findings import Finding, Status, equal
 from bringup.node.fabric_facts import (
     ERROR_COUNTERS,
+    AcsFacts,
     FabricFacts,
+    PciBridgeAcs,
     PerftestFacts,
     RdmaDevice,
     RdmaPort,
 )
 from bringup.profile import Profile
+from bringup.words import plural
 
 NO_DEVICES = "no RDMA devices under /sys/class/infiniband"
 # The smallest message a bandwidth figure is judged at: perftest's default size for its
@@ -376,7 +381,8 @@ def judge_write_bw(facts: FabricFacts, profile: Profile) -> list[Finding]:
             finding(
                 name,
                 Status.SKIP,
-                "no ib_write_bw run: the per-rail ibperf job is not built yet (docs/fabric.md)",
+                "no ib_write_bw output in these facts (the per-rail job between nodes is "
+                "fabric.rail_bw, docs/fabric.md)",
             )
         ]
     return [_judge_run(run, profile) for run in facts.runs]
@@ -433,6 +439,110 @@ def _judge_run(run: PerftestFacts, profile: Profile) -> Finding:
     )
 
 
+# --- PCIe ACS on the GPU-NIC path ---------------------------------------------------------------
+
+
+def judge_acs(facts: FabricFacts, profile: Profile) -> list[Finding]:
+    """No ACS redirect on the PCIe switch ports between a GPU and the NIC on its switch.
+
+    With Request/Completion Redirect or Egress Control set on such a port, every GPUDirect
+    RDMA transfer is sent up to the CPU's root complex and back instead of across the
+    switch: slow, or a hang with the IOMMU on (NCCL's troubleshooting guide, "PCI Access
+    Control Services"; Linux's P2P DMA refuses such a path: docs/reference.md#fabric).
+    Other ACS bits set (SrcValid, ...) redirect nothing: WARN, the guide asks them cleared.
+    """
+    name = "fabric.acs"
+    acs = facts.acs
+    if not facts.devices and facts.source == "sysfs":
+        return [finding(name, Status.SKIP, f"{NO_DEVICES}: no GPU-NIC path")]
+    if acs is None:
+        return [finding(name, Status.SKIP, f"not shown by {facts.source}")]
+    if not acs.gpus:
+        return [finding(name, Status.SKIP, "no NVIDIA GPU on the PCI bus: no GPU-NIC path")]
+    if not acs.paths:
+        return [
+            finding(
+                name,
+                Status.SKIP,
+                f"no GPU shares a PCIe switch with an RDMA NIC ({plural(len(acs.gpus), 'GPU')}, "
+                f"{plural(len(facts.devices), 'RDMA device')}): no switch port on a GPU-NIC path "
+                "(topology.nic_affinity judges the placement)",
+            )
+        ]
+    unread = [b for b in acs.bridges if b.unread]
+    if unread:
+        return [_acs_unread(acs, unread)]
+    problems = [_acs_set(acs, b) for b in acs.bridges if b.enabled]
+    if problems:
+        return problems
+    gpus = {p.gpu for p in acs.paths}
+    nics = {p.nic for p in acs.paths}
+    without = sum(1 for b in acs.bridges if b.acs_ctl is None)
+    note = f"; {without} without an ACS capability" if without else ""
+    return [
+        finding(
+            name,
+            Status.PASS,
+            f"ACS off on {plural(len(acs.bridges), 'switch port')} between "
+            f"{plural(len(gpus), 'GPU')} and {plural(len(nics), 'NIC')} on their switches "
+            f"(lspci ACSCtl){note}",
+        )
+    ]
+
+
+def _acs_unread(acs: AcsFacts, unread: list[PciBridgeAcs]) -> Finding:
+    why = acs.unread or unread[0].unread or "unknown"
+    listed = ", ".join(b.address for b in unread[:4]) + (" ..." if len(unread) > 4 else "")
+    if "not found" in why:
+        action = (
+            "install pciutils (`bringup provision --tags node_tools` installs it) and check again"
+        )
+    elif "without root" in why:
+        action = "run the check as root (ACS is in PCIe extended config space, root-only)"
+    else:
+        action = "run `sudo lspci -vvv -s <bridge>` by hand and look at its ACSCtl line"
+    return finding(
+        "fabric.acs",
+        Status.ERROR,
+        f"ACS on the GPU-NIC path not read ({plural(len(unread), 'switch port')}: {listed}): {why}",
+        action=action,
+    )
+
+
+def _acs_set(acs: AcsFacts, bridge: PciBridgeAcs) -> Finding:
+    paths = [p for p in acs.paths if bridge.address in p.bridges]
+    between = ", ".join(f"GPU {p.gpu} - {p.nic}" for p in paths[:4])
+    if len(paths) > 4:
+        between += f" and {len(paths) - 4} more"
+    what = f"{bridge.address} ({bridge.description})" if bridge.description else bridge.address
+    set_bits = " ".join(f"{flag}+" for flag in bridge.enabled)
+    # The address came from the node: quoted, it cannot turn the suggested command into
+    # another one (a real address quotes to itself).
+    address = shlex.quote(bridge.address)
+    setpci = f"`setpci -s {address} ECAP_ACS+0x6.w=0000`"
+    if bridge.redirect:
+        return finding(
+            "fabric.acs",
+            Status.FAIL,
+            f"ACS redirect on {what}, on the path {between}: ACSCtl {set_bits}",
+            value=" ".join(f"{flag}+" for flag in bridge.redirect),
+            expected="ReqRedir- CmpltRedir- EgressCtrl-",
+            action=f"GPUDirect RDMA through this port is sent up to the CPU: disable ACS on "
+            f"the bare-metal node, in the BIOS (ACS, or IO virtualization / VT-d) or with "
+            f"{setpci} as root after every boot (or the kernel parameter "
+            f"`pci=disable_acs_redir={address}`)",
+        )
+    return finding(
+        "fabric.acs",
+        Status.WARN,
+        f"ACS on {what}, on the path {between}: ACSCtl {set_bits} (no redirect bit)",
+        value=set_bits,
+        expected="every ACSCtl bit -",
+        action=f"NCCL's guide asks ACS off on the switches of a bare-metal node: {setpci} "
+        "as root after every boot, or in the BIOS (ACS, or IO virtualization / VT-d)",
+    )
+
+
 CHECKS = [
     Check(
         "fabric.ports",
@@ -466,7 +576,14 @@ CHECKS = [
         "fabric.write_bw",
         "fabric",
         judge_write_bw,
-        "ib_write_bw at least the profile's share of the rail rate (ibperf job: not built yet)",
+        "an ib_write_bw output at least the profile's share of the rail rate (inspect)",
+        profile_free=True,
+    ),
+    Check(
+        "fabric.acs",
+        "fabric",
+        judge_acs,
+        "no PCIe ACS redirect on the switch ports between each GPU and the NIC on its switch",
         profile_free=True,
     ),
 ]

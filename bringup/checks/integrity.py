@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from bringup.checks import finding
 from bringup.findings import Finding, Status
 from bringup.provenance import compare
+from bringup.rundir import node_file
 
 CHECK = "replay.source"
 _ACTION = (
@@ -57,11 +58,7 @@ def judge_replay_source(
 
 
 def _node_of(path: str, node_of_file: Mapping[str, str]) -> str:
-    """The node a run's evidence file belongs to: facts/<node>.json, raw/<node>/...; ""
-    for the run's own files (findings.jsonl)."""
-    parts = path.split("/")
-    if parts[0] == "facts" and len(parts) == 2 and parts[1].endswith(".json"):
-        return node_of_file.get(parts[1][: -len(".json")], "")
-    if parts[0] == "raw" and len(parts) > 2:
-        return node_of_file.get(parts[1], "")
-    return ""
+    """The node a run's evidence file belongs to (facts/<node>.json, raw/<node>/..., or
+    the same one shard down); "" for the run's own files (findings.jsonl)."""
+    name = node_file(path)
+    return "" if name is None else node_of_file.get(name, "")

@@ -8,7 +8,8 @@ off from NVLink is this module's finding, carrying what NVML says of its links.
 from __future__ import annotations
 
 from bringup.checks import Check, finding
-from bringup.findings import Finding, Status, one_of
+from bringup.findings import Finding, Status, equal, one_of
+from bringup.node import gpu_nic
 from bringup.node.gpu_facts import GpuFacts
 from bringup.node.probes.topology import TopologyFacts, TopoPair
 from bringup.profile import Profile
@@ -255,31 +256,77 @@ def _incomplete(name: str, judged: int, total: int) -> Finding:
 
 
 def judge_nic_affinity(facts: TopologyFacts, profile: Profile) -> list[Finding]:
-    """Each GPU has a NIC behind at most PCIe bridges (PIX/PXB), for GPUDirect RDMA."""
+    """Each GPU has a NIC behind at most PCIe bridges (PIX/PXB), for GPUDirect RDMA.
+
+    Under a profile with one compute NIC per GPU (`network.compute_ports` equal to the GPU
+    count: the HGX designs), each GPU's nearest compute NIC is its rail (bringup.node.gpu_nic):
+    a bonded front-end NIC does not count, and two GPUs whose nearest NIC is the same one
+    share a rail the design gives each of them.
+    """
     name = "topology.nic_affinity"
     if not facts.nic_details:
         return [finding(name, Status.SKIP, "no NIC in the topology matrix")]
+    spec = profile.network
+    if spec.compute_ports is not None and spec.compute_ports == profile.gpu.count:
+        findings = _one_nic_per_gpu(facts, profile.name)
+    else:
+        findings = _any_near_nic(facts)
+    if findings:
+        return findings
+    n = len(facts.gpus)
+    return [finding(name, Status.PASS, f"{n}/{n} GPUs have a NIC at PIX/PXB")]
+
+
+def _any_near_nic(facts: TopologyFacts) -> list[Finding]:
     findings: list[Finding] = []
     for gpu in facts.gpus:
         label = f"GPU{gpu.index}"
         if any(gpu.index in nic.nearest_gpus for nic in facts.nic_details):
             continue
         closest, link = _closest_nic(facts, label)
+        findings.append(_far(label, closest, link))
+    return findings
+
+
+def _far(label: str, nic: str | None, link: str | None) -> Finding:
+    closest = f"{nic} at {link}" if nic is not None else "no compute NIC in the matrix"
+    return finding(
+        "topology.nic_affinity",
+        Status.WARN,
+        f"{label}: no NIC at PIX/PXB (closest: {closest})",
+        value=link,
+        expected=one_of("PIX", "PXB"),
+        action=f"{label}'s RDMA traffic crosses the CPU: check the NIC placement against "
+        "the vendor's layout; ignore on nodes without GPUDirect RDMA",
+    )
+
+
+def _one_nic_per_gpu(facts: TopologyFacts, profile: str) -> list[Finding]:
+    """Each GPU's own compute NIC at PIX/PXB, and no two GPUs on one."""
+    mapping = gpu_nic.gpu_nic_map(facts)
+    findings = [_far(f"GPU{e.gpu}", e.nic, e.link) for e in mapping if not e.near]
+    seen: set[str] = set()
+    for entry in mapping:
+        if not entry.shared_with or entry.nic in seen or entry.nic is None:
+            continue
+        seen.add(entry.nic)
+        gpus = sorted([entry.gpu, *entry.shared_with])
+        labels = ", ".join(f"GPU{g}" for g in gpus)
         findings.append(
             finding(
-                name,
+                "topology.nic_affinity",
                 Status.WARN,
-                f"{label}: no NIC at PIX/PXB (closest: {closest} at {link})",
-                value=link,
-                expected=one_of("PIX", "PXB"),
-                action=f"{label}'s RDMA traffic crosses the CPU: check the NIC placement against "
-                "the vendor's layout; ignore on nodes without GPUDirect RDMA",
+                f"{labels} share {entry.nic} ({entry.link}) as their nearest NIC: the "
+                f"{profile} profile has one compute NIC per GPU",
+                value=len(gpus),
+                expected=equal(1),
+                unit="GPUs per NIC",
+                action=f"{len(gpus)} GPUs' RDMA traffic goes through {entry.nic}: check that "
+                "every compute NIC is seated and enumerated (`ibstat`, `nvidia-smi topo -m`) "
+                "and the placement against the vendor's layout",
             )
         )
-    if findings:
-        return findings
-    n = len(facts.gpus)
-    return [finding(name, Status.PASS, f"{n}/{n} GPUs have a NIC at PIX/PXB")]
+    return findings
 
 
 def _closest_nic(facts: TopologyFacts, gpu: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""The commands of the `bringup` CLI, one module each; `bringup/cli.py` assembles them.
+"""The commands of the `bringup` CLI, one module each; app.py assembles them.
 
 common.py holds what every command shares (options, `fail`, loaders, the nodes to run
 on), show.py how findings look on a terminal. A command parses and prints; it reaches

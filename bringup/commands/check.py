@@ -313,6 +313,7 @@ def _judge_recorded(
     run = create_run(out_dir, "check", profile_name, original.suite, made, original.probes)
     run.manifest.suite_source = original.suite_source
     source = replay if replay is not None and replay.is_dir() else None
+    run.expect(len({*original.nodes, *(node.node for node in nodes)}))  # its layout
     for node in nodes:
         try:
             run.add_recorded(node, source)
@@ -496,7 +497,12 @@ def probe_fleet(
         outcomes = run_fleet(
             plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
         )
-    findings = [f for o in outcomes for f in o.findings]
+        findings = [f for o in outcomes for f in o.findings]
+        if "ibperf" in suite_chosen.jobs and nodes.remote and len(nodes.hosts) >= 2:
+            from bringup.commands.ibperf_job import run_ibperf
+
+            # After the probes: each node's rails are what its fabric probe just read.
+            findings += run_ibperf(nodes, run, prof)
     return findings, run, outcomes
 
 

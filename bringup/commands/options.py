@@ -116,7 +116,9 @@ Conventions every command keeps:
   `bringup --show-completion bash` to see the script. TAB completes commands, options and
   their values: profiles, suites, recipes (`--model` too), methods, formats, `inspect
   --kind`, and `--limit`'s hosts and groups from the inventory given with `--nodes`
-  (or the nodes a run records, for `report RUN --limit` and `check --replay`).
+  (or the nodes a run records, for `report RUN --limit` and `check --replay`). A TAB is
+  answered without building the app (`bringup/commands/tab.py`, from the table
+  `tab_table.json` written from the app), the same answer as Typer's in each shell.
 
 | option | short | takes | commands | meaning |
 |---|---|---|---|---|

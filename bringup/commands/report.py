@@ -20,7 +20,10 @@ from bringup.commands.common import JsonOpt, LimitOpt, ProfileOpt, QuietOpt, fai
 if TYPE_CHECKING:
     from bringup import profile as profile_mod
     from bringup.baseline import CoverageRow
+    from bringup.checks.identity import Mark
+    from bringup.facts import NodeFacts
     from bringup.findings import Finding
+    from bringup.measurements import NodeMeasurements
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
     from bringup.rundir import RunDir
@@ -50,10 +53,12 @@ def parse_formats(values: list[str] | None) -> list[str]:
     return [f for f in FORMATS if f in chosen]
 
 
-def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | None:
+def resolve_profile(
+    name: str | None, run: RunData, digest: FactsDigest | None = None
+) -> profile_mod.Profile | None:
     """--profile when given (bad: exit 2), else (auto) the run's own profile when it still
     loads; a run judged with --profile auto: the profile of its nodes' GPU, when they share
-    one."""
+    one (`digest`: each node's, taken as its facts were read)."""
     from bringup import profile as profile_mod
 
     if name is not None and name != profile_mod.AUTO:
@@ -63,7 +68,7 @@ def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | Non
             fail(str(exc))
     recorded = run.manifest.profile if run.manifest else None
     if recorded is None or recorded == profile_mod.AUTO:
-        return _detected_profile(run)
+        return _detected_profile(run, digest)
     try:
         return profile_mod.load(recorded)
     except profile_mod.ProfileError as exc:
@@ -71,11 +76,17 @@ def resolve_profile(name: str | None, run: RunData) -> profile_mod.Profile | Non
         return None
 
 
-def _detected_profile(run: RunData) -> profile_mod.Profile | None:
+def _detected_profile(
+    run: RunData, digest: FactsDigest | None = None
+) -> profile_mod.Profile | None:
     """The profile of the run's GPUs when every node with a known GPU has the same one."""
     from bringup.checks.auto import judge_node_model
 
-    chosen = {p.name: p for node in run.facts.values() if (p := judge_node_model(node)[0])}
+    if digest is not None:
+        models = [digest.models.get(node) for node in run.facts]
+    else:
+        models = [judge_node_model(node)[0] for node in run.facts.values()]
+    chosen = {p.name: p for p in models if p is not None}
     if len(chosen) == 1:
         return next(iter(chosen.values()))
     why = "nodes of several GPU profiles" if chosen else "no profile fits the run's GPUs"
@@ -155,31 +166,42 @@ def build_report(
     baseline: RunData | None = None,
     generated_at: str | None = None,
     complete: list[Finding] | None = None,
+    digest: FactsDigest | None = None,
+    baseline_digest: FactsDigest | None = None,
 ) -> Report:
     """Judge what the run as a whole shows, then build its report from facts and findings.
 
     `complete`: the run's completeness findings, judged already on the whole run (a view
-    narrowed by --limit); None: judged here."""
+    narrowed by --limit); None: judged here. `digest`, `baseline_digest`: what was taken
+    of each node's facts as they were read (the run's facts are then its records' headers
+    only); None: the facts are whole and measured here."""
     from bringup.checks.catalog import CHECKS
     from bringup.checks.identity import CHECK as IDENTITY
-    from bringup.checks.identity import judge_identity
+    from bringup.checks.identity import judge_identity, judge_marks
     from bringup.checks.regression import Known, judge_override_changes, judge_regressions
     from bringup.checks.whole_run import judge_whole_run
     from bringup.measurements import measure_fleet, tolerances
     from bringup.report.model import build
 
     limits = tolerances(prof)
-    now = measure_fleet(run.facts, prof)
+    now = digest.measurements(run) if digest is not None else measure_fleet(run.facts, prof)
     # What `check` recorded of the whole run is judged again here, by the same function.
     drop_recorded_whole_run(run)
     lacking = judge_run(run) if complete is None else list(complete)
     if not any(f.check == IDENTITY for f in run.findings or []):
         # One machine, one node: judged here too for a run whose check did not (a run of
         # an older bringup); a run that judged it holds its findings already.
-        lacking += judge_identity(list(run.facts.values()))
+        if digest is not None:
+            lacking += judge_marks({node: digest.marks[node] for node in run.facts})
+        else:
+            lacking += judge_identity(list(run.facts.values()))
     judged = judge_whole_run(run, prof, now, lacking)
+    then = None
     if baseline is not None:
-        then = measure_fleet(baseline.facts, prof)
+        if baseline_digest is not None:
+            then = baseline_digest.measurements(baseline)
+        else:
+            then = measure_fleet(baseline.facts, prof)
         known_now = Known(run.nodes, run.facts_problems)
         known_then = Known(baseline.nodes, baseline.facts_problems)
         judged += judge_regressions(
@@ -191,8 +213,64 @@ def build_report(
     order = [check.name for check in CHECKS]
     coverage = coverage_of(run)
     return build(
-        run, prof, judged, order, baseline, generated_at, measurements=now, coverage=coverage
+        run,
+        prof,
+        judged,
+        order,
+        baseline,
+        generated_at,
+        measurements=now,
+        coverage=coverage,
+        baseline_measurements=then,
     )
+
+
+class FactsDigest:
+    """What the report takes from each node's whole facts as the node is read (rundata's
+    `keep`): its measurements, its identity marks and, under --profile auto, its GPU's
+    profile. The run then holds only its records' headers (NodeFacts.headers): a report of
+    ten thousand nodes never holds every node's facts at once (docs/scale.md).
+
+    `peak_flops_per_s`: the profile's, for the burn-in MFU; under --profile auto it is
+    known only once every node is read, and the nodes that trained are measured again
+    (`remeasure`)."""
+
+    def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
+        self.peak = peak_flops_per_s
+        self.auto = auto
+        self.measured: dict[str, NodeMeasurements] = {}
+        self.marks: dict[str, list[Mark]] = {}
+        self.models: dict[str, profile_mod.Profile | None] = {}
+
+    def __call__(self, node: NodeFacts) -> NodeFacts:
+        from bringup.checks.auto import judge_node_model
+        from bringup.checks.identity import node_marks
+        from bringup.measurements import measure
+
+        self.measured[node.node] = measure(node, self.peak)
+        self.marks[node.node] = node_marks(node)
+        if self.auto:
+            self.models[node.node] = judge_node_model(node)[0]
+        return node.headers()
+
+    def measurements(self, run: RunData) -> list[NodeMeasurements]:
+        """The measurements of the run's nodes (as narrowed by --limit), by name, as
+        measure_fleet orders them."""
+        return [self.measured[name] for name in sorted(run.facts)]
+
+    def remeasure(self, run_dir: Path, prof: profile_mod.Profile | None) -> None:
+        """Measure again, with the profile's peak, the nodes whose burn-in the MFU reads."""
+        from bringup.measurements import measure
+        from bringup.rundir import iter_facts
+
+        peak = prof.gpu.bf16_dense_tflops * 1e12 if prof is not None else None
+        if peak == self.peak or not any(m.burnin for m in self.measured.values()):
+            return
+        for entry in iter_facts(run_dir):
+            node = entry.facts
+            if node is not None and node.node in self.measured and "burnin" in node.probes:
+                self.measured[node.node] = measure(node, peak)
+        self.peak = peak
 
 
 def judge_whole(run: RunDir) -> list[Finding]:
@@ -245,9 +323,11 @@ def make_report(
 
     if baseline_dir is not None and baseline_dir.is_dir():
         _refuse_incomplete_burnin(baseline_dir)
+    digest = _digest_for(run_dir, profile_name)
+    baseline_digest = _digest_for(baseline_dir, profile_name) if baseline_dir else None
     try:
-        run = load(run_dir)
-        baseline = load(baseline_dir) if baseline_dir is not None else None
+        run = load(run_dir, digest)
+        baseline = load(baseline_dir, baseline_digest) if baseline_dir is not None else None
     except RunDataError as exc:
         fail(str(exc))
     drop_recorded_whole_run(run)  # judged again below, never taken from the file
@@ -258,8 +338,36 @@ def make_report(
         complete = [f for f in whole if shown_for(f, kept)]
         if baseline is not None:
             restrict(baseline, limit)
-    prof = resolve_profile(profile_name, run)
-    return build_report(run, prof, baseline, complete=complete), prof
+    prof = resolve_profile(profile_name, run, digest)
+    for each, folder in ((digest, run_dir), (baseline_digest, baseline_dir)):
+        if each is not None and folder is not None:
+            each.remeasure(folder, prof)
+    built = build_report(
+        run, prof, baseline, complete=complete, digest=digest, baseline_digest=baseline_digest
+    )
+    return built, prof
+
+
+def _digest_for(run_dir: Path | None, profile_name: str | None) -> FactsDigest | None:
+    """How the report reads a run's facts: node by node into a FactsDigest, with the
+    profile's peak when the run (or --profile) names one. None for a handover bundle: its
+    parts' records are merged per node first (rundata._bundle), and it is read whole."""
+    from bringup import profile as profile_mod
+    from bringup.baseline import is_bundle
+    from bringup.report.rundata import read_manifest
+
+    if run_dir is None or not run_dir.is_dir() or is_bundle(run_dir):
+        return None
+    name = profile_name
+    if name is None or name == profile_mod.AUTO:
+        manifest, _ = read_manifest(run_dir)
+        name = manifest.profile if manifest is not None else None
+    prof = None
+    if name is not None and name != profile_mod.AUTO:
+        with contextlib.suppress(profile_mod.ProfileError):
+            prof = profile_mod.load(name)  # a bad one: resolve_profile says so
+    peak = prof.gpu.bf16_dense_tflops * 1e12 if prof is not None else None
+    return FactsDigest(peak, auto=prof is None)
 
 
 def write(
@@ -276,10 +384,10 @@ def write(
     except OSError as exc:
         fail(f"cannot create {out}: {exc.strerror}")
     texts = {
-        "html": lambda: render.html(report, render.make_plots(report, prof)),
-        "md": lambda: render.markdown(report),
-        "junit": lambda: junit.to_junit(report),
-        "json": lambda: render.summary_json(report),
+        "html": lambda: render.html_pieces(report, render.make_plots(report, prof)),
+        "md": lambda: render.markdown_pieces(report),
+        "junit": lambda: junit.junit_pieces(report),
+        "json": lambda: render.json_pieces(report),
     }
     written = []
     for name in formats:
@@ -365,7 +473,7 @@ def summary(built: Report) -> dict[str, Any]:
         "verdict": verdict,
         "subjects": built.subjects,
         "matrix": {
-            node: {k: v.value for k, v in row.items()} for node, row in built.matrix.items()
+            node: {k: v.status.value for k, v in row.items()} for node, row in built.matrix.items()
         },
         "fleet": [m.model_dump(mode="json") for m in built.fleet],
         "baseline": built.baseline.model_dump(mode="json") if built.baseline else None,

@@ -21,7 +21,17 @@ from rich.table import Table
 from rich.text import Text
 
 from bringup.facts import NodeFacts
-from bringup.findings import Finding, Status, moved_to, worst
+from bringup.findings import (
+    Cell,
+    Finding,
+    Status,
+    checks_count,
+    is_probe_line,
+    matrix_cells,
+    one_per_probe,
+    unrun_probes,
+    worst,
+)
 from bringup.report.escape import printable
 
 if TYPE_CHECKING:
@@ -44,49 +54,6 @@ def plain(text: object, style: str = "") -> Text:
 
 def status_text(status: Status) -> Text:
     return Text(status.value, style=STYLES[status])
-
-
-def one_per_probe(findings: list[Finding]) -> list[Finding]:
-    """The findings with the checks of a probe that could not run folded into one line.
-
-    checks/catalog.py's judge_probe gives every check of such a probe an ERROR whose message
-    is the probe's error, and every check is named after its probe ("gpu.count"): ERRORs of
-    one node with one subject and one message, from two checks or more, are that one fault.
-    They become one finding in the place of the first, named after the bare probe ("gpu"),
-    its message saying how many checks were not judged.
-    """
-    groups = _unrun_probes(findings)
-    shown: list[Finding] = []
-    for f in findings:
-        group = groups.get(_probe_key(f)) if f.status is Status.ERROR else None
-        if group is None:
-            shown.append(f)
-        elif f is group[0]:
-            message = f"{f.message} - {_checks(group)} checks not judged"
-            shown.append(f.model_copy(update={"check": _probe_key(f)[1], "message": message}))
-    return shown
-
-
-def _unrun_probes(findings: list[Finding]) -> dict[tuple[str, str, str], list[Finding]]:
-    """(node, probe, error) -> the ERRORs it gave, for each probe that fed two checks or more."""
-    groups: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
-    for f in findings:
-        if f.status is Status.ERROR:
-            groups[_probe_key(f)].append(f)
-    return {key: group for key, group in groups.items() if _checks(group) > 1}
-
-
-def _checks(group: list[Finding]) -> int:
-    return len({f.check for f in group})
-
-
-def _probe_key(f: Finding) -> tuple[str, str, str]:
-    return (f.node, f.check.split(".")[0], f.message)
-
-
-def _is_probe_line(f: Finding) -> bool:
-    """A line of one_per_probe: every check is named "<subject>.<what>", a probe line not."""
-    return "." not in f.check
 
 
 def _value(f: Finding) -> str:
@@ -130,12 +97,9 @@ def fleet_matrix(findings: list[Finding], nodes: list[str], width: int = 80) -> 
     own. Wider than `width` (80 columns: a terminal's least), the subjects go on in a
     second table below, the node column repeated: no cell is ever cut.
     """
-    findings = [f for f in one_per_probe(findings) if moved_to(f) is None]
-    subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings))
-    cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-    for f in findings:
-        cells[(f.node, f.check.split(".")[0])].append(f)
-    texts = {key: _cell(group) for key, group in cells.items()}
+    cells = matrix_cells(findings)
+    subjects = list(dict.fromkeys(subject for _, subject in cells))
+    texts = {key: _cell(cell) for key, cell in cells.items()}
     node_width = max([len("node"), *(len(printable(n)) for n in nodes)])
 
     def column_width(subject: str) -> int:
@@ -180,20 +144,13 @@ def _chunks(subjects: list[str], column_width: Callable[[str], int], room: int) 
     return [chunk for chunk in chunks if chunk]
 
 
-def _cell(findings: list[Finding]) -> Text:
-    """ "PASS 12", "SKIP 1"; a bad cell names its checks, one a line ("FAIL 1" over
-    "count"); an unreachable node is that, and nothing more."""
-    status = worst(findings)
-    if status is Status.UNREACHABLE:
-        return status_text(status)
-    at_worst = [f for f in findings if f.status == status]
-    text = status_text(status)
-    text.append(f" {len(at_worst)}")
-    if status.rank >= Status.WARN.rank:
-        names = dict.fromkeys(
-            "not judged" if _is_probe_line(f) else f.check.split(".", 1)[-1] for f in at_worst
-        )
-        text.append(printable("\n" + "\n".join(names)))
+def _cell(cell: Cell) -> Text:
+    """A cell of findings.matrix_cells, its status word in the status's colour."""
+    first, *checks = cell.lines()
+    text = status_text(cell.status)
+    text.append(first[len(cell.status.value) :])
+    if checks:
+        text.append(printable("\n" + "\n".join(checks)))
     return text
 
 
@@ -223,7 +180,7 @@ def _where(group: list[Finding], shown: int = 2) -> str:
     """Each node's messages, at most `shown` per node so eight alike GPUs stay one line."""
     by_node: dict[str, list[str]] = defaultdict(list)
     for f in group:
-        by_node[f.node].append(f"{f.check}: {f.message}" if _is_probe_line(f) else f.message)
+        by_node[f.node].append(f"{f.check}: {f.message}" if is_probe_line(f) else f.message)
     lines = []
     for node, messages in by_node.items():
         more = f" (+{len(messages) - shown} more)" if len(messages) > shown else ""
@@ -269,9 +226,9 @@ def summary_line(findings: list[Finding]) -> Text:
     for status, n in counts.items():
         if n:
             text.append(f"{n} {status.value}  ", style=STYLES[status])
-    unrun = _unrun_probes(findings)
+    unrun = unrun_probes(findings)
     if unrun:
-        checks = sum(_checks(group) for group in unrun.values())
+        checks = sum(checks_count(group) for group in unrun.values())
         probes = "1 probe" if len(unrun) == 1 else f"{len(unrun)} probes"
         text.append(f"({checks} checks not judged: {probes} could not run)", style="dim")
     return text

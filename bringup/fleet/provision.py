@@ -559,8 +559,7 @@ def record_node(
 def provision(request: Request, run: RunDir, err: Console) -> tuple[Progress, list[Finding]]:
     """Run the playbook on the request's nodes, showing progress, recording the results."""
     progress = Progress(request.nodes)
-    for name in request.nodes:
-        run.add_node(name)
+    run.add_nodes(list(request.nodes))
     started, t0 = now(), time.monotonic()
     rc: int | None = None
     status = "failed"

@@ -13,6 +13,7 @@ makes safe on one line (a newline, a backslash) is refused.
 
 from __future__ import annotations
 
+import functools
 import math
 import shlex
 from dataclasses import dataclass
@@ -82,7 +83,9 @@ def _comment(value: object) -> str:
     return "".join(c if c.isprintable() else " " for c in str(value))
 
 
+@functools.cache
 def environment() -> jinja2.Environment:
+    """One environment per process: Jinja2 keeps the template it compiled."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not a blank

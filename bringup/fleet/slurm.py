@@ -11,47 +11,36 @@ Allocation (`--slurm`):
 Nodes are named by their Slurm node names (`scontrol show hostnames`), never by hostname:
 in containers and at some sites every node has the same hostname.
 
-A run reaches its nodes in waves, one step per wave (fleet/slurm_step.py: measured
-cheaper by far than a step per node, docs/scale.md#slurm-launch). What stays here is one
-node in a step of its own (`run_slurm`): `srun --jobid J --nodelist NODE --nodes 1
---ntasks-per-node 1 --overlap sh -c CMD`, the request on its stdin, one JSON line per
-probe back on its stdout through the same LineBuffer/decode_line path as SSH, the code
-stored first when it is not in the node's cache (fleet/node_code.py) or stored again
-when the cached copy will not start. The wave transport uses it for that repair.
+A run reaches its nodes in waves, one step per wave of `--forks` nodes
+(fleet/slurm_step.py: measured cheaper by far than a step per node,
+docs/scale.md#slurm-launch). `srun_argv` is the one-node step, kept for the benchmark
+that measures the two side by side (benchmarks/slurm_launch.py).
+
+The node code travels as over SSH (fleet/node_code.py): a step runs the zip cached on the
+node under its hash once its bytes are checked, and where it is not there (or not the
+same bytes) one more step brings it on stdin behind the request, and those nodes store it
+(size and sha256 checked) and run it, once per node and version. Two steps, not one
+session as over SSH: srun's stdin is written before a node can say what it holds. Real
+sites do not always share a filesystem between the controller and the nodes, and `srun
+--bcast` copies to a path per step (every run would copy it again); the cache makes the
+second run start at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
-import selectors
 import shutil
-import signal
 import subprocess
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from bringup.fleet.inventory import Host
-from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
 from bringup.fleet.transport import (
-    STOP_POLL_S,
-    Interrupted,
-    LineBuffer,
-    ProbeWatch,
-    Stage,
     TransportError,
-    Unreachable,
-    decode_line,
 )
 
 STDERR_KEPT = 16 * 1024
 STOP_WAIT_S = 5.0  # srun forwards SIGTERM to the step's task; then it is killed
-UPLOAD_S = 120.0  # the most an upload may take (within the node's deadline)
 ALLOCATE_TIMEOUT_S = 24 * 3600.0  # salloc waits in the queue; Ctrl-C withdraws the request
 
 
@@ -240,162 +229,3 @@ def release(allocation: Allocation) -> None:
     """End the allocation this run asked for (never one it was started inside)."""
     if allocation.owned:
         subprocess.run(["scancel", allocation.job_id], capture_output=True, check=False)
-
-
-# --- one node: a step ---------------------------------------------------------------------
-
-
-class _Step:
-    """One srun: stdin in, records (and stderr) out, the deadlines enforced."""
-
-    def __init__(
-        self, job_id: str, node: str, command: str, stdin: bytes, watch: ProbeWatch
-    ) -> None:
-        self.node = node
-        self.watch = watch
-        self.proc = subprocess.Popen(
-            srun_argv(job_id, node, command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # Ctrl-C reaches the controller, which ends the step
-        )
-        self.stderr = b""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(stdin)
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass  # srun ended already: its exit status says why
-
-    def records(
-        self, end: float, deadline_s: float, stop: threading.Event | None
-    ) -> Iterator[dict[str, Any]]:
-        proc = self.proc
-        assert proc.stdout is not None and proc.stderr is not None
-        lines = LineBuffer(self.node)
-        open_streams = 2
-        try:
-            with selectors.DefaultSelector() as sel:
-                sel.register(proc.stdout, selectors.EVENT_READ, "out")
-                sel.register(proc.stderr, selectors.EVENT_READ, "err")
-                while open_streams:
-                    now = time.monotonic()
-                    if stop is not None and stop.is_set():
-                        raise Interrupted("interrupted")
-                    if now >= end:
-                        raise TransportError(f"node did not finish within {deadline_s:g} s")
-                    self.watch.check(now, "node hung or step stuck")
-                    for key, _ in sel.select(timeout=min(end - now, STOP_POLL_S)):
-                        chunk = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
-                        if not chunk:
-                            sel.unregister(key.fileobj)
-                            open_streams -= 1
-                        elif key.data == "err":
-                            self.stderr = (self.stderr + chunk)[-STDERR_KEPT:]
-                        else:
-                            for line in lines.feed(chunk):
-                                record = decode_line(line)
-                                self.watch.saw(record)
-                                yield record
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=STOP_WAIT_S)  # output closed: its exit status follows
-        finally:
-            self.end()
-
-    def end(self) -> None:
-        """Stop srun if it still runs: SIGTERM ends the step on the node, then SIGKILL."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-    @property
-    def exit_status(self) -> int | None:
-        return self.proc.returncode
-
-    def stderr_text(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    def last_line(self) -> str:
-        lines = [x for x in self.stderr_text().strip().splitlines() if x.strip()]
-        return lines[-1][:200] if lines else ""
-
-
-def run_slurm(
-    host: Host,
-    allocation: Allocation,
-    request: dict[str, Any],
-    deadline_s: float,
-    *,
-    code: NodeCode,
-    stop: threading.Event | None = None,
-    on_stage: Stage | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Yield each probe record of `request` as the node prints it (see the module doc)."""
-    stage = on_stage or (lambda _: None)
-    end = time.monotonic() + deadline_s
-    payload = json.dumps(request).encode()
-    for attempt in (1, 2):
-        stage("running")
-        command = remote_command(code, host.python)
-        step = _Step(allocation.job_id, host.name, command, payload, ProbeWatch(request))
-        yield from step.records(end, deadline_s, stop)
-        status = step.exit_status
-        if not step.watch.answered:
-            failure = launch_failure(step.stderr_text())
-            if failure is not None:
-                raise Unreachable(f"srun: {failure}")
-        missing = status == NEED_CODE_EXIT and not step.watch.answered
-        # Exited on its own before any record (not "no zip", not "no python3", not killed):
-        # Python could not load the cached code, as over SSH.
-        broken = not step.watch.answered and status is not None and status > 0
-        broken = broken and status not in (127, NEED_CODE_EXIT)
-        if attempt == 2 and missing:
-            raise TransportError("the node lost the probe code right after it was stored")
-        if attempt == 2 or not (missing or broken):
-            _raise_for_status(step)
-            return
-        stage("uploading probe code")
-        _upload(allocation, host, code, broken, stop, min(end, time.monotonic() + UPLOAD_S))
-
-
-def _raise_for_status(step: _Step) -> None:
-    status, last = step.exit_status, step.last_line()
-    if status is None or status < 0:
-        killed = f"srun was killed (signal {-(status or 0)})"
-        raise TransportError(f"{killed}: {last}" if last else killed)
-    if status == 127:
-        raise TransportError(f"python3 not found on the node: {last}")
-    if status != 0:
-        raise TransportError(f"node side exited {status}: {last}")
-    if (missing := step.watch.unanswered()) is not None:
-        raise TransportError(f"node side ended before probe {missing} answered")
-
-
-def _upload(
-    allocation: Allocation,
-    host: Host,
-    code: NodeCode,
-    replace: bool,
-    stop: threading.Event | None,
-    end: float,
-) -> None:
-    """Store the zip on the node (a step of its own), by `end` (the node's deadline)."""
-    command = upload_command(code, host.python, replace)
-    step = _Step(allocation.job_id, host.name, command, code.data, ProbeWatch({"probes": []}))
-    seconds = max(0.0, end - time.monotonic())
-    try:
-        for _ in step.records(end, seconds, stop):
-            pass  # the upload prints nothing on stdout
-    except Interrupted:
-        raise
-    except TransportError:
-        raise TransportError(
-            f"storing the probe code on the node took over {seconds:.0f} s"
-        ) from None
-    if step.exit_status != 0:
-        raise TransportError(f"cannot store the probe code on the node: {step.last_line()}")

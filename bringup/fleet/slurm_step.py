@@ -12,16 +12,20 @@ How a run goes (`StepLauncher`, one per run; a runner per node, as every transpo
 - fleet.run announces every node's request before any runs (`Gathered.announce`); the
   first node of a wave to start starts the wave: the next `wave` announced nodes (the
   run's --forks), in the order fleet.run starts them;
-- a wave asks its nodes whether the probe code is in their cache (one short step), stores
-  it where it is not (one step over those nodes, the zip on every task's stdin, size and
-  sha256 checked on the node as over SSH), then runs one step per distinct request
-  (usually one): the request on every task's stdin, `--label` on its output;
+- a wave runs one step per distinct request (usually one): the node code's own start
+  command (fleet/node_code.py's BOOT) on every task, the request framed on every task's
+  stdin, `--label` on its output; each node answers first whether the zip in its cache is
+  the controller's (size and sha256, checked at every start) and runs it, or exits 97
+  when it is not there: those nodes run again together in one more step, the zip behind
+  the request on every task's stdin, stored on the node (checked as over SSH) and run.
+  One step per wave when the nodes have the code, two on a first run;
 - task i of a step runs on the i-th of its nodes in the job's order (Slurm's block
   distribution, one task per node); each task says its node's name (`$SLURMD_NODENAME`)
   first and its exit status last, and a node that names another is that node's ERROR;
-- the node side writes each record in pieces of at most 1000 bytes (srun cuts a longer
-  line and labels each part), and stops itself at the node's deadline (`--deadline-s`:
-  the probe tree killed, exit 124): one step's nodes keep their own deadlines;
+- the request asks the node side (node/protocol.py's PIECES_FIELD, DEADLINE_FIELD) to
+  write each record in pieces of at most 1000 bytes (srun cuts a longer line and labels
+  each part) and to stop itself at the node's deadline (the probe tree killed, exit 124):
+  one step's nodes keep their own deadlines;
 - a node whose task cannot start (srun: `Task launch ... failed on node X`) is
   UNREACHABLE with srun's reason; srun then ends the whole step, so the wave's other
   nodes run again in a new step, each with the probes it has not answered yet;
@@ -29,20 +33,16 @@ How a run goes (`StepLauncher`, one per run; a runner per node, as every transpo
   a node that hangs or dies mid-run is that node's ERROR, and its step is ended when
   every node in it has ended; Ctrl-C ends every step (SIGTERM to srun, which ends the
   tasks; SIGKILL after STOP_WAIT_S), and the allocation is released by its owner.
-
-A node whose cached code is there but will not start is repaired on its own: the zip
-stored again over the old one and the node run in a step of its own (fleet/slurm.py's
-run_slurm), as the per-node path has always done.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import re
-import shlex
 import signal
 import subprocess
 import threading
@@ -53,13 +53,13 @@ from typing import Any
 
 from bringup.fleet.inventory import Host
 from bringup.fleet.node_code import (
-    CACHE_SHELL,
     NEED_CODE_EXIT,
-    PRIVATE_SHELL,
     NodeCode,
-    upload_command,
+    code_answer,
+    remote_command,
+    request_frame,
 )
-from bringup.fleet.slurm import STDERR_KEPT, STOP_WAIT_S, Allocation, launch_failure, run_slurm
+from bringup.fleet.slurm import STDERR_KEPT, STOP_WAIT_S, Allocation, launch_failure
 from bringup.fleet.transport import (
     MAX_LINE_BYTES,
     STOP_POLL_S,
@@ -71,13 +71,11 @@ from bringup.fleet.transport import (
     decode_line,
     is_progress,
 )
+from bringup.node.protocol import DEADLINE_EXIT, DEADLINE_FIELD, PIECES_FIELD
 
 PIECE_BYTES = 1000  # under srun's 1 KiB cut of a labelled line
 NODE_MARK = "bringup-node "
 EXIT_MARK = "bringup-exit "
-HAVE_MARK = "bringup-code "
-DEADLINE_EXIT = 124  # the node side stopped at its own deadline (node/protocol.py)
-CHECK_S = 60.0  # the most the code check and an upload step may take
 ENDING_S = 2.0  # srun's own end after its last task's exit status
 _LABEL = re.compile(rb"^\s*(\d+): ?(.*)$")
 _LAUNCH = re.compile(r"failed on node (\S+?):")
@@ -112,25 +110,17 @@ def _marked(body: str) -> str:
     return f'echo "{NODE_MARK}$SLURMD_NODENAME"; {body}; s=$?; echo; echo "{EXIT_MARK}$s"'
 
 
-def run_command(code: NodeCode, python: str, deadline_s: float) -> str:
-    """The cached zip with the node's deadline and pieced output; 97 when it is not there."""
-    node_side = (
-        f'{CACHE_SHELL}f="$d/{code.file_name}"; '
-        f'if {PRIVATE_SHELL} && [ -f "$f" ]; then '
-        f'{shlex.quote(python)} "$f" --pieces {PIECE_BYTES} --deadline-s {deadline_s:.0f}; '
-        f"else (exit {NEED_CODE_EXIT}); fi"
-    )
-    return _marked(node_side)
+def run_command(code: NodeCode, python: str, store: bool = False) -> str:
+    """The node code's start command (fleet/node_code.py's BOOT) in a subshell, so that
+    its exit status is said after it; `store`: the zip follows the request on stdin."""
+    return _marked(f"({remote_command(code, python, store=store)})")
 
 
-def check_command(code: NodeCode) -> str:
-    """Whether the zip is in the node's cache: `bringup-code yes|no`."""
-    have = f'{CACHE_SHELL}f="$d/{code.file_name}"; {PRIVATE_SHELL} && [ -f "$f" ]'
-    return _marked(f'if {have}; then echo "{HAVE_MARK}yes"; else echo "{HAVE_MARK}no"; fi')
-
-
-def store_command(code: NodeCode, python: str) -> str:
-    return _marked(f"sh -c {shlex.quote(upload_command(code, python))}")
+def node_request(request: dict[str, Any], deadline_s: float) -> bytes:
+    """The request as a task's stdin: framed for BOOT, asking the node side for pieces
+    under srun's cut and to stop itself at the node's deadline (whole seconds, rounded up)."""
+    seconds = max(1, math.ceil(deadline_s))
+    return request_frame({**request, PIECES_FIELD: PIECE_BYTES, DEADLINE_FIELD: seconds})
 
 
 def job_order(nodes: Sequence[str], order: Sequence[str]) -> list[str]:
@@ -156,7 +146,7 @@ class TaskLines:
         self.node = node
         self.named: str | None = None
         self.exit: int | None = None
-        self.have: bool | None = None
+        self.code: str | None = None  # BOOT's first line: "cached" or "needed"
         self._parts: list[bytes] = []
         self._size = 0
 
@@ -176,7 +166,7 @@ class TaskLines:
         if text.startswith(b"="):
             line = b"".join([*self._parts, text[1:]])
             self._parts, self._size = [], 0
-            return line
+            return line if self.code is not None else None
         self._parts, self._size = [], 0
         said = text.decode(errors="replace")
         if said.startswith(NODE_MARK) and self.named is None:
@@ -184,11 +174,16 @@ class TaskLines:
         elif said.startswith(EXIT_MARK):
             with contextlib.suppress(ValueError):
                 self.exit = int(said.removeprefix(EXIT_MARK))
-        elif said.startswith(HAVE_MARK):
-            self.have = said.removeprefix(HAVE_MARK).strip() == "yes"
+        elif self.code is None:  # before BOOT's word on the zip, nothing is a record
+            self.code = code_answer(text)
         elif text.strip():
             return text
         return None
+
+    @property
+    def settled(self) -> bool:
+        """Running its cached code, or ended: nothing more to learn about its zip."""
+        return self.code == "cached" or self.exit is not None
 
 
 # --- one step over many nodes ---------------------------------------------------------------
@@ -206,8 +201,12 @@ class Step:
         command: str,
         stdin: bytes,
         deliver: dict[str, NodeRun] | None = None,
+        store: bool = False,
     ) -> None:
         self.nodes = nodes
+        self.store = store  # the zip follows the request on every task's stdin
+        self.settled = threading.Event()  # every task runs its cached code, or has ended
+        self._unsettled = len(nodes)
         self.tasks = [TaskLines(n) for n in nodes]
         self.deliver = deliver or {}
         self.stderr: dict[str, bytes] = {n: b"" for n in nodes}
@@ -246,7 +245,12 @@ class Step:
             if task is None or task.node in self.broken:
                 continue
             try:
+                was_settled = task.settled
                 line = task.feed(match.group(2))  # type: ignore[union-attr]
+                if task.settled and not was_settled:
+                    self._unsettled -= 1
+                    if not self._unsettled:
+                        self.settled.set()
                 if task.named is not None and task.named != task.node:
                     raise TransportError(
                         f"the step's task for {task.node} ran on {task.named[:80]!r}"
@@ -266,6 +270,7 @@ class Step:
                 self._put(task.node, ("failed", exc))
         self.proc.wait()
         self._err.join()
+        self.settled.set()
         for task in self.tasks:
             if task.exit is None:  # said "ended" already when its exit status came
                 self._put(task.node, ("ended", self))
@@ -315,6 +320,12 @@ class Step:
     def task(self, node: str) -> TaskLines:
         return self.tasks[self.nodes.index(node)]
 
+    def needs_code(self, node: str) -> bool:
+        """The node said its cache lacks the zip and exited for it (a step without it):
+        the wave runs it again with the zip. The node's runner and the wave both ask."""
+        task = self.task(node)
+        return not self.store and task.code == "needed" and task.exit == NEED_CODE_EXIT
+
     def failures(self) -> dict[str, str]:
         return launch_failures(self.srun_stderr)
 
@@ -334,6 +345,7 @@ class NodeRun:
     host: Host
     request: dict[str, Any]
     deadline_s: float
+    end: float = 0.0  # time.monotonic() of its deadline, set when its runner starts
     items: queue.SimpleQueue[Item] = field(default_factory=queue.SimpleQueue)
     answered: int = 0  # results (not progress lines) delivered, counted by the step
     done: bool = False  # its runner has ended: nothing more is read for it
@@ -344,11 +356,14 @@ class NodeRun:
 
 
 class Wave:
-    """Up to --forks nodes started together: the code check, the uploads, the steps."""
+    """Up to --forks nodes started together: their steps (with the code where it lacks)."""
 
     def __init__(self, launcher: StepLauncher, nodes: list[NodeRun]) -> None:
         self.launcher = launcher
         self.nodes = {n.host.name: n for n in nodes}
+        started = time.monotonic()
+        for node in nodes:  # each node's deadline runs from its wave's start
+            node.end = started + node.deadline_s
         self.steps: list[Step] = []
         self.lock = threading.Lock()
         self.closed = False
@@ -357,84 +372,28 @@ class Wave:
 
     def _run(self) -> None:
         try:
-            ready = self._with_code(list(self.nodes))
-            self._run_steps(ready)
+            self._run_steps(list(self.nodes), store=False)
         except Exception as exc:  # a controller bug must end each node, not hang them
             for node in self.nodes.values():
                 node.items.put(("failed", TransportError(f"controller error: {exc}")))
 
-    def _step(self, nodes: list[str], command: str, stdin: bytes, deliver: bool) -> Step | None:
+    def _step(self, nodes: list[str], command: str, stdin: bytes, store: bool) -> Step | None:
         """A step over `nodes` (None when the wave was closed: Ctrl-C, the run ended)."""
         launcher = self.launcher
         ordered = job_order(nodes, launcher.allocation.nodes)
-        queues = {n: self.nodes[n] for n in ordered} if deliver else None
+        queues = {n: self.nodes[n] for n in ordered}
         with self.lock:
             if self.closed:
                 return None
-            step = Step(launcher.allocation.job_id, ordered, command, stdin, queues)
+            step = Step(launcher.allocation.job_id, ordered, command, stdin, queues, store)
             self.steps.append(step)
         return step
 
-    def _unreachable(self, failed: dict[str, str]) -> None:
-        for name, reason in failed.items():
-            if name in self.nodes:
-                self.nodes[name].items.put(("failed", Unreachable(f"srun: {reason}")))
-
-    def _with_code(self, names: list[str]) -> list[str]:
-        """The nodes that have the code in their cache (stored where it was not); the
-        others have been told why not."""
-        code = self.launcher.code
-        while names:
-            step = self._step(names, check_command(code), b"", deliver=False)
-            if step is None:
-                return []
-            step.wait(CHECK_S)
-            failed = step.failures()
-            self._unreachable(failed)
-            answered = [n for n in names if n not in failed and step.task(n).have is not None]
-            if failed and len(answered) < len(names) - len(failed):
-                names = [n for n in names if n not in failed]
-                continue  # srun ended the step at the failed launch: ask the others again
-            lost = [n for n in names if n not in failed and n not in answered]
-            for name in lost:
-                why = step.last_line(name) or launch_failure(step.srun_stderr) or "no answer"
-                self.nodes[name].items.put(
-                    ("failed", TransportError(f"cannot look for the probe code: {why}"))
-                )
-            missing = [n for n in answered if not step.task(n).have]
-            return [n for n in answered if n not in missing] + self._store(missing)
-        return []
-
-    def _store(self, names: list[str]) -> list[str]:
-        """Store the zip on `names`, one step per python the nodes name; those where it
-        was stored."""
-        pythons: dict[str, list[str]] = {}
-        for name in names:
-            pythons.setdefault(self.nodes[name].host.python, []).append(name)
-        return [n for python, group in pythons.items() for n in self._store_with(python, group)]
-
-    def _store_with(self, python: str, names: list[str]) -> list[str]:
-        code = self.launcher.code
-        step = self._step(names, store_command(code, python), code.data, deliver=False)
-        if step is None:
-            return []
-        step.wait(CHECK_S)
-        failed = step.failures()
-        self._unreachable(failed)
-        stored = [n for n in names if step.task(n).exit == 0]
-        rest = [n for n in names if n not in failed and n not in stored]
-        if failed and rest:  # srun ended the step at the failed launch: the rest again
-            return stored + self._store_with(python, rest)
-        for name in rest:
-            why = step.last_line(name) or "no answer"
-            self.nodes[name].items.put(
-                ("failed", TransportError(f"cannot store the probe code on the node: {why}"))
-            )
-        return stored
-
-    def _run_steps(self, names: list[str]) -> None:
+    def _run_steps(self, names: list[str], store: bool) -> None:
         """One step per distinct request (what each node has still to answer), all at once;
-        the nodes of a step whose launch failed elsewhere run again."""
+        the nodes that lack the code run again in a step that brings it, as soon as every
+        node of their step has said; the nodes of a step whose launch failed elsewhere run
+        again."""
         groups: dict[str, list[str]] = {}
         for name in names:
             node = self.nodes[name]
@@ -442,15 +401,24 @@ class Wave:
                 continue
             key = json.dumps([node.remaining(), node.deadline_s, node.host.python], sort_keys=True)
             groups.setdefault(key, []).append(name)
+        code = self.launcher.code
         steps = []
         for key, members in groups.items():
-            request, deadline_s, python = json.loads(key)
-            command = run_command(self.launcher.code, python, deadline_s)
-            step = self._step(members, command, json.dumps(request).encode(), deliver=True)
+            request, _, python = json.loads(key)
+            # What is left of the members' deadlines: one step, one deadline for its nodes.
+            left = min(self.nodes[n].end for n in members) - time.monotonic()
+            stdin = node_request(request, left) + (code.data if store else b"")
+            step = self._step(members, run_command(code, python, store), stdin, store)
             if step is not None:
                 steps.append(step)
                 for name in members:  # each node's probe clock starts with its step
                     self.nodes[name].items.put(("started", step))
+        if not store:
+            for step in steps:
+                self._wait_settled(step)
+            needed = [n for step in steps for n in step.nodes if step.needs_code(n)]
+            if needed:
+                self._run_steps(needed, store=True)
         for step in steps:
             step.join()
         again = []
@@ -459,7 +427,14 @@ class Wave:
             if failed:
                 again += [n for n in step.nodes if n not in failed and step.task(n).exit is None]
         if again:
-            self._run_steps(again)
+            self._run_steps(again, store)
+
+    def _wait_settled(self, step: Step) -> None:
+        """Until every node of `step` runs its cached code or has ended (or its runner has
+        given up on it: a node hung before its first line holds no other node back)."""
+        while not step.settled.wait(STOP_POLL_S):
+            if self.closed or all(t.settled or self.nodes[t.node].done for t in step.tasks):
+                return
 
     def close(self) -> None:
         """End every step of the wave (Ctrl-C, or the run is over)."""
@@ -557,9 +532,9 @@ class NodeRunner:
             self.announce(request, deadline_s, 1)  # called without fleet.run's announce
         node = self.node
         assert node is not None
-        end = time.monotonic() + deadline_s
         watch = ProbeWatch(request)
         wave = self.launcher.wave_of(node)
+        end = node.end
         on_stage("running")
         try:
             while True:
@@ -583,60 +558,41 @@ class NodeRunner:
                     yield value
                     continue
                 step: Step = value  # "ended": the step that ran the node is over
-                if watch.unanswered() is None and step.task(node.host.name).exit is None:
+                name = node.host.name
+                if watch.unanswered() is None and step.task(name).exit is None:
                     return  # every probe answered, then srun ended the step
                 failed = step.failures()
-                if (
-                    failed
-                    and node.host.name not in failed
-                    and step.task(node.host.name).exit is None
-                ):
+                if name in failed and not watch.answered:
+                    raise Unreachable(f"srun: {failed[name]}")
+                if failed and name not in failed and step.task(name).exit is None:
                     continue  # srun ended it for another node's launch: it runs again
-                if self._finished(step, watch):
-                    return
-                yield from self._repair(node, stop, end, on_stage)
+                if step.needs_code(name) and not watch.answered:
+                    on_stage("uploading probe code")  # the wave runs it again with the zip
+                    continue
+                self._finished(step, watch)
                 return
         finally:
             node.done = True
             wave.node_ended(at_once=stop.is_set())
 
-    def _finished(self, step: Step, watch: ProbeWatch) -> bool:
-        """True when the node's step ended as it should; TransportError when it did not;
-        False when its cached code would not start (repair it)."""
+    def _finished(self, step: Step, watch: ProbeWatch) -> None:
+        """Nothing when the node's step ended as it should, else TransportError (why)."""
         name = self.host.name
-        status = step.task(name).exit
+        task = step.task(name)
+        status = task.exit
         last = step.last_line(name)
         if status is None:
             why = launch_failure(step.srun_stderr) or last or "no exit status"
             raise TransportError(f"the node's task ended without its exit status: {why}")
-        if not watch.answered and status not in (0, 127, NEED_CODE_EXIT, DEADLINE_EXIT):
-            return False  # exited before any record: the cached code will not start
-        if status == NEED_CODE_EXIT and not watch.answered:
-            raise TransportError("the node lost the probe code right after it was stored")
         if status == DEADLINE_EXIT:
             node = self.node
             deadline = f"{node.deadline_s:g} s" if node else "its deadline"
             raise TransportError(f"the node side stopped itself at the node's deadline, {deadline}")
         if status == 127:
             raise TransportError(f"python3 not found on the node: {last}")
+        if step.store and status != 0 and not watch.answered:
+            raise TransportError(f"cannot store the probe code on the node: {last}")
         if status != 0:
             raise TransportError(f"node side exited {status}: {last}")
         if (missing := watch.unanswered()) is not None:
             raise TransportError(f"node side ended before probe {missing} answered")
-        return True
-
-    def _repair(
-        self, node: NodeRun, stop: threading.Event, end: float, on_stage: Stage
-    ) -> Iterator[dict[str, Any]]:
-        """The cached code would not start: stored again and run in a step of its own."""
-        left = max(1.0, end - time.monotonic())
-        # run_slurm sees the broken start itself, replaces the zip and runs the node again.
-        yield from run_slurm(
-            node.host,
-            self.launcher.allocation,
-            node.remaining(),
-            left,
-            code=self.launcher.code,
-            stop=stop,
-            on_stage=on_stage,
-        )

@@ -5,9 +5,10 @@ One node, one connection:
 1. connect: TCP (directly, or as a `direct-tcpip` channel of one shared connection to
    the ProxyJump bastion), SSH banner, host key verified against known_hosts, then
    authentication (identity files, agent, default keys, password);
-2. run `python3 ~/.cache/bringup/code/<sha256>.zip` with the request on stdin; when the
-   zip is not cached on the node yet, or the cached one fails to start, upload it once
-   (checked against its size and sha256 on the node) and run again;
+2. one session: the node side's start command (fleet/node_code.py) with the request on
+   stdin; its first line says whether the node's cached zip is the controller's (size and
+   sha256, checked at every start); when it is not, the zip follows on the same stdin and
+   the node stores it and runs it in the same Python;
 3. yield one record per probe as its JSON line arrives, reading stderr alongside so a
    chatty node side cannot fill a pipe and stall, and enforce the deadlines: each probe
    must answer within its own `timeout_s` (+ grace), the node within `deadline_s`.
@@ -22,8 +23,8 @@ other `SSHException`s reliably; `Transport` with our own checks is as short and 
 
 from __future__ import annotations
 
+import contextlib
 import getpass
-import json
 import select
 import shlex
 import socket
@@ -38,7 +39,7 @@ import paramiko
 
 from bringup.fleet.inventory import Host, ssh_options
 from bringup.fleet.known_hosts import KnownHosts, preferred_key_types
-from bringup.fleet.node_code import NEED_CODE_EXIT, NodeCode, remote_command, upload_command
+from bringup.fleet.node_code import NodeCode, code_answer, remote_command, request_frame
 from bringup.fleet.transport import (
     PROBE_GRACE_S,
     STOP_POLL_S,
@@ -318,22 +319,10 @@ def run_ssh(
     stage("connecting")
     transport = connector.connect(host)
     try:
-        for attempt in (1, 2):
-            stage("running")
-            session = _Session(transport, remote_command(code, host.python), request, host.name)
-            yield from session.records(end, deadline_s, stop)
-            missing = session.exit_status == NEED_CODE_EXIT and not session.watch.answered
-            broken = session.failed_to_start()
-            if attempt == 2 and missing:
-                raise TransportError("the node lost the probe code right after it was stored")
-            if attempt == 2 or not (missing or broken):
-                session.raise_for_status()
-                return
-            # Not cached yet, or the cached copy cannot start (a zip cut short by an older
-            # version of this upload, a damaged unpacked copy): store it (again), once.
-            stage("uploading probe code")
-            timeout_s = connector.settings.connect_timeout_s + 60
-            _upload(transport, code, host.python, timeout_s, replace=broken, stop=stop)
+        stage("running")
+        session = _Session(transport, code, host.python, request, host.name, stage)
+        yield from session.records(end, deadline_s, stop)
+        session.raise_for_status()
     finally:
         _hang_up(transport)
 
@@ -361,39 +350,6 @@ def _hang_up(transport: paramiko.Transport, wait_s: float = HANG_UP_S) -> None:
     transport.close()
 
 
-def _upload(
-    transport: paramiko.Transport,
-    code: NodeCode,
-    python: str,
-    timeout_s: float,
-    replace: bool = False,
-    stop: threading.Event | None = None,
-) -> None:
-    channel = _open(transport)
-    try:
-        channel.exec_command(upload_command(code, python, replace))
-        channel.sendall(code.data)
-        channel.shutdown_write()
-    except (paramiko.SSHException, EOFError, OSError) as exc:
-        channel.close()
-        raise TransportError(f"storing the probe code on the node failed: {_reason(exc)}") from None
-    # Waited in short steps: Ctrl-C must not wait for a slow node to store the code.
-    end = time.monotonic() + timeout_s
-    while not channel.status_event.wait(min(STOP_POLL_S, max(0.0, end - time.monotonic()))):
-        if stop is not None and stop.is_set():
-            channel.close()
-            raise Interrupted("interrupted")
-        if time.monotonic() >= end:
-            channel.close()
-            raise TransportError(f"storing the probe code on the node took over {timeout_s:g} s")
-    status = channel.recv_exit_status()
-    stderr = channel.recv_stderr(STDERR_KEPT).decode(errors="replace").strip()
-    channel.close()
-    if status != 0:
-        last = stderr.splitlines()[-1] if stderr else f"exit status {status}"
-        raise TransportError(f"cannot store the probe code on the node: {last}")
-
-
 def _open(transport: paramiko.Transport) -> paramiko.Channel:
     try:
         return transport.open_session(timeout=30)
@@ -402,27 +358,36 @@ def _open(transport: paramiko.Transport) -> paramiko.Channel:
 
 
 class _Session:
-    """One run of the node side: request in, records out, deadlines enforced."""
+    """One run of the node side: request in (and the zip, when the node asks for it),
+    records out, deadlines enforced."""
 
     def __init__(
-        self, transport: paramiko.Transport, command: str, request: dict[str, Any], node: str
+        self,
+        transport: paramiko.Transport,
+        code: NodeCode,
+        python: str,
+        request: dict[str, Any],
+        node: str,
+        stage: Stage,
     ):
         self.transport = transport
         self.node = node
+        self.code = code
+        self.request = request
+        self.stage = stage
         self.channel = _open(transport)
         self.watch = ProbeWatch(request, PROBE_GRACE_S)
+        self.answer: str | None = None  # the node's first line: "cached" or "needed"
         self.exit_status: int | None = None
         self.stderr = b""
         try:
-            self.channel.exec_command(command)
+            self.channel.exec_command(remote_command(code, python))
         except (paramiko.SSHException, EOFError, OSError) as exc:
             self.channel.close()
             raise TransportError(f"the node refused to run a command: {_reason(exc)}") from None
-        try:
-            self.channel.sendall(json.dumps(request).encode())
-            self.channel.shutdown_write()
-        except (paramiko.SSHException, OSError):
-            pass  # the command already ended (zip not cached): its exit status says so
+        # The command may have ended already (no python3): its exit status says so.
+        with contextlib.suppress(paramiko.SSHException, OSError):
+            self.channel.sendall(request_frame(request))
 
     def records(
         self, end: float, deadline_s: float, stop: threading.Event | None
@@ -445,6 +410,9 @@ class _Session:
                 while channel.recv_ready():
                     received += lines.feed(channel.recv(1 << 16))
                 for line in received:
+                    if self.answer is None:
+                        self._code_line(line, end, stop)
+                        continue
                     record = decode_line(line)
                     self.watch.saw(record)
                     yield record
@@ -462,16 +430,42 @@ class _Session:
         finally:
             channel.close()
 
-    def failed_to_start(self) -> bool:
-        """True when the node side ended before any record with an exit status of its own
-        (not "no zip", not "no python3", not killed): Python could not load the cached code.
-        """
-        status = self.exit_status
-        return (
-            not self.watch.answered
-            and status is not None
-            and status not in (0, -1, 127, NEED_CODE_EXIT)
-        )
+    def _code_line(self, line: bytes, end: float, stop: threading.Event | None) -> None:
+        """The node's answer about its cached zip; a line before it is the login shell's
+        (a profile that prints), skipped. "needed": the zip follows the request."""
+        self.answer = code_answer(line)
+        if self.answer == "needed":
+            self.stage("uploading probe code")
+            self._send(self.code.data, end, stop)
+            self.stage("running")
+            self.watch = ProbeWatch(self.request, PROBE_GRACE_S)  # the upload is no probe's
+        if self.answer is not None:
+            with contextlib.suppress(paramiko.SSHException, OSError, EOFError):
+                self.channel.shutdown_write()
+
+    def _send(self, data: bytes, end: float, stop: threading.Event | None) -> None:
+        """All of `data` to the node's stdin, in steps short enough to see Ctrl-C and the
+        deadline: a node that stops reading fills the channel's window, and paramiko's
+        sendall would wait for it without end."""
+        channel = self.channel
+        channel.settimeout(STOP_POLL_S)
+        sent = 0
+        try:
+            while sent < len(data):
+                if stop is not None and stop.is_set():
+                    raise Interrupted("interrupted")
+                if time.monotonic() >= end:
+                    raise TransportError("storing the probe code on the node took too long")
+                try:
+                    sent += channel.send(data[sent : sent + 32768])
+                except TimeoutError:
+                    continue
+                except (paramiko.SSHException, OSError) as exc:
+                    raise TransportError(
+                        f"storing the probe code on the node failed: {_reason(exc)}"
+                    ) from None
+        finally:
+            channel.settimeout(None)
 
     def raise_for_status(self) -> None:
         last = self._last_stderr_line()
@@ -482,6 +476,8 @@ class _Session:
             raise TransportError(f"{what}{': ' + last if last else ''}")
         if self.exit_status == 127:
             raise TransportError(f"python3 not found on the node: {last}")
+        if self.exit_status != 0 and self.answer == "needed" and not self.watch.answered:
+            raise TransportError(f"cannot store the probe code on the node: {last}")
         if self.exit_status != 0:
             raise TransportError(f"node side exited {self.exit_status}: {last}")
         if (missing := self.watch.unanswered()) is not None:

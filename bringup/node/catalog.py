@@ -29,6 +29,7 @@ PROBE_NAMES = (
     "xid",
     "dcgm",
     "nccl",
+    "ibperf",
     "gemm",
     "p2p",
     "telemetry",

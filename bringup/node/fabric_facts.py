@@ -104,6 +104,59 @@ class GpuDirect:
     unread: dict[str, str] = field(default_factory=dict)
 
 
+# The ACS control bits that send a peer-to-peer request or completion up towards the root
+# complex instead of across the switch: Request Redirect, Completion Redirect, Egress
+# Control, as lspci names them (ACSCtl). Linux's own P2P DMA code refuses a path through a
+# bridge with any of them set (drivers/pci/p2pdma.c, pci_bridge_has_acs_redir); NVIDIA's NCCL
+# troubleshooting guide asks for the whole ACS control register cleared on bare metal
+# (docs/reference.md#fabric).
+ACS_REDIRECT = ("ReqRedir", "CmpltRedir", "EgressCtrl")
+
+
+@dataclass
+class PciBridgeAcs:
+    """One PCIe bridge (a switch port, a root port) on a GPU-NIC path, and its ACS control."""
+
+    address: str  # "0000:05:08.0"
+    description: str | None = None  # lspci's "PCI bridge: PLX Technology, Inc. PEX 8747 ..."
+    # ACSCtl flag -> set ("SrcValid": True, "ReqRedir": False, ...); None: no ACS
+    # capability (the bridge cannot redirect), or not read (`unread` says why).
+    acs_ctl: dict[str, bool] | None = None
+    unread: str | None = None
+
+    @property
+    def redirect(self) -> list[str]:
+        """The redirecting ACS bits set on this bridge."""
+        return [f for f in ACS_REDIRECT if (self.acs_ctl or {}).get(f)]
+
+    @property
+    def enabled(self) -> list[str]:
+        """Every ACS control bit set on this bridge."""
+        return [f for f, on in (self.acs_ctl or {}).items() if on]
+
+
+@dataclass
+class GpuNicPath:
+    """The PCIe bridges between a GPU and an RDMA NIC that share a switch (PIX/PXB): the
+    ports below their common switch, where ACS decides whether P2P goes across or up."""
+
+    gpu: str  # the GPU's PCI address ("0000:1b:00.0")
+    nic: str  # the RDMA device ("mlx5_0")
+    bridges: list[str] = field(default_factory=list)  # PCI addresses, GPU side then NIC side
+
+
+@dataclass
+class AcsFacts:
+    """ACS on the GPU-NIC paths: the PCI tree from sysfs, ACSCtl from `lspci -vvv`."""
+
+    gpus: list[str] = field(default_factory=list)  # NVIDIA GPUs (display/3D class) in sysfs
+    paths: list[GpuNicPath] = field(default_factory=list)  # GPU-NIC pairs under one switch
+    bridges: list[PciBridgeAcs] = field(default_factory=list)  # every bridge of every path
+    # Why ACS was not read at all: lspci missing, timed out, or run without root (the ACS
+    # capability is then "<access denied>"). None: read, or nothing to read.
+    unread: str | None = None
+
+
 @dataclass
 class BwRow:
     """One message size of a bandwidth test; bandwidths in bytes per second."""
@@ -163,8 +216,10 @@ class FabricFacts:
     log_window_s: float | None = None  # the period of kernel log read; None: since boot
     gpudirect: GpuDirect | None = None  # None: not looked at (a tool output)
     iommu: str | None = None  # "passthrough", "translated", "off", or None: unknown
-    # perftest runs over the rails (ib_write_bw / ib_write_lat). The per-rail ibperf job
-    # that will fill this on a live node is not built yet (docs/fabric.md); `inspect`
-    # reads a run someone sent into it.
+    # perftest runs someone sent (ib_write_bw / ib_write_lat) that `inspect` read; the
+    # per-rail job between nodes records its runs as the ibperf probe's facts instead.
     runs: list[PerftestFacts] = field(default_factory=list)
+    # PCIe ACS on the bridges between each GPU and the NIC on its switch; None: not looked
+    # at (a tool output someone sent).
+    acs: AcsFacts | None = None
     notes: list[str] = field(default_factory=list)  # what could not be read, and why

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Iterator
 
 from bringup.findings import Finding, Status
 from bringup.report import escape
@@ -75,35 +76,54 @@ def _only_xml_text(root: ET.Element) -> None:
 
 def to_junit(report: Report) -> str:
     """The report's findings as a JUnit <testsuites> document (UTF-8 text)."""
+    return "".join(junit_pieces(report))
+
+
+def junit_pieces(report: Report) -> Iterator[str]:
+    """The document in pieces, one <testsuite> (a node) at a time, to be written as they
+    come: at ten thousand nodes the whole tree was the report's largest object. The text
+    is the one ET.indent and ET.tostring give of the whole tree."""
     by_node: dict[str, list[Finding]] = defaultdict(list)
     for f in report.findings:  # already in report order: node, then catalog check order
         by_node[f.node or RUN_SUITE].append(f)
-    root = ET.Element("testsuites", name=report.title)
-    totals = {"tests": 0, "failures": 0}
     ordered = sorted(by_node, key=lambda n: (n == RUN_SUITE, n))
-    for node in ordered:
-        found = by_node[node]
-        cases = [_testcase(node, name, f) for name, f in zip(case_names(found), found, strict=True)]
-        failures = sum(1 for c in cases if c.find("failure") is not None)
-        skipped = sum(1 for c in cases if c.find("skipped") is not None)
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            name=node,
-            tests=str(len(cases)),
-            failures=str(failures),
-            errors="0",
-            skipped=str(skipped),
-            time="0",
-        )
-        if report.run.started_at:
-            suite.set("timestamp", report.run.started_at)
-        suite.extend(cases)
-        totals["tests"] += len(cases)
-        totals["failures"] += failures
-    root.set("tests", str(totals["tests"]))
-    root.set("failures", str(totals["failures"]))
+    # The totals head the document: counted first, without building a testcase.
+    tests = len(report.findings)
+    failures = sum(1 for f in report.findings if f.status.bad)
+    root = ET.Element("testsuites", name=report.title)
+    root.set("tests", str(tests))
+    root.set("failures", str(failures))
     root.set("errors", "0")
     _only_xml_text(root)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    head = ET.tostring(root, encoding="unicode")  # <testsuites ... />: opened by hand
+    prolog = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    if not ordered:
+        yield prolog + head + "\n"
+        return
+    yield prolog + head.removesuffix(" />") + ">"
+    for node in ordered:
+        yield "\n  " + _suite_xml(report, node, by_node[node])
+    yield "\n</testsuites>\n"
+
+
+def _suite_xml(report: Report, node: str, found: list[Finding]) -> str:
+    """One node's <testsuite>, as ET.indent writes it one level deep."""
+    cases = [_testcase(node, name, f) for name, f in zip(case_names(found), found, strict=True)]
+    failures = sum(1 for c in cases if c.find("failure") is not None)
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    suite = ET.Element(
+        "testsuite",
+        name=node,
+        tests=str(len(cases)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time="0",
+    )
+    if report.run.started_at:
+        suite.set("timestamp", report.run.started_at)
+    suite.extend(cases)
+    _only_xml_text(suite)
+    ET.indent(suite, level=1)
+    suite.tail = None
+    return ET.tostring(suite, encoding="unicode")

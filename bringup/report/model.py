@@ -19,11 +19,13 @@ from pydantic import BaseModel, Field
 from bringup import __version__, provenance
 from bringup.baseline import CoverageRow
 from bringup.facts import origin as facts_origin
-from bringup.findings import Finding, Status, worst
+from bringup.findings import Cell, Finding, Status, matrix_cells, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
 from bringup.report.planned import PlanSection, plan_section
+from bringup.report.rails import RailTable
+from bringup.report.rails import load as load_rails
 from bringup.report.rundata import RunData
 from bringup.report.statistics import MetricStats, check_medians, statistics_of
 from bringup.rundir import Override
@@ -124,7 +126,7 @@ class Report(BaseModel):
     profile_description: str | None = None
     verdict: Verdict
     subjects: list[str]  # columns of the node x subject matrix
-    matrix: dict[str, dict[str, Status]]  # node -> subject -> worst status
+    matrix: dict[str, dict[str, Cell]]  # node -> subject -> its cell, as the console shows it
     nodes: list[NodeReport]
     fleet: list[MetricStats]
     baseline: baseline_mod.Comparison | None = None
@@ -132,6 +134,8 @@ class Report(BaseModel):
     plan: PlanSection | None = None  # a burn-in run: what its baseline means for a fine-tune
     # A handover bundle: what it holds and what it lacks (bringup/checks/coverage.py).
     coverage: list[CoverageRow] | None = None
+    # The per-rail job's figures: nodes x rails against line rate (bringup/report/rails.py).
+    rails: RailTable | None = None
 
 
 def build(
@@ -143,13 +147,15 @@ def build(
     generated_at: str | None = None,
     measurements: list[NodeMeasurements] | None = None,
     coverage: list[CoverageRow] | None = None,
+    baseline_measurements: list[NodeMeasurements] | None = None,
 ) -> Report:
     """The report of a run (and its comparison with a baseline run).
 
     `judged`: the findings of the whole run (and of the baseline comparison) that the run
     directory does not hold; `check_order`: check names in the order tables show them;
     `measurements`: measure_fleet(run.facts, profile) when the caller has it already (at a
-    thousand nodes measuring twice is a second of the report).
+    thousand nodes measuring twice is a second of the report); `baseline_measurements`
+    the same of the baseline's.
     """
     limits = tolerances(profile)
     nodes = run.nodes
@@ -167,7 +173,9 @@ def build(
     if baseline is not None:
         comparison = baseline_mod.compare(
             list(measured.values()),
-            measure_fleet(baseline.facts, profile),
+            baseline_measurements
+            if baseline_measurements is not None
+            else measure_fleet(baseline.facts, profile),
             limits,
             findings,
             baseline_run=baseline.path.name,
@@ -195,6 +203,7 @@ def build(
         findings=findings,
         plan=plan_section(run.path, profile),
         coverage=coverage,
+        rails=load_rails(run.path) if run.path.is_dir() else None,
     )
 
 
@@ -345,11 +354,7 @@ def _groups(findings: list[Finding]) -> list[ActionGroup]:
 
 def _matrix(
     findings: list[Finding], nodes: list[str], subjects: list[str]
-) -> dict[str, dict[str, Status]]:
-    cells: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-    for f in findings:
-        cells[(f.node, f.check.split(".")[0])].append(f)
-    return {
-        node: {s: worst(cells[(node, s)]) for s in subjects if cells.get((node, s))}
-        for node in nodes
-    }
+) -> dict[str, dict[str, Cell]]:
+    """The console's cells (findings.matrix_cells: the rule is decided there, once)."""
+    cells = matrix_cells(findings)
+    return {node: {s: cells[(node, s)] for s in subjects if (node, s) in cells} for node in nodes}

@@ -6,21 +6,24 @@ link to anything, so it opens offline and can be mailed or attached to a ticket.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python as _jsonable
 
 from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape
-from bringup.report.model import Report
+from bringup.report.model import NodeReport, Report
 from bringup.words import plural
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -52,7 +55,8 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
     from bringup.report import heatmap
 
     result = Plots()
-    measured = [n.measurements for n in report.nodes]
+    # A large fleet's page has no per-node heatmap (a row a node): statistics only.
+    measured = [] if large_fleet(report) else [n.measurements for n in report.nodes]
     temperature = _per_gpu(measured, lambda m: m.gpu_temperature_c)
     if temperature:
         rows, cols, values = temperature
@@ -84,8 +88,24 @@ def make_plots(report: Report, profile: Profile | None) -> Plots:
             (0.0, floor) if floor else None,
         )
         result.fleet.append(Plot("fleet-busbw", "NCCL busbw per node and message size", svg))
+    rails = report.rails
+    if rails is not None and rails.rows and not rails.problem:
+        # Coloured against line rate: a rail's distance from what its link carries.
+        scale = (0.0, rails.line_rate_gbit_s) if rails.line_rate_gbit_s else None
+        rows = [r.node for r in rails.rows]
+        values = [list(r.cells) for r in rails.rows]
+        svg = heatmap.heatmap(
+            "ib_write_bw per rail (Gb/s), each rail alone",
+            rows,
+            rails.columns,
+            values,
+            "Gb/s",
+            False,
+            scale,
+        )
+        result.fleet.append(Plot("fleet-rails", "ib_write_bw per node and rail", svg))
     floor = profile.nccl.allreduce_busbw_min_gb_s if profile is not None else None
-    for node in report.nodes:
+    for node in layout_of(report).detailed:
         m = node.measurements
         mine: list[Plot] = []
         if m.curves or any(tl.samples for tl in m.timelines):
@@ -209,7 +229,10 @@ def _utc(iso: str) -> str:
     return f"{when.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
 
 
+@functools.cache
 def environment(autoescape: bool) -> jinja2.Environment:
+    """One environment per process and escaping: Jinja2 keeps the templates it compiled
+    (a third of a report's time when compiled anew) and reloads one whose file changed."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=autoescape,
@@ -235,16 +258,98 @@ def environment(autoescape: bool) -> jinja2.Environment:
 
 
 def html(report: Report, figures: Plots) -> str:
+    return "".join(html_pieces(report, figures))
+
+
+def html_pieces(report: Report, figures: Plots) -> Iterator[str]:
+    """report.html in pieces, as the template makes them: written as they come, never
+    one string of the whole page."""
     template = environment(autoescape=True).get_template("report.html.j2")
-    return template.render(report=report, plots=figures)
+    return template.generate(report=report, plots=figures, layout=layout_of(report))
+
+
+# Up to this many nodes report.html shows every node in full (the passing ones folded);
+# beyond it, a page that opens in a browser in a second or two at ten thousand nodes:
+# verdict and problem nodes first, passing nodes as counts and one folded list, the first
+# DETAILED_NODES nodes with a problem in full, every node in report.json.
+FULL_PAGE_NODES = 100
+DETAILED_NODES = 100
+GROUP_ITEMS = 25  # findings listed per action on a large fleet's page; the rest counted
+
+
+@dataclass
+class Layout:
+    """How report.html lays out a fleet of this size (docs/reports.md)."""
+
+    large: bool
+    detailed: list[NodeReport]  # the nodes shown in full, in report order
+    group_items: int  # findings listed per action group
+    subject_counts: dict[str, dict[str, int]]  # subject -> worst status -> nodes
+
+
+def layout_of(report: Report) -> Layout:
+    if len(report.nodes) <= FULL_PAGE_NODES:
+        verdict = report.verdict
+        every = max(1, len(verdict.nodes_failing), *(len(g.findings) for g in verdict.actions))
+        every = max(every, *(len(g.findings) for g in verdict.warnings), 0)
+        return Layout(False, list(report.nodes), every, {})
+    counts: dict[str, dict[str, int]] = {s: {} for s in report.subjects}
+    for row in report.matrix.values():
+        for subject, cell in row.items():
+            status = cell.status.value
+            counts[subject][status] = counts[subject].get(status, 0) + 1
+    detailed = [n for n in report.nodes if n.problem][:DETAILED_NODES]
+    return Layout(True, detailed, GROUP_ITEMS, counts)
+
+
+def large_fleet(report: Report) -> bool:
+    """Whether report.html summarises the fleet rather than show every node."""
+    return len(report.nodes) > FULL_PAGE_NODES
 
 
 def markdown(report: Report) -> str:
+    return "".join(markdown_pieces(report))
+
+
+def markdown_pieces(report: Report) -> Iterator[str]:
+    """report.md in pieces, as html_pieces."""
     template = environment(autoescape=False).get_template("report.md.j2")
-    return template.render(report=report)
+    return template.generate(report=report)
 
 
 def summary_json(report: Report) -> str:
     """The machine-readable summary: the report model (timelines left out), keys stable."""
-    data = report.model_dump(mode="json")
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return "".join(json_pieces(report))
+
+
+def json_pieces(report: Report) -> Iterator[str]:
+    """report.json in pieces, to be written as they come: exactly the text of
+    `json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"`
+    (docs/json.md), but each finding, node, metric and matrix row is dumped on its own
+    (one JSONEncoder per item), so the whole model is never one dict nor one string:
+    at ten thousand nodes that dict was the report's peak memory."""
+    yield "{"
+    for i, name in enumerate(sorted(Report.model_fields)):
+        yield ("," if i else "") + f"\n  {json.dumps(name)}: "
+        value = getattr(report, name)
+        if isinstance(value, list) and value:
+            yield "["
+            for j, item in enumerate(value):
+                yield ("," if j else "") + "\n    " + _item_json(item, "    ")
+            yield "\n  ]"
+        elif isinstance(value, dict) and value:
+            yield "{"
+            for j, key in enumerate(sorted(value)):
+                text = _item_json(value[key], "    ")
+                yield ("," if j else "") + f"\n    {json.dumps(key)}: {text}"
+            yield "\n  }"
+        else:
+            yield _item_json(value, "  ")
+    yield "\n}\n"
+
+
+def _item_json(value: object, indent: str) -> str:
+    """One value as json.dumps(indent=2, sort_keys=True) writes it `indent` deep (a JSON
+    string never holds a raw newline, so each line can be shifted as a whole)."""
+    plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else _jsonable(value)
+    return json.dumps(plain, indent=2, sort_keys=True).replace("\n", "\n" + indent)

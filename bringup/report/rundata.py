@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,11 @@ from bringup.facts import NodeFacts
 from bringup.files import InputError, is_link, read_bytes_in, read_in
 from bringup.findings import Finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
-from bringup.rundir import Manifest
+from bringup.rundir import Manifest, iter_facts
+
+# What a reader keeps of each node's facts as they are read (report's FactsDigest): the
+# whole run is never held at once. None: every node's facts kept as read.
+Keep = Callable[[NodeFacts], NodeFacts]
 
 
 class RunDataError(Exception):
@@ -80,13 +85,19 @@ class RunData:
         return sorted(names)
 
 
-def load(path: Path) -> RunData:
+def load(path: Path, keep: Keep | None = None) -> RunData:
     """Read a run directory (or a bundle); RunDataError when it holds neither manifest,
-    facts nor findings."""
+    facts nor findings.
+
+    `keep`: each node's facts pass through it as they are read, and what it returns is
+    kept (a bundle's nodes once their parts' records are merged)."""
     if not path.is_dir():
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
-        return _bundle(path)
+        run = _bundle(path)
+        if keep is not None:
+            run.facts = {name: keep(facts) for name, facts in run.facts.items()}
+        return run
     if not any(os.path.lexists(path / n) for n in ("manifest.json", "facts", "findings.jsonl")):
         raise RunDataError(
             f"{path}: not a run directory (no manifest.json, facts/ or findings.jsonl)"
@@ -96,7 +107,7 @@ def load(path: Path) -> RunData:
     if run.manifest is not None:
         with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
             run.manifest_sha256 = manifest_sha256(path)
-    run.facts, run.facts_problems = _facts(path)
+    run.facts, run.facts_problems = _facts(path, keep)
     run.findings, run.findings_problem, run.unreadable_lines = _findings(path)
     if run.manifest is not None:
         run.planned, run.plan_problem = planned_probes(run.manifest)
@@ -171,7 +182,7 @@ def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
         return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 
-def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
+def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], dict[str, str]]:
     facts: dict[str, NodeFacts] = {}
     problems: dict[str, str] = {}
     folder = path / "facts"
@@ -179,19 +190,26 @@ def _facts(path: Path) -> tuple[dict[str, NodeFacts], dict[str, str]]:
         # Never followed: the facts would be whatever the link points to.
         problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
         return facts, problems
-    try:
-        files = sorted(folder.glob("*.json"))
-    except OSError:
-        files = []  # facts/ unreadable: every node then shows as having no facts
-    for file in files:
-        try:
-            node = NodeFacts.model_validate_json(read_bytes_in(path, f"facts/{file.name}", "facts"))
-        except (InputError, ValidationError, ValueError) as exc:
-            problems[file.stem] = (
-                f"facts/{file.name} unreadable ({_first_line(exc)}): its probes are not shown"
+    # Both layouts (facts/<node>.json, facts/<shard>/<node>.json), one node at a time;
+    # facts/ unreadable: every node then shows as having no facts.
+    where: dict[str, str] = {}
+    for entry in iter_facts(path):
+        if entry.facts is None:
+            problems[entry.name] = (
+                f"{entry.relative} unreadable ({entry.problem}): its probes are not shown"
             )
             continue
-        facts[node.node] = node
+        node = entry.facts.node
+        if node in where:
+            # Which of two files of one node was measured is not for the report to guess.
+            problems[node] = (
+                f"{entry.relative} is a second facts file of {node} (besides "
+                f"{where[node]}): neither is shown"
+            )
+            facts.pop(node, None)
+            continue
+        where[node] = entry.relative
+        facts[node] = keep(entry.facts) if keep is not None else entry.facts
     return facts, problems
 
 

@@ -28,10 +28,24 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from tests.support import FIXTURES, REPO
 from tests.support.cli import invoke
+
+# What every property of tests/*/test_bad_input_props.py runs under, the quick tier and the
+# thorough one alike (each sets only its number of examples): no deadline (an example runs
+# a whole command, on a loaded machine), no example database (a test run leaves nothing
+# behind), and no complaint that a drawn file is large or slow to make: that is the point.
+HOSTILE = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+# An example that copies a run and runs a whole command on it: no shrinking (the failing
+# example, as drawn, names the breakage already).
+HOSTILE_RUN = settings(HOSTILE, phases=[Phase.explicit, Phase.generate])
 
 # Strings a node, a facts file or an attacker may put where a name or a value goes.
 NASTY = [

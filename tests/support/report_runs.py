@@ -276,3 +276,26 @@ def serial_changed(node: str, gpu: int, serial: str) -> Mutation:
         facts["gpus"][gpu]["serial"] = serial
 
     return mutate
+
+
+def scale_run(out: Path, size: int) -> Path:
+    """A run of `size` nodes as benchmarks/scale.py makes one: node0001, node0002, ...
+    answer in turn with the records of the six demo nodes (the healthy one and the five
+    faults), each its own machine (its own serials), judged by the real checks; each
+    node's facts written once, as a replay writes them."""
+    prof = profile.load("b300")
+    run = RunDir.create(out, "check", "b300", None)
+    run.manifest.started_at = STAMP
+    demo = demo_nodes()
+    width = max(4, len(str(size)))
+    findings: list[Finding] = []
+    for i in range(size):
+        node = copy.deepcopy(demo[i % len(demo)])
+        node.node = f"node{i + 1:0{width}d}"
+        own_machine(node, i + 1)
+        run.add_recorded(node)
+        judged = judge_node(node, prof)
+        run.add_findings(judged)
+        findings += judged
+    run.finish("complete", exit_code(findings))
+    return out

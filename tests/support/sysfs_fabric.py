@@ -81,3 +81,25 @@ def _rate_text(gbit: float) -> str:
     speed = SPEEDS.get(lane, "")
     shown = f"{gbit:g}"
     return f"{shown} Gb/sec (4X{' ' + speed if speed else ''})".replace("(4X )", "(4X)")
+
+
+def write_pci_tree(root: Path, chains: list[list[str]], ids: dict[str, tuple[str, str]]) -> Path:
+    """Write /sys/devices/pci<domain>:<bus>/<root port>/.../<function> for each chain (root
+    port first, the function last) and the /sys/bus/pci/devices/<address> links into it, as
+    the kernel lays them out; `ids` gives a function's vendor and class ("0x10de",
+    "0x030200"). Returns the sys root."""
+    links = root / "bus" / "pci" / "devices"
+    links.mkdir(parents=True, exist_ok=True)
+    for chain in chains:
+        domain, bus = chain[0].split(":")[:2]
+        path = root / "devices" / f"pci{domain}:{bus}"
+        for address in chain:
+            path = path / address
+            path.mkdir(parents=True, exist_ok=True)
+            link = links / address
+            if not link.is_symlink():
+                link.symlink_to(Path("..", "..", "..", *path.relative_to(root).parts))
+            vendor, klass = ids.get(address, ("0x10b5", "0x060400"))  # a PLX bridge
+            (path / "vendor").write_text(vendor + "\n")
+            (path / "class").write_text(klass + "\n")
+    return root

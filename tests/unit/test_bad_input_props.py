@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.support.hostile_inputs import (
     EDGES,
+    HOSTILE,
+    HOSTILE_RUN,
     RUN_EDGES,
     Edge,
     RunEdge,
@@ -21,12 +23,7 @@ from tests.support.hostile_inputs import (
     valid_facts,
 )
 
-QUICK = settings(
-    max_examples=25,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+QUICK = settings(HOSTILE, max_examples=25)
 
 
 @pytest.mark.parametrize("edge", EDGES, ids=[e.name for e in EDGES])
@@ -38,15 +35,8 @@ def test_a_hostile_file_is_exit_0_1_or_2_with_one_line(edge: Edge, data: st.Data
     event(f"exit {check_edge(edge, content, data.draw, as_json)}")
 
 
-# Each example copies a run and runs a whole command on it: fewer, and no shrinking (the
-# failing example, as drawn, names the breakage already).
-RUN_QUICK = settings(
-    max_examples=15,
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+# Each example copies a run and runs a whole command on it: fewer.
+RUN_QUICK = settings(HOSTILE_RUN, max_examples=15)
 
 
 @pytest.mark.parametrize("edge", RUN_EDGES, ids=[e.name for e in RUN_EDGES])

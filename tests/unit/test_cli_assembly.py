@@ -9,6 +9,7 @@ import sys
 import typer
 
 from bringup import cli
+from bringup.commands.app import COMMANDS
 
 # Runs `bringup ARGS` as the console script does, then prints the command modules loaded.
 SCRIPT = """
@@ -33,15 +34,17 @@ def _loaded(*argv: str) -> tuple[str, str]:
 def test_a_command_loads_its_own_module_alone() -> None:
     loaded, out = _loaded("slurm", "--help")
     assert "healthcheck" in out
-    # complete: the value completers the shared options name (standard library only)
+    # app: the assembly; complete: the value completers the shared options name; tab: the
+    # quick TAB answer the entry point asks first (all three standard library only)
     assert loaded == (
-        "['bringup.commands.common', 'bringup.commands.complete', 'bringup.commands.slurm']"
+        "['bringup.commands.app', 'bringup.commands.common', 'bringup.commands.complete', "
+        "'bringup.commands.slurm', 'bringup.commands.tab']"
     )
 
 
 def test_help_and_an_unknown_command_get_every_command() -> None:
     loaded, out = _loaded("--help")
-    assert all(f"bringup.commands.{module}'" in loaded for module, _ in cli.COMMANDS.values())
+    assert all(f"bringup.commands.{module}'" in loaded for module, _ in COMMANDS.values())
     assert "healthcheck" not in out and "provision" in out
     _, out = _loaded("chek")
     assert "No such command 'chek'. Did you mean 'check'?" in out
@@ -49,5 +52,5 @@ def test_help_and_an_unknown_command_get_every_command() -> None:
 
 def test_the_whole_app_has_every_command_under_its_name() -> None:
     group = typer.main.get_command(cli.app)
-    assert set(group.commands) == set(cli.COMMANDS)  # type: ignore[attr-defined]
+    assert set(group.commands) == set(COMMANDS)  # type: ignore[attr-defined]
     assert cli.app is cli.app  # assembled once

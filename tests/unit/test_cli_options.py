@@ -233,17 +233,19 @@ def test_completion_gives_a_runs_nodes(tmp_path: Path) -> None:
     assert _complete(f"bringup check --replay {run} --limit h") == ["head"]
 
 
-def test_a_tab_assembles_only_the_command_on_its_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bringup.cli.run builds the app with that command alone (start-up is each TAB's cost:
-    benchmarks/completion.py)."""
-    import bringup.cli as cli
+def test_a_tab_left_to_the_app_assembles_only_the_command_on_its_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TAB the quick answer leaves to the app (bringup/commands/tab.py) builds the app
+    with that command alone (start-up is each TAB's cost: benchmarks/completion.py)."""
+    from bringup.commands import app as assembly
 
     built: list[str | None] = []
-    monkeypatch.setattr(cli, "build", lambda only=None: built.append(only) or typer.Typer())
+    monkeypatch.setattr(assembly, "build", lambda only=None: built.append(only) or typer.Typer())
     monkeypatch.setattr("sys.argv", ["bringup"])
     for line, expected in (("bringup check --pro", "check"), ("bringup ch", None)):
         monkeypatch.setenv("_BRINGUP_COMPLETE", "complete_bash")
         monkeypatch.setenv("COMP_WORDS", line)
         with contextlib.suppress(BaseException):
-            cli.run()
+            assembly.run()
         assert built[-1] == expected

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
 from bringup.fleet.plan import plan_node
@@ -145,3 +147,28 @@ def test_a_record_of_a_probe_not_asked_for_is_refused(tmp_path: Path) -> None:
     assert raw_on_disk(run) == (0, 0)
     (error,) = node_run_errors(outcome)
     assert error.startswith("refused: the node sent a record of probe 'nvme', which it was not")
+
+
+def test_threads_judging_their_first_nodes_together_build_each_validator_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """64 threads judged their first nodes at once and each built the probes' pydantic
+    validators (a hundred and fifty of them at 1,000 nodes: seconds of CPU)."""
+    from bringup import facts as facts_mod
+
+    built: list[object] = []
+    real = facts_mod.TypeAdapter
+
+    def slow(kind: object) -> object:
+        built.append(kind)
+        time.sleep(0.05)  # long enough for every thread to be asking
+        return real(kind)
+
+    monkeypatch.setattr(facts_mod, "TypeAdapter", slow)
+    monkeypatch.setattr(facts_mod, "_ADAPTERS", {})
+    threads = [threading.Thread(target=facts_mod._adapter, args=("gpu",)) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 1

@@ -117,6 +117,74 @@ def test_yaml_inventory_with_templated_address(tmp_path: Path) -> None:
     assert host.vars["bringup_probe_params"] == {"nvme": {"runtime_s": 5}}
 
 
+def templated_fleet(folder: Path) -> Path:
+    """Forty hosts whose address is one template in group_vars/all.yml; two of them
+    with another in host_vars/, one with a literal address, one with a broken template
+    only when asked."""
+    (folder / "hosts.ini").write_text("[gpu]\nnode[01:40] rack=r1\n")
+    (folder / "group_vars").mkdir()
+    (folder / "group_vars" / "all.yml").write_text(
+        "ansible_host: '{{ inventory_hostname }}.mgmt.example'\nansible_user: '{{ rack }}-admin'\n"
+    )
+    (folder / "host_vars").mkdir()
+    for name in ("node05", "node06"):
+        (folder / "host_vars" / f"{name}.yml").write_text(
+            "ansible_host: '{{ inventory_hostname | upper }}.oob.example'\n"
+        )
+    (folder / "host_vars" / "node07.yml").write_text("ansible_host: 10.0.0.7\n")
+    return folder / "hosts.ini"
+
+
+def test_each_distinct_template_is_compiled_once_each_host_rendered_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ansible compiled `{{ inventory_hostname }}.mgmt` again for every host: a
+    10,000-node inventory spent seconds on it. Now once per distinct template."""
+    from ansible._internal._templating._engine import TemplateEngine
+
+    compiled: list[str] = []
+    original = TemplateEngine._compile_template
+
+    def counting(self: TemplateEngine, template: str, options: object) -> object:
+        compiled.append(str(template))
+        return original(self, template, options)
+
+    monkeypatch.setattr(TemplateEngine, "_compile_template", counting)
+    hosts = {h.name: h for h in load(templated_fleet(tmp_path))}
+    assert sorted(compiled) == [
+        "{{ inventory_hostname | upper }}.oob.example",
+        "{{ inventory_hostname }}.mgmt.example",
+        "{{ rack }}-admin",
+    ]
+    assert hosts["node01"].address == "node01.mgmt.example"
+    assert hosts["node40"].address == "node40.mgmt.example"
+    assert hosts["node05"].address == "NODE05.oob.example"
+    assert hosts["node06"].address == "NODE06.oob.example"
+    assert hosts["node07"].address == "10.0.0.7"
+    assert {h.user for h in hosts.values()} == {"r1-admin"}
+
+
+def test_kept_templates_render_as_a_templar_per_host_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bringup.fleet import inventory
+
+    path = templated_fleet(tmp_path)
+    kept = load(path)
+    monkeypatch.setattr(inventory, "_cache_compiles", lambda templar: False)
+    assert load(path) == kept
+
+
+def test_a_broken_template_names_its_host_each_time(tmp_path: Path) -> None:
+    path = templated_fleet(tmp_path)
+    for name in ("node09", "node10"):
+        (tmp_path / "host_vars" / f"{name}.yml").write_text("ansible_host: '{{ oops'\n")
+    with pytest.raises(InventoryError, match=r"^host node09: ansible_host: Syntax error"):
+        load(path)
+    with pytest.raises(InventoryError, match=r"^host node10: ansible_host: Syntax error"):
+        load(path, limit="node10")
+
+
 def test_malformed_ini_names_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "hosts.ini"
     bad.write_text("[gpu]\nnode01 ansible_host=10.0.0.1\nnode02 ansible_host\n")

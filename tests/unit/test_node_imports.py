@@ -75,4 +75,4 @@ def test_the_catalog_loads_a_probe_on_first_lookup() -> None:
         timeout=60,
         check=True,
     )
-    assert done.stdout.split() == ["[]", "[]", "['bringup.node.probes.xid']", "14", "True", "False"]
+    assert done.stdout.split() == ["[]", "[]", "['bringup.node.probes.xid']", "15", "True", "False"]

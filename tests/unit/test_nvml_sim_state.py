@@ -350,3 +350,22 @@ def test_build_needs_a_compiler_and_a_header(tmp_path: Path) -> None:
         build_library(tmp_path, cc="no-such-cc")
     with pytest.raises(NvmlSimError, match=r"no nvml\.h at"):
         build_library(tmp_path, header=tmp_path / "nvml.h", cc="sh")
+
+
+def test_a_profile_state_is_built_once_and_each_caller_gets_its_own_copy(monkeypatch) -> None:
+    """A simulated cluster asks for the b300 state twice per node: the demo fleet behind it
+    is built once per process, and a caller that changes its copy changes no other."""
+    from bringup.sim.nvml import captures
+
+    captures._profile_state.cache_clear()
+    built = []
+    real = captures.PROFILES["b300"]
+    monkeypatch.setitem(captures.PROFILES, "b300", lambda: built.append(1) or real())
+    first = captures.state_from_profile("b300")
+    first["gpus"][0]["serial"] = "CHANGED"
+    first["gpus"].pop()
+    second = captures.state_from_profile("b300")
+    assert built == [1]
+    assert second == captures.state_from_facts(real())
+    assert len(second["gpus"]) == 8 and second["gpus"][0]["serial"] != "CHANGED"
+    captures._profile_state.cache_clear()

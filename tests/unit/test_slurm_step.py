@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from bringup.fleet.node_code import build_node_code
+from bringup.fleet.node_code import NEED_CODE_EXIT, build_node_code, remote_command
 from bringup.fleet.slurm_step import (
     PIECE_BYTES,
     TaskLines,
     job_order,
     launch_failures,
+    node_request,
     run_command,
     step_argv,
 )
@@ -48,13 +49,30 @@ def test_a_step_runs_one_labelled_task_on_each_node_with_the_request_on_every_st
     ]
 
 
-def test_the_node_command_names_its_node_keeps_its_deadline_and_says_its_exit() -> None:
+def test_the_node_command_is_the_node_codes_own_start_between_its_marks() -> None:
     code = build_node_code()
-    command = run_command(code, "python3", 240.0)
-    assert command.startswith('echo "bringup-node $SLURMD_NODENAME"; ')
-    assert f'python3 "$f" --pieces {PIECE_BYTES} --deadline-s 240; ' in command
-    assert command.endswith('s=$?; echo; echo "bringup-exit $s"')
-    assert code.file_name in command
+    command = run_command(code, "python3")
+    assert command == (
+        'echo "bringup-node $SLURMD_NODENAME"; '
+        f"({remote_command(code, 'python3')}); "
+        's=$?; echo; echo "bringup-exit $s"'
+    )
+    # The store step: BOOT told that the zip follows the request, whatever the cache holds.
+    stored = run_command(code, "/opt/py 3/bin/python3", store=True)
+    assert stored.split("; ")[1].endswith(f"{code.magic} 1)")
+    assert "exec '/opt/py 3/bin/python3' -c " in stored
+
+
+def test_every_task_is_asked_for_pieces_and_its_deadline_in_whole_seconds() -> None:
+    frame = node_request({"probes": [{"name": "host"}]}, 239.2)
+    head, body = frame.split(b"\n", 1)
+    assert int(head) == len(body)
+    assert json.loads(body) == {
+        "probes": [{"name": "host"}],
+        "pieces": PIECE_BYTES,
+        "deadline_s": 240,
+    }
+    assert json.loads(node_request({"probes": []}, -3.0).split(b"\n", 1)[1])["deadline_s"] == 1
 
 
 def test_a_record_in_pieces_stays_under_the_cut_and_comes_back_whole() -> None:
@@ -65,6 +83,7 @@ def test_a_record_in_pieces_stays_under_the_cut_and_comes_back_whole() -> None:
     assert all(len(p) <= 1000 for p in parts)
     assert [p[:1] for p in parts] == [b"+"] * 5 + [b"="]
     task = TaskLines("node01")
+    task.code = "cached"
     said = [task.feed(p) for p in parts]
     assert said[:-1] == [None] * 5
     assert said[-1] is not None and decode_line(said[-1]) == record
@@ -75,11 +94,13 @@ def test_a_record_in_pieces_stays_under_the_cut_and_comes_back_whole() -> None:
     parts = pieces(b'{"a":"+++"}', 5)
     assert parts == [b'+{"a"', b'+:"++', b'=+"}']
     task = TaskLines("node01")
+    task.code = "cached"
     assert [task.feed(p) for p in parts] == [None, None, b'{"a":"+++"}']
 
 
 def test_a_record_cut_short_is_dropped_and_the_exit_status_still_read() -> None:
     task = TaskLines("node04")
+    task.code = "cached"
     assert task.feed(b'+{"probe": "gpu", "ok": tr') is None
     assert task.feed(b"") is None  # the shell's blank line: the node side died mid-record
     assert task.feed(b"bringup-exit 124") is None
@@ -87,25 +108,34 @@ def test_a_record_cut_short_is_dropped_and_the_exit_status_still_read() -> None:
     assert task.feed(b'{"probe": "xid"}') == b'{"probe": "xid"}'
 
 
-def test_serve_writes_pieces_when_asked(tmp_path: Path) -> None:
+def test_serve_writes_pieces_when_the_request_asks(tmp_path: Path) -> None:
     read, write = os.pipe()
-    serve({"probes": [{"name": "nope"}]}, write, 40)
+    serve({"probes": [{"name": "nope"}], "pieces": 40}, write)
     os.close(write)
     out = os.read(read, 1 << 16).splitlines()
     os.close(read)
-    assert all(len(line) <= 40 for line in out)
+    assert len(out) > 1 and all(len(line) <= 40 for line in out)
     task = TaskLines("n")
+    task.code = "cached"
     records = [r for r in (task.feed(x) for x in out) if r is not None]
     assert [decode_line(r)["error"] for r in records] == ["unknown probe 'nope'"]
 
 
-def test_each_task_says_its_node_and_exit_status_apart_from_its_records() -> None:
+def test_each_task_says_its_node_its_code_and_exit_status_apart_from_its_records() -> None:
     task = TaskLines("node02")
     assert task.feed(b"bringup-node node02") is None
+    assert not task.settled
+    assert task.feed(b"motd: welcome") is None  # before BOOT's word: skipped, not a record
+    assert task.feed(b'{"bringup_code": "needed"}') is None
+    assert not task.settled  # it may still be reading the zip
     assert task.feed(b"") is None
-    assert task.feed(b"bringup-code no") is None
     assert task.feed(b"bringup-exit 97") is None
-    assert (task.named, task.have, task.exit) == ("node02", False, 97)
+    assert (task.named, task.code, task.exit) == ("node02", "needed", 97)
+    assert task.settled
+    cached = TaskLines("node03")
+    assert cached.feed(b'{"bringup_code": "cached"}') is None
+    assert cached.settled
+    assert cached.feed(b'{"probe": "host"}') == b'{"probe": "host"}'
 
 
 def test_a_line_without_its_end_past_the_bound_stops_the_node(
@@ -156,14 +186,7 @@ def test_the_node_side_stops_itself_at_its_deadline_and_kills_the_running_tool(
     request = {"probes": [{"name": "topology", "timeout_s": 600}]}
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "bringup.node", "--deadline-s", "2"],
-        input=json.dumps(request).encode(),
-        capture_output=True,
-        env=env,
-        timeout=scaled(60),
-        check=False,
-    )
+    done = _boot(tmp_path, node_request(request, 2.0), env)
     assert done.returncode == DEADLINE_EXIT, done.stderr
     assert time.monotonic() - started < scaled(30)
     pid = int(marker.read_text())
@@ -173,6 +196,51 @@ def test_the_node_side_stops_itself_at_its_deadline_and_kills_the_running_tool(
         time.sleep(0.1)
     else:
         pytest.fail(f"the hung tool {pid} outlived the node side")
+
+
+def _boot(
+    tmp_path: Path, frame: bytes, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """The node code's own start (BOOT, as a task of a store step runs it), the zip behind
+    the request on its stdin, the node's cache under `tmp_path`."""
+    code = build_node_code()
+    env = {**(env or os.environ), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    return subprocess.run(
+        ["sh", "-c", remote_command(code, sys.executable, store=True)],
+        input=frame + code.data,
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=scaled(60),
+        check=False,
+    )
+
+
+def test_the_node_code_honours_the_pieces_asked_in_the_request(tmp_path: Path) -> None:
+    done = _boot(tmp_path, node_request({"probes": [{"name": "nope"}]}, 60.0))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == b'{"bringup_code": "needed"}'
+    assert len(lines) > 1 and all(len(line) <= PIECE_BYTES for line in lines)
+    task = TaskLines("n")
+    records = [r for r in (task.feed(x) for x in lines) if r is not None]
+    assert task.code == "needed"
+    assert [decode_line(r)["error"] for r in records] == ["unknown probe 'nope'"]
+
+
+def test_a_node_without_the_code_in_a_step_without_it_exits_for_it(tmp_path: Path) -> None:
+    code = build_node_code()
+    done = subprocess.run(
+        ["sh", "-c", run_command(code, sys.executable)],
+        input=node_request({"probes": []}, 60.0),
+        capture_output=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+        timeout=scaled(60),
+        check=False,
+    )
+    task = TaskLines("n")
+    assert [task.feed(line) for line in done.stdout.splitlines()] == [None] * 4
+    assert (task.code, task.exit) == ("needed", NEED_CODE_EXIT)
 
 
 def _state(pid: int) -> str:

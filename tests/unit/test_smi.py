@@ -81,7 +81,7 @@ def test_only_its_own_format_claims_a_fixture(name: str) -> None:
 
 
 OTHER_FIXTURES = sorted(
-    p for p in FIXTURES.glob("*/*") if p.parent.name != "smi" and p.suffix != ".md"
+    p for p in FIXTURES.glob("*/*") if p.is_file() and p.parent.name != "smi" and p.suffix != ".md"
 )
 
 

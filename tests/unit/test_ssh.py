@@ -20,8 +20,14 @@ from tests.support.sshd import XID_REQUEST, connector, free_port, run
 # --- the zip --------------------------------------------------------------------------
 
 
-def test_node_code_is_deterministic_and_holds_only_the_node_side() -> None:
-    first, second = build_node_code(), build_node_code()
+def test_node_code_is_deterministic_and_holds_only_the_node_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # built here, not read from a cache
+    first = build_node_code()
+    (built,) = (tmp_path / "bringup" / "node-code").iterdir()
+    built.unlink()
+    second = build_node_code()  # built again, in another interpreter: the same bytes
     assert first.sha256 == second.sha256 and first.data == second.data
     names = zipfile.ZipFile(io.BytesIO(first.data)).namelist()
     assert names[0] == "__main__.py"
@@ -32,10 +38,27 @@ def test_node_code_is_deterministic_and_holds_only_the_node_side() -> None:
     # pynvml travels too: a bare node reads NVML with the bindings bringup was tested with.
     assert "pynvml.py" in names
     assert all(
-        n in ("__main__.py", "bringup/__init__.py", "pynvml.py") or n.startswith("bringup/node/")
+        n.removesuffix("c") in ("__main__.py", "bringup/__init__.py", "pynvml.py")
+        or n.startswith("bringup/node/")
         for n in names
     )
     assert not any("__pycache__" in n for n in names)
+    # Each module's bytecode beside its source, where zipimport looks for it.
+    sources = [n for n in names if n.endswith(".py") and n != "__main__.py"]
+    assert sorted(n for n in names if n.endswith(".pyc")) == sorted(n + "c" for n in sources)
+
+
+def test_the_controller_reuses_its_build_only_while_its_bytes_are_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    code = build_node_code()
+    cache = tmp_path / "bringup" / "node-code"
+    (built,) = cache.iterdir()
+    assert oct(cache.stat().st_mode & 0o777) == "0o700" and built.read_bytes() == code.data
+    built.write_bytes(code.data[:-1] + b"\0")  # damaged on disk: not what its name says
+    assert build_node_code() == code  # built again, and kept in its place
+    assert [p.read_bytes() == code.data for p in cache.iterdir()] == [True]
 
 
 # --- a node that cannot be reached --------------------------------------------------------

@@ -6,11 +6,12 @@ network interface, and the port counters (counters/ and the driver's hw_counters
 twice, `interval_s` apart, so that a check judges what grew while the node was measured,
 not counts left from months ago. For RoCE ports, the ECN settings sysfs shows. Beside
 them: GPUDirect RDMA readiness (nvidia_peermem, or DMA-BUF: kernel and open kernel
-module), the IOMMU mode, and the mlx5 link down/up lines of the kernel log window the xid
-probe reads.
+module), the IOMMU mode, the mlx5 link down/up lines of the kernel log window the xid
+probe reads, and PCIe ACS on the switch ports between each GPU and the NIC on its switch
+(the PCI tree from sysfs, the ACSCtl bits from `lspci -vvv`).
 
-Nothing is run: every value is a file read, and one that cannot be read says why in
-`unread` (or `notes`). A node without RDMA devices reports "no RDMA devices", never a
+Nothing else is run: every other value is a file read, and one that cannot be read says why
+in `unread` (or `notes`). A node without RDMA devices reports "no RDMA devices", never a
 failure of the probe. The roots of /sys and /proc are parameters, so that tests run the
 reader on trees written from real captures (tests/fixtures/fabric/sysfs/).
 """
@@ -22,11 +23,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bringup.node.fabric_facts import FabricFacts, GpuDirect, RdmaDevice, RdmaPort
-from bringup.node.parsers import rdma
+from bringup.node import pci_tree
+from bringup.node.fabric_facts import (
+    AcsFacts,
+    FabricFacts,
+    GpuDirect,
+    GpuNicPath,
+    PciBridgeAcs,
+    RdmaDevice,
+    RdmaPort,
+)
+from bringup.node.parsers import lspci, rdma
 from bringup.node.probes import xid
 from bringup.node.probes.host import iommu_flags, read_iommu_groups
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
+from bringup.node.tool import run, which
 
 
 @dataclass
@@ -36,6 +47,7 @@ class Params:
     interval_s: float = 10.0  # between the two counter readings (docs/fabric.md)
     window_s: float = 7 * 86400  # kernel log read for link flaps (the xid probe's window)
     timeout_s: float = 30.0  # per kernel-log command
+    lspci_timeout_s: float = 10.0  # `lspci -vvv`, for ACS on the GPU-NIC paths
     sys_root: str = "/sys"
     proc_root: str = "/proc"
 
@@ -250,6 +262,79 @@ def read_iommu(sys_root: Path, proc_root: Path) -> str | None:
     return "off" if not groups else None
 
 
+# --- PCIe ACS on the GPU-NIC paths ---------------------------------------------------------------
+
+# What lspci prints without root in place of the extended capabilities (ACS among them).
+NOT_ROOT = (
+    "lspci -vvv ran without root: the ACS capability shows as 'Capabilities: <access denied>'"
+)
+
+
+def gpu_nic_paths(sys_root: Path, devices: list[RdmaDevice]) -> AcsFacts:
+    """Every NVIDIA GPU and RDMA device that share a PCIe switch, with the bridges between."""
+    found = AcsFacts(gpus=pci_tree.nvidia_gpus(sys_root))
+    nics = [(d.name, pci_tree.chain(sys_root, d.pci_address)) for d in devices if d.pci_address]
+    for gpu in found.gpus:
+        gpu_chain = pci_tree.chain(sys_root, gpu)
+        if gpu_chain is None:
+            continue
+        for name, nic_chain in nics:
+            between = pci_tree.bridges_between(gpu_chain, nic_chain) if nic_chain else None
+            if between is not None:
+                found.paths.append(GpuNicPath(gpu=gpu, nic=name, bridges=between))
+    return found
+
+
+def bridges_acs(wanted: list[str], lspci_text: str) -> list[PciBridgeAcs]:
+    """The ACS control of each wanted bridge, from an `lspci -vvv` output."""
+    functions = {f.address: f for f in lspci.parse_lspci(lspci_text)}
+    found: list[PciBridgeAcs] = []
+    for address in wanted:
+        function = functions.get(address)
+        if function is None:
+            found.append(PciBridgeAcs(address, unread="not in the lspci -vvv output"))
+        elif function.access_denied:
+            found.append(PciBridgeAcs(address, function.name, unread=NOT_ROOT))
+        else:
+            found.append(PciBridgeAcs(address, function.name, acs_ctl=function.acs_ctl))
+    return found
+
+
+def read_acs(
+    sys_root: Path, devices: list[RdmaDevice], timeout_s: float
+) -> tuple[AcsFacts, str | None]:
+    """ACS on the GPU-NIC paths, and the lspci output it was read from (None: not run)."""
+    found = gpu_nic_paths(sys_root, devices)
+    wanted = list(dict.fromkeys(b for path in found.paths for b in path.bridges))
+    if not wanted:
+        return found, None
+    text, why = _lspci(timeout_s)
+    if text is not None:
+        try:
+            found.bridges = bridges_acs(wanted, text)
+        except ParseError as exc:
+            why = f"lspci -vvv output not read: {exc}"
+    if why is not None:
+        found.unread = why
+        found.bridges = [PciBridgeAcs(address, unread=why) for address in wanted]
+    elif any(b.unread == NOT_ROOT for b in found.bridges):
+        found.unread = NOT_ROOT
+    return found, text
+
+
+def _lspci(timeout_s: float) -> tuple[str | None, str | None]:
+    path = which("lspci")
+    if path is None:
+        return None, "lspci not found (the pciutils package is not installed)"
+    result = run([path, "-D", "-vvv"], timeout_s)
+    if result.timed_out:
+        return None, f"lspci -vvv did not finish in {timeout_s:g} s"
+    if result.returncode != 0:
+        first = (result.stderr.strip().splitlines() or ["no message"])[0]
+        return None, f"lspci -vvv exited {result.returncode}: {first[:200]}"
+    return result.stdout, None
+
+
 # --- the probe ---------------------------------------------------------------------------------
 
 
@@ -301,10 +386,16 @@ def collect(params: Params) -> ProbeOutput:
     facts.log_source, facts.log_window_s = log_source, window_s
     if log_problem:
         facts.notes.append(f"link flaps not read: {log_problem}")
+    lspci_text: str | None = None
+    if facts.devices:
+        facts.acs, lspci_text = read_acs(sys_root, facts.devices, params.lspci_timeout_s)
     if facts.ports:
         time.sleep(max(0.0, params.interval_s - (time.monotonic() - started)))
         read_again(facts, sys_root, started)
-    return ProbeOutput(facts=facts, raw=_raw(facts))
+    raw = _raw(facts)
+    if lspci_text is not None:
+        raw["lspci-vvv.txt"] = lspci_text
+    return ProbeOutput(facts=facts, raw=raw)
 
 
 def _raw(facts: FabricFacts) -> dict[str, str]:

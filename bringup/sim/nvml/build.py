@@ -10,10 +10,15 @@ order:
 3. otherwise a one-line NvmlSimError that says what to install.
 
 The state is read with cJSON (Debian/Ubuntu: libcjson-dev), linked with -lcjson.
+
+A process compiles each (compiler, header, source) once: every simulated cluster builds
+the library for its nodes (about a second of CPU), and a test session starts about a
+hundred clusters, so a later build writes out the bytes compiled first.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.resources
 import os
@@ -26,6 +31,8 @@ from bringup.sim.nvml.state import ENV_STATE, NvmlSimError
 LIBRARY_NAME = "libnvidia-ml.so.1"  # the name pynvml loads (CDLL("libnvidia-ml.so.1"))
 # The wheels that ship nvml.h, newest first: (distribution, CUDA version).
 HEADER_WHEELS = (("nvidia-nvml-dev", "13"), ("nvidia-nvml-dev-cu12", "12"))
+# What this process compiled: (compiler, SHA-256 of nvml.h, of nvml_sim.c) -> the library.
+_COMPILED: dict[tuple[str, str, str], bytes] = {}
 
 
 def installed_headers() -> list[Path]:
@@ -76,6 +83,9 @@ def build_library(out_dir: Path, header: Path | None = None, cc: str = "cc") -> 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     library = out_dir / LIBRARY_NAME
+    key = (compiler, _sha256(nvml_h), _sha256(source()))
+    if key in _COMPILED:
+        return _write_library(library, _COMPILED[key])
     command = [
         compiler,
         "-std=c11",
@@ -101,6 +111,21 @@ def build_library(out_dir: Path, header: Path | None = None, cc: str = "cc") -> 
         first = (errors or result.stderr.strip().splitlines() or ["no output"])[0]
         hint = " (install libcjson-dev)" if "cJSON" in result.stderr else ""
         raise NvmlSimError(f"{cc} failed on nvml_sim.c: {first.strip()}{hint}")
+    _COMPILED[key] = library.read_bytes()
+    return library
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _write_library(library: Path, compiled: bytes) -> Path:
+    """The compiled bytes at `library`, put in place whole by a rename: a process that has
+    the file loaded keeps its mapping (as when the linker writes a new file)."""
+    partial = library.with_name(f".{library.name}.{os.getpid()}")
+    partial.write_bytes(compiled)
+    partial.chmod(0o755)
+    partial.replace(library)
     return library
 
 

@@ -5,6 +5,8 @@ The state holds exactly what the source gives; state.py is the schema.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import typing
 from collections.abc import Callable
@@ -88,10 +90,18 @@ PROFILES: dict[str, Callable[[], GpuFacts]] = {
 
 
 def state_from_profile(name: str, driver: str | None = None) -> State:
-    """The state of a shipped profile (PROFILES), e.g. "b300"."""
+    """The state of a shipped profile (PROFILES), e.g. "b300": a new copy at each call."""
     if name not in PROFILES:
         raise NvmlSimError(f"no profile {name!r}; known: {', '.join(sorted(PROFILES))}")
-    return state_from_facts(PROFILES[name](), driver)
+    state: State = json.loads(_profile_state(name, driver))
+    return state
+
+
+@functools.cache
+def _profile_state(name: str, driver: str | None) -> str:
+    """The profile's state as JSON, made once per process: a simulated cluster asks for it
+    twice per node (NVML and dcgmi), and each time built the whole demo fleet anew."""
+    return json.dumps(state_from_facts(PROFILES[name](), driver))
 
 
 def _driver_major(version: str) -> int:

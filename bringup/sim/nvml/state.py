@@ -88,6 +88,7 @@ ENTRY_POINTS, its key to the TypedDicts here, and fill it in `_gpu_state`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -395,7 +396,7 @@ def _check(value: Any, hint: Any, where: str) -> None:
     elif typing.is_typeddict(hint):
         if not isinstance(value, dict):
             raise NvmlSimError(f"{where}: expected an object, got {type(value).__name__}")
-        hints = typing.get_type_hints(hint)
+        hints = _hints(hint)
         required = _REQUIRED.get(hint, tuple(hint.__required_keys__))
         for key in required:
             if key not in value:
@@ -420,6 +421,13 @@ def _check(value: Any, hint: Any, where: str) -> None:
             raise NvmlSimError(f"{where}: expected a number, got {value!r}")
     elif not isinstance(value, hint):
         raise NvmlSimError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
+
+
+@functools.cache
+def _hints(typed: Any) -> dict[str, Any]:
+    """A TypedDict's keys and their types, resolved once (typing resolves them anew at each
+    call: most of the time of writing a simulated node's state)."""
+    return typing.get_type_hints(typed)
 
 
 def _check_time_value(value: Any, where: str) -> None:

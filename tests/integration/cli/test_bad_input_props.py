@@ -10,11 +10,13 @@ import json
 import os
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.support.hostile_inputs import (
     EDGES,
+    HOSTILE,
+    HOSTILE_RUN,
     RUN_EDGES,
     Edge,
     RunEdge,
@@ -24,12 +26,7 @@ from tests.support.hostile_inputs import (
     valid_facts,
 )
 
-THOROUGH = settings(
-    max_examples=int(os.environ.get("BRINGUP_TEST_EXAMPLES", "60")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+THOROUGH = settings(HOSTILE, max_examples=int(os.environ.get("BRINGUP_TEST_EXAMPLES", "60")))
 
 
 @pytest.mark.parametrize("edge", EDGES, ids=[e.name for e in EDGES])
@@ -41,16 +38,10 @@ def test_a_hostile_file_is_exit_0_1_or_2_with_one_line(edge: Edge, data: st.Data
     event(f"exit {check_edge(edge, content, data.draw, as_json)}")
 
 
-# A whole command on a copied run per example: 30 each, no shrinking (the example as
-# drawn names its breakage). 100 each took 16 minutes of the suite's 30 on a loaded machine;
-# the breakages are few kinds (RUN_EDGES x hostile bytes), and 30 draws cover each kind.
-RUN_THOROUGH = settings(
-    max_examples=30,
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+# A whole command on a copied run per example: 30 each. 100 each took 16 minutes of the
+# suite's 30 on a loaded machine; the breakages are few kinds (RUN_EDGES x hostile bytes),
+# and 30 draws cover each kind.
+RUN_THOROUGH = settings(HOSTILE_RUN, max_examples=30)
 
 
 @pytest.mark.parametrize("edge", RUN_EDGES, ids=[e.name for e in RUN_EDGES])

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bringup import rundir
 from bringup.provenance import manifest_sha256
 from tests.support.cli import invoke, valid_envelope
 from tests.support.report_runs import demo_run
@@ -364,3 +365,61 @@ def test_the_signature_covers_the_bundles_manifest(two_parts: Path, tmp_path: Pa
     assert doc["manifest"]["signature"]["good"] is False  # ...the signature does not
     assert [part["signature"]["good"] for part in doc["parts"]] == [True, True]
     assert doc["covers"] == BUNDLE_COVERS.removeprefix("covers: ")
+
+
+# --- a sharded run (more than rundir.SHARD_ABOVE nodes): the same cover one folder down ---
+
+
+@pytest.fixture(scope="module")
+def sharded_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo run written sharded (the threshold lowered so its six nodes shard)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rundir, "SHARD_ABOVE", 0)
+        return demo_run(tmp_path_factory.mktemp("sharded") / "run")
+
+
+def in_shard(node: str) -> str:
+    return f"facts/{rundir.shard_of(node)}/{node}.json"
+
+
+def test_a_forged_missing_or_planted_file_in_a_shard_is_named(
+    sharded_demo: Path, tmp_path: Path
+) -> None:
+    run = Path(shutil.copytree(sharded_demo, tmp_path / "run"))
+    assert invoke("verify", run).stdout.startswith("INTACT: 7 files match manifest.json")
+
+    def new_serial(facts: dict[str, Any]) -> None:
+        facts["probes"]["gpu"]["facts"]["gpus"][3]["serial"] = "1654321098765"
+
+    edit(run / in_shard("b300-node02"), new_serial)
+    (run / in_shard("b300-node05")).unlink()
+    planted = run / "raw" / rundir.shard_of("b300-node01") / "b300-node01" / "gpu"
+    planted.mkdir(parents=True)
+    (planted / "planted.txt").write_text("x")
+    result = invoke("verify", run, "--json")
+    assert result.exit_code == 1
+    doc = valid_envelope(json.loads(result.stdout))["data"]
+    assert doc["changes"] == sorted(
+        [
+            {"kind": "modified", "path": in_shard("b300-node02")},
+            {"kind": "missing", "path": in_shard("b300-node05")},
+            {"kind": "added", "path": f"{planted.relative_to(run)}/planted.txt"},
+        ],
+        key=lambda change: change["path"],
+    )
+
+
+def test_a_forged_file_in_a_shard_of_a_bundles_part_is_named(
+    sharded_demo: Path, tmp_path: Path
+) -> None:
+    bundle = tmp_path / "b"
+    assert invoke("handover", "--from", sharded_demo, "--out", bundle).exit_code == 1
+    assert invoke("verify", bundle).exit_code == 0
+    # handover copied the part as it is: sharded, every file in its manifest's hashes.
+    assert (bundle / "check" / in_shard("b300-node03")).is_file()
+    edit(bundle / "check" / in_shard("b300-node03"), lambda f: f.update(collected_at="T"))
+    result = invoke("verify", bundle)
+    assert result.exit_code == 1
+    assert result.stdout.startswith(
+        f"modified: check/{in_shard('b300-node03')}\nCHANGED: 1 difference"
+    )

@@ -17,31 +17,39 @@ from tests.support.cluster import needs_cluster, run_check
 
 pytestmark = [pytest.mark.cluster]
 
-# Run as `python3 -I -c CODE ZIP SIZE SHA` to check an upload: the real Python does that.
-# Run as `python3 ZIP` with the request on stdin: the hostile node side, below.
+# Started as the node side is (`python3 -c BOOT ...`, the request framed on stdin), it
+# claims the controller's zip is cached, so none is sent, and prints what it likes.
 HOSTILE = """#!/bin/sh
-if [ "$1" = "-I" ]; then exec /usr/bin/python3 "$@"; fi
 exec /usr/bin/python3 -c '{code}'
+"""
+READ_REQUEST = """
+import json, sys
+request = json.loads(sys.stdin.buffer.read(int(sys.stdin.buffer.readline())))
+sys.stdout.write(json.dumps({"bringup_code": "cached"}) + "\\n")
 """
 
 # 300 records of 1 MiB each, the probes asked for (the request on stdin) over and over.
-FLOOD = """
-import json, sys
-names = [step["name"] for step in json.load(sys.stdin)["probes"]]
+FLOOD = (
+    READ_REQUEST
+    + """
+names = [step["name"] for step in request["probes"]]
 for i in range(300):
     name = names[i % len(names)]
     record = {"probe": name, "ok": True, "raw": {"out%d.txt" % i: "x" * 2**20}}
     sys.stdout.write(json.dumps(record) + "\\n")
     sys.stdout.flush()
 """
+)
 
 # One record of the first probe asked for, carrying 20,000 raw files.
-FILES = """
-import json, sys
-name = json.load(sys.stdin)["probes"][0]["name"]
+FILES = (
+    READ_REQUEST
+    + """
+name = request["probes"][0]["name"]
 raw = {"f%05d.txt" % i: "x" for i in range(20000)}
 sys.stdout.write(json.dumps({"probe": name, "ok": True, "raw": raw}) + "\\n")
 """
+)
 
 
 def hostile(cluster: SimCluster, code: str) -> Path:

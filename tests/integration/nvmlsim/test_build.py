@@ -109,3 +109,25 @@ def test_a_failed_compile_is_one_line(tmp_path: Path) -> None:
     header.write_text("#error this is not nvml.h\n")
     with pytest.raises(NvmlSimError, match=r"cc failed on nvml_sim\.c: .*this is not nvml\.h"):
         build_library(tmp_path / "out", header=header)
+
+
+@needs_headers
+def test_a_process_compiles_the_library_once(tmp_path: Path) -> None:
+    """Each simulated cluster builds the library for its nodes: the second build in a
+    process writes the first one's bytes (the compiler does not run again), whole."""
+    real = shutil.which("cc")
+    if real is None:
+        pytest.skip("no cc on PATH")
+    calls = tmp_path / "calls"
+    counting = tmp_path / "counting-cc"
+    counting.write_text(f'#!/bin/sh\necho run >> "{calls}"\nexec "{real}" "$@"\n')
+    counting.chmod(0o755)
+
+    first = build_library(tmp_path / "first", cc=str(counting))
+    second = build_library(tmp_path / "second", cc=str(counting))
+    assert calls.read_text().splitlines() == ["run"]
+    assert second == tmp_path / "second" / "libnvidia-ml.so.1"
+    assert second.read_bytes() == first.read_bytes()
+    assert second.stat().st_mode & 0o777 == 0o755
+    assert _exported(second) == set(ENTRY_POINTS)
+    assert sorted(p.name for p in second.parent.iterdir()) == ["libnvidia-ml.so.1"]

@@ -45,6 +45,7 @@ PROVISION_IMAGE = rootfs.Image(
         "pciutils",
         "infiniband-diags",
         "ibverbs-utils",
+        "perftest",
         "linux-cpupower",
         "libcjson1",
     )

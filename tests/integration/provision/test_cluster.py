@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bringup.sim.cluster import SimCluster
-from tests.integration.provision.conftest import needs_rootfs
-from tests.support.provision import needs_ansible, run_provision
+from tests.integration.provision.conftest import PROVISION_IMAGE, needs_rootfs
+from tests.support.provision import PLAYBOOKS, needs_ansible, run_provision
 
 WHY_NOT = SimCluster.available()
 pytestmark = [
@@ -38,8 +39,20 @@ NODE_TOOLS = [
     "pciutils",
     "infiniband-diags",
     "ibverbs-utils",
+    "perftest",
     "linux-cpupower",
 ]
+
+
+def test_the_converge_checks_every_package_node_tools_installs() -> None:
+    """NODE_TOOLS is the role's list (python3 aside: the image's base), the fabric's tools
+    among them, and the image holds each (the nodes reach no Debian mirror)."""
+    defaults = yaml.safe_load((PLAYBOOKS / "roles/node_tools/defaults/main.yml").read_text())
+    role = [p for p in defaults["node_tools_packages"] if p != "python3"]
+    role += defaults["node_tools_packages_by_distribution"]["Debian"]
+    assert sorted(role) == sorted(NODE_TOOLS)
+    assert {"perftest", "infiniband-diags", "ibverbs-utils", "pciutils"} <= set(NODE_TOOLS)
+    assert set(role) <= set(PROVISION_IMAGE.packages)
 
 
 @pytest.fixture(scope="module")

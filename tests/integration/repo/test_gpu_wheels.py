@@ -37,6 +37,8 @@ pytestmark = pytest.mark.burnin
 # them; this names them so a missing one says which).
 STEP_MODULES = (
     "bringup.cli",
+    "bringup.commands.tab",
+    "bringup.commands.app",
     "bringup.commands.check",
     "bringup.commands.diagnose",
     "bringup.commands.nccl",

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bringup.fleet.node_code import build_node_code
+from bringup.fleet.node_code import NodeCode, build_node_code
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cli import nodes_of, run_cli, start_cli
@@ -91,12 +91,18 @@ def test_check_slurm_finds_what_check_nodes_finds(
     steps_before = _steps_created(cluster)
     over_slurm, slurm_doc = _check(cluster, tmp_path / "slurm", "--slurm", "--nodes", inventory)
     assert over_slurm.returncode == 1, over_slurm.stderr
-    # One wave: a step that looks for the code in the nodes' caches, one that stores it on
-    # all four, one that runs them: not a step (or three, with the upload) per node.
-    assert _steps_created(cluster) - steps_before == 3
+    # One wave: a step in which every node says its cache lacks the code, one that brings
+    # it to all four and runs them: not a step (or two, with the upload) per node.
+    assert _steps_created(cluster) - steps_before == 2
     over_ssh, ssh_doc = _check(cluster, tmp_path / "ssh", "--nodes", inventory)
     assert over_ssh.returncode == 1, over_ssh.stderr
     assert _judged(slurm_doc) == _judged(ssh_doc)
+    # The code in every node's cache now: the wave is one step.
+    steps_before = _steps_created(cluster)
+    again, again_doc = _check(cluster, tmp_path / "again", "--slurm", "--nodes", inventory)
+    assert again.returncode == 1, again.stderr
+    assert _steps_created(cluster) - steps_before == 1
+    assert _judged(again_doc) == _judged(slurm_doc)
     # Not a run that judged nothing: every node, its planted fault and only it.
     failed = {(f["node"], f["check"]) for f in slurm_doc["findings"] if f["status"] == "FAIL"}
     assert failed == {("node02", "gpu.count"), ("node03", "xid.events")}
@@ -216,9 +222,7 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         text=True,
     )
     try:
-        # The node side started from its cache (not the command that stores the code,
-        # whose temp file is <name>.zip.<pid>).
-        running = f"bringup/code/{build_node_code().file_name} "
+        running = started(build_node_code())  # the node side's own Python
         assert cluster.wait_for_process("node02", running, scaled(60)) is not None
         cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
         stdout, stderr = cli.communicate(timeout=scaled(120))
@@ -236,6 +240,12 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         "seconds": nodes_of(doc)["node02"]["seconds"],
     }
     assert nodes_of(doc)["node02"]["seconds"] < 60
+
+
+def started(code: NodeCode) -> str:
+    """What the command line of the node side's Python holds (fleet/node_code.py's start
+    command: the zip's name, size and sha256)."""
+    return f" {code.file_name} {len(code.data)} {code.sha256} "
 
 
 def _gone_within(cluster: SimCluster, name: str, text: str, timeout_s: float) -> float | None:
@@ -261,7 +271,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
     cli = start_cli(*argv, cwd=REPO, env=env)
-    running = f"bringup/code/{build_node_code().file_name} "
+    running = started(build_node_code())
     try:
         for name in cluster.names:
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
@@ -297,7 +307,7 @@ def test_a_node_whose_slurmd_dies_mid_run_is_its_error_and_the_others_complete(
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "3"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
     cli = start_cli(*argv, cwd=REPO, env=env)
-    running = f"bringup/code/{build_node_code().file_name} "
+    running = started(build_node_code())
     try:
         for name in cluster.names:  # all three in the one step, each node side running
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name

@@ -20,7 +20,13 @@ import pytest
 from bringup.fleet import local, transport
 from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
 from bringup.fleet.local import run_local
-from bringup.fleet.node_code import build_node_code, node_files
+from bringup.fleet.node_code import (
+    NodeCode,
+    build_node_code,
+    node_files,
+    remote_command,
+    request_frame,
+)
 from bringup.fleet.transport import Interrupted, TransportError, Unreachable
 from tests.support.sshd import XID_REQUEST, LocalSshd, connector, keygen, needs_sshd, run
 from tests.support.timing import scaled
@@ -50,26 +56,66 @@ def test_every_module_of_the_zip_imports_with_the_standard_library_alone(tmp_pat
     assert proc.stdout.startswith("ok")
 
 
-def test_the_zip_runs_the_node_side_protocol_locally(tmp_path: Path) -> None:
-    code = build_node_code()
-    zip_path = tmp_path / code.file_name
-    zip_path.write_bytes(code.data)
+def _start(code: NodeCode, home: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    """The node side's start command run by sh, as sshd runs it, for a user at `home`."""
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-    proc = subprocess.run(
-        [python, str(zip_path)],
-        input=json.dumps(XID_REQUEST),
+    return subprocess.run(
+        ["sh", "-c", remote_command(code, python)],
+        input=stdin,
         capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"]},
+        env={"PATH": os.environ["PATH"], "HOME": str(home)},
+        cwd=home,
         timeout=scaled(60),
     )
-    assert proc.returncode == 0, proc.stderr
-    record = json.loads(proc.stdout.splitlines()[0])
+
+
+IMPORT = "import bringup.node.protocol as m; print(m.__file__)"
+
+
+def test_the_start_command_stores_the_zip_then_runs_its_bytecode(tmp_path: Path) -> None:
+    code = build_node_code()
+    done = _start(code, tmp_path, request_frame(XID_REQUEST) + code.data)
+    assert done.returncode == 0, done.stderr
+    answer, line = done.stdout.splitlines()
+    assert json.loads(answer) == {"bringup_code": "needed"}
+    record = json.loads(line)
     assert record["probe"] == "xid" and record["params"] == {"window_s": 60}
-    # It ran from an unpacked copy beside the zip, where Python cached the bytecode.
-    unpacked = tmp_path / code.file_name.removesuffix(".zip")
+    cached = tmp_path / ".cache" / "bringup" / "code" / code.file_name
+    assert cached.read_bytes() == code.data
+    done = _start(code, tmp_path, request_frame(XID_REQUEST))  # no zip on stdin this time
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[0]) == {"bringup_code": "cached"}
+    assert json.loads(done.stdout.splitlines()[1])["probe"] == "xid"
+    # Run from the zip itself, from the bytecode compiled into it: nothing unpacked, nothing
+    # compiled on the node (zipimport names a module loaded from bytecode by its .pyc).
+    assert sorted(p.name for p in cached.parent.iterdir()) == [code.file_name]
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    shown = subprocess.run(
+        [python, "-I", "-c", f"import sys; sys.path.insert(0, {str(cached)!r})\n{IMPORT}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == f"{cached}/bringup/node/protocol.pyc"
+
+
+def test_a_python_of_another_version_runs_an_unpacked_copy_it_compiles_once(
+    tmp_path: Path,
+) -> None:
+    """Bytecode for another Python (another magic number) is never loaded: the sources,
+    unpacked beside the zip, where this Python keeps its own bytecode for the next run."""
+    built = build_node_code()
+    code = NodeCode(data=built.data, sha256=built.sha256, magic="0d0d0d0a")
+    done = _start(code, tmp_path, request_frame(XID_REQUEST) + code.data)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[1])["probe"] == "xid"
+    unpacked = tmp_path / ".cache" / "bringup" / "code" / code.file_name.removesuffix(".zip")
     assert (unpacked / "bringup" / "node" / "protocol.py").is_file()
+    assert not (unpacked / "bringup" / "node" / "protocol.pyc").exists()
     assert any((unpacked / "bringup" / "node" / "__pycache__").glob("protocol.*.pyc"))
+    done = _start(code, tmp_path, request_frame(XID_REQUEST))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[0]) == {"bringup_code": "cached"}
 
 
 # --- over a real sshd -------------------------------------------------------------------

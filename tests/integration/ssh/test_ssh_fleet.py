@@ -94,14 +94,17 @@ def script(path: Path, text: str) -> Path:
 
 
 def probe_run(path: Path, misbehaves: str) -> Path:
-    """A node's python3 that runs `misbehaves` (sh) instead when it runs the probe code (the
-    zip), and is the real python3 for all else: storing the code (its `python3 -I -c` check)
-    works, so the test sees the same on a node whose code cache is cold as on a warm one."""
+    """A node's python3 that runs `misbehaves` (sh) instead when it starts the probe code
+    (`python3 -c BOOT ...`, fleet/node_code.py), and is the real python3 for all else."""
     return script(
         path,
-        f'#!/bin/sh\ncase "$1" in\n  *.zip) {misbehaves} ;;\n'
+        f'#!/bin/sh\ncase "$1" in\n  -c) {misbehaves} ;;\n'
         '  *) exec /usr/bin/python3 "$@" ;;\nesac\n',
     )
+
+
+# The node's first line (whether its cached zip is the controller's), passed on as it came.
+ANSWER = 'read -r answer; echo "$answer"; '
 
 
 def cold_cache(sshd: LocalSshd) -> None:
@@ -237,7 +240,7 @@ def test_a_node_that_dies_mid_run_keeps_what_it_recorded(
     cold_cache(sshd)
     dies = probe_run(
         tmp_path / "python3",
-        '/usr/bin/python3 "$@" | { read -r line; echo "$line"; kill -9 $$; }',
+        f'/usr/bin/python3 "$@" | {{ {ANSWER}read -r line; echo "$line"; kill -9 $$; }}',
     )
     hosts = inventory(
         tmp_path / "hosts.ini",
@@ -322,7 +325,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     cold_cache(sshd)
     stalls = probe_run(
         tmp_path / "python3",
-        f'/usr/bin/python3 "$@" | {{ read -r line; echo "$line"; sleep {scaled(120):.0f}; }}',
+        f'/usr/bin/python3 "$@" | {{ {ANSWER}read -r line; echo "$line"; '
+        f"sleep {scaled(120):.0f}; }}",
     )
     hosts = inventory(
         tmp_path / "hosts.ini", sshd, {"slow": f"ansible_python_interpreter={stalls}"}
@@ -346,7 +350,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     assert list(json.loads(facts.read_text())["probes"]) == ["gpu"]
 
 
-# After Ctrl-C the CLI waits at most 0.2 s for the upload's stop check and 2 s for the
+# After Ctrl-C the CLI waits at most 0.2 s for the transport's stop check and 2 s for the
 # node to hang up (ssh.HANG_UP_S); measured under a load average of 13 on 2 cores: 0.14 to
 # 0.18 s of CPU and two fsyncs (the manifest) from the signal to its exit handlers, 1.2 to
 # 3 s to its exit (12 s once). The 30 s bound (scaled: BRINGUP_TEST_TIME_SCALE on a busier
@@ -354,14 +358,13 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
 def test_ctrl_c_while_the_probe_code_is_stored_stops_at_once(
     sshd: LocalSshd, files: dict[str, Path], tmp_path: Path
 ) -> None:
-    """A node slow to store the probe code (its check of the upload hangs): Ctrl-C ends the
-    run without waiting for the upload's own deadline (70 s)."""
+    """A node slow to store the probe code (it asks for the zip, then hangs): Ctrl-C ends
+    the run without waiting for the node's deadline."""
     cold_cache(sshd)
     storing = tmp_path / "storing"
-    hangs = script(
+    hangs = probe_run(
         tmp_path / "python3",
-        f'#!/bin/sh\ncase "$1" in\n  -I) echo $$ > {storing}; exec sleep {scaled(300):.0f} ;;\n'
-        '  *) exec /usr/bin/python3 "$@" ;;\nesac\n',
+        f'echo \'{{"bringup_code": "needed"}}\'; echo $$ > {storing}; exec sleep {scaled(300):.0f}',
     )
     hosts = inventory(tmp_path / "hosts.ini", sshd, {"slow": f"ansible_python_interpreter={hangs}"})
     out = tmp_path / "run"

@@ -1,0 +1,164 @@
+"""The report streams (issue 29): it reads a run's facts one node at a time through
+rundir.iter_facts and keeps what the report shows of each (FactsDigest), and writes
+report.json, JUnit, Markdown and HTML piece by piece, each byte for byte the text the whole
+model gave; its memory grows with the nodes by their summary, not by their facts."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from bringup import profile
+from bringup.commands.report import build_report, make_report, write
+from bringup.findings import Finding
+from bringup.report import escape, junit, render
+from bringup.report.model import Report
+from bringup.report.rundata import load
+from bringup.rundir import file_name, iter_facts
+from tests.support.report_runs import fleet_run, scale_run
+
+B300 = profile.load("b300")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    run = fleet_run(tmp_path_factory.mktemp("fleet") / "run", 8)
+    return build_report(load(run), B300, generated_at="T")
+
+
+def test_report_json_in_pieces_is_the_whole_models_text(fleet: Report) -> None:
+    whole = json.dumps(fleet.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    pieces = list(render.json_pieces(fleet))
+    assert "".join(pieces) == whole
+    assert len(pieces) > len(fleet.findings)  # a piece per finding at least: never one string
+
+
+def test_an_empty_report_json_in_pieces(fleet: Report) -> None:
+    empty = fleet.model_copy(update={"findings": [], "nodes": [], "fleet": [], "matrix": {}})
+    whole = json.dumps(empty.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    assert "".join(render.json_pieces(empty)) == whole
+
+
+def _whole_tree_junit(report: Report) -> str:
+    """The JUnit document as it was made before it streamed: the whole tree, indented."""
+    by_node: dict[str, list[Finding]] = defaultdict(list)
+    for f in report.findings:
+        by_node[f.node or junit.RUN_SUITE].append(f)
+    root = ET.Element("testsuites", name=report.title)
+    tests = failures = 0
+    for node in sorted(by_node, key=lambda n: (n == junit.RUN_SUITE, n)):
+        found = by_node[node]
+        names = junit.case_names(found)
+        cases = [junit._testcase(node, n, f) for n, f in zip(names, found, strict=True)]
+        bad = sum(1 for c in cases if c.find("failure") is not None)
+        skipped = sum(1 for c in cases if c.find("skipped") is not None)
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=node,
+            tests=str(len(cases)),
+            failures=str(bad),
+            errors="0",
+            skipped=str(skipped),
+            time="0",
+        )
+        if report.run.started_at:
+            suite.set("timestamp", report.run.started_at)
+        suite.extend(cases)
+        tests, failures = tests + len(cases), failures + bad
+    root.set("tests", str(tests))
+    root.set("failures", str(failures))
+    root.set("errors", "0")
+    for element in root.iter():
+        element.text = escape.xml(element.text) if element.text else element.text
+        for key, value in list(element.attrib.items()):
+            element.set(key, escape.xml(value))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def test_junit_in_pieces_is_the_whole_trees_text(fleet: Report) -> None:
+    assert junit.to_junit(fleet) == _whole_tree_junit(fleet)
+    assert len(list(junit.junit_pieces(fleet))) == 2 + len({f.node for f in fleet.findings})
+    empty = fleet.model_copy(update={"findings": []})
+    assert junit.to_junit(empty) == _whole_tree_junit(empty)
+
+
+def test_markdown_and_html_in_pieces(fleet: Report) -> None:
+    plots = render.make_plots(fleet, B300)
+    assert len(list(render.markdown_pieces(fleet))) > 1
+    assert len(list(render.html_pieces(fleet, plots))) > 1
+
+
+def test_iter_facts_reads_one_node_at_a_time_in_file_order(tmp_path: Path) -> None:
+    run = fleet_run(tmp_path / "run", 7)
+    (run / "facts" / "b300-node03.json").write_text("{not json")
+    entries = iter(iter_facts(run))
+    first = next(entries)
+    assert (first.name, first.relative) == ("b300-node01", "facts/b300-node01.json")
+    assert first.facts is not None and first.facts.node == "b300-node01"
+    rest = list(entries)
+    assert [e.name for e in rest] == [file_name(f"b300-node0{i}") for i in range(2, 8)]
+    broken = rest[1]
+    assert broken.facts is None and broken.problem
+    assert broken.problem.startswith("1 validation error for NodeFacts")
+    # The report says which file and why, as it did when it globbed facts/ itself.
+    assert load(run).facts_problems == {
+        "b300-node03": f"facts/b300-node03.json unreadable ({broken.problem}): "
+        "its probes are not shown"
+    }
+
+
+def test_the_report_keeps_each_nodes_records_headers_only(tmp_path: Path) -> None:
+    """What the report holds of a node once read: its records without their bulk."""
+    kept: list[int] = []
+
+    def keep(node):  # type: ignore[no-untyped-def]
+        kept.append(len(node.model_dump_json()))
+        return node.headers()
+
+    run = load(fleet_run(tmp_path / "run", 6), keep)
+    assert len(kept) == 6
+    for facts in run.facts.values():
+        for record in facts.probes.values():
+            assert all(not isinstance(v, dict | list) for v in (record.facts or {}).values())
+        assert len(facts.model_dump_json()) < min(kept) / 5
+
+
+def _peak_mb(run: Path, out: Path) -> float:
+    tracemalloc.start()
+    try:
+        built, prof = make_report(run, None, "auto")
+        write(built, prof, ["md", "junit", "json", "html"], out)
+        return tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_reports_memory_grows_by_the_nodes_summary_not_their_facts(tmp_path: Path) -> None:
+    """Before it streamed, each node cost the report about 300 kB at its peak here (its
+    facts, the whole model as one dict, then as one string); now about 100 kB."""
+    small, large = 12, 72
+    first = scale_run(tmp_path / "small", small)
+    _peak_mb(first, tmp_path / "warm")  # every module the report loads, loaded
+    low = _peak_mb(first, tmp_path / "out-small")
+    high = _peak_mb(scale_run(tmp_path / "large", large), tmp_path / "out-large")
+    per_node_kb = (high - low) * 1000 / (large - small)
+    assert per_node_kb < 180, f"{per_node_kb:.0f} kB per node"
+
+
+def test_a_fleet_past_the_full_page_writes_its_html(tmp_path: Path) -> None:
+    """Past FULL_PAGE_NODES the page counts each subject's cells by status: a cell is the
+    console's Cell (status, count, checks), and the merged main raised AttributeError here."""
+    size = render.FULL_PAGE_NODES + 2
+    report = build_report(load(scale_run(tmp_path / "run", size)), B300, generated_at="T")
+    layout = render.layout_of(report)
+    assert layout.large
+    assert sum(layout.subject_counts["gpu"].values()) == size
+    page = "".join(render.html_pieces(report, render.make_plots(report, B300)))
+    assert 'id="verdict"' in page
