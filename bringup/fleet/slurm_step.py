@@ -345,7 +345,7 @@ class NodeRun:
     host: Host
     request: dict[str, Any]
     deadline_s: float
-    end: float = 0.0  # time.monotonic() of its deadline, set when its runner starts
+    end: float = 0.0  # its deadline on the node side (time.monotonic()), from its wave's start
     items: queue.SimpleQueue[Item] = field(default_factory=queue.SimpleQueue)
     answered: int = 0  # results (not progress lines) delivered, counted by the step
     done: bool = False  # its runner has ended: nothing more is read for it
@@ -532,9 +532,9 @@ class NodeRunner:
             self.announce(request, deadline_s, 1)  # called without fleet.run's announce
         node = self.node
         assert node is not None
+        end = time.monotonic() + deadline_s
         watch = ProbeWatch(request)
         wave = self.launcher.wave_of(node)
-        end = node.end
         on_stage("running")
         try:
             while True:

@@ -103,6 +103,17 @@ def test_check_slurm_finds_what_check_nodes_finds(
     assert again.returncode == 1, again.stderr
     assert _steps_created(cluster) - steps_before == 1
     assert _judged(again_doc) == _judged(slurm_doc)
+    # One node's cached zip changed on the node: it alone says so and is given the zip in
+    # a second step; the others ran from their caches in the first.
+    code = build_node_code()
+    cached = cluster.node("node02").cache_dir / "bringup" / "code" / code.file_name
+    cached.write_bytes(b"PK not the controller's zip")
+    steps_before = _steps_created(cluster)
+    mixed, mixed_doc = _check(cluster, tmp_path / "mixed", "--slurm", "--nodes", inventory)
+    assert mixed.returncode == 1, mixed.stderr
+    assert _steps_created(cluster) - steps_before == 2
+    assert _judged(mixed_doc) == _judged(slurm_doc)
+    assert cached.read_bytes() == code.data
     # Not a run that judged nothing: every node, its planted fault and only it.
     failed = {(f["node"], f["check"]) for f in slurm_doc["findings"] if f["status"] == "FAIL"}
     assert failed == {("node02", "gpu.count"), ("node03", "xid.events")}
