@@ -536,6 +536,7 @@ class NodeRunner:
         watch = ProbeWatch(request)
         wave = self.launcher.wave_of(node)
         on_stage("running")
+        stage = "running"
         try:
             while True:
                 now = time.monotonic()
@@ -554,6 +555,9 @@ class NodeRunner:
                     watch = ProbeWatch(node.remaining())
                     continue
                 if kind == "record":
+                    if stage != "running":  # the code stored, the node side runs
+                        stage = "running"
+                        on_stage(stage)
                     watch.saw(value)
                     yield value
                     continue
@@ -567,7 +571,8 @@ class NodeRunner:
                 if failed and name not in failed and step.task(name).exit is None:
                     continue  # srun ended it for another node's launch: it runs again
                 if step.needs_code(name) and not watch.answered:
-                    on_stage("uploading probe code")  # the wave runs it again with the zip
+                    stage = "uploading probe code"  # the wave runs it again with the zip
+                    on_stage(stage)
                     continue
                 self._finished(step, watch)
                 return
