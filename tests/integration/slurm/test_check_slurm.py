@@ -233,7 +233,7 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         text=True,
     )
     try:
-        running = started(build_node_code())  # the node side's own Python
+        running = storing(build_node_code())  # the node side's own Python
         assert cluster.wait_for_process("node02", running, scaled(60)) is not None
         cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
         stdout, stderr = cli.communicate(timeout=scaled(120))
@@ -259,6 +259,14 @@ def started(code: NodeCode) -> str:
     return f" {code.file_name} {len(code.data)} {code.sha256} "
 
 
+def storing(code: NodeCode) -> str:
+    """The node side of the step that brings the zip (a fresh cluster's first run): it
+    stores the zip, then runs the probes in the same Python. The step before it, where the
+    node said its cache lacked the zip, has the same start but for this last argument and
+    ends at once: a node frozen or killed then is one whose next launch fails."""
+    return f"{started(code)}{code.magic} 1 "
+
+
 def _gone_within(cluster: SimCluster, name: str, text: str, timeout_s: float) -> float | None:
     """Seconds until no process of the node has `text` in its command line; None: still there."""
     from bringup.sim.netns import cmdline
@@ -282,7 +290,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
     cli = start_cli(*argv, cwd=REPO, env=env)
-    running = started(build_node_code())
+    running = storing(build_node_code())
     try:
         for name in cluster.names:
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
@@ -318,10 +326,19 @@ def test_a_node_whose_slurmd_dies_mid_run_is_its_error_and_the_others_complete(
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "3"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
     cli = start_cli(*argv, cwd=REPO, env=env)
-    running = started(build_node_code())
+    running = storing(build_node_code())
     try:
         for name in cluster.names:  # all three in the one step, each node side running
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
+        # Past the zip on stdin (stored on each node): the probes run. (A node that dies
+        # while srun still forwards the zip is not what this test is about.)
+        code = build_node_code()
+        for name in cluster.names:
+            stored = cluster.node(name).cache_dir / "bringup" / "code" / code.file_name
+            deadline = time.monotonic() + scaled(60)
+            while not stored.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stored.exists(), name
         cluster.kill_node_processes("node02")  # slurmd, slurmstepd, the node side: crashed
         stdout, stderr = cli.communicate(timeout=scaled(120))
     finally:
