@@ -72,8 +72,10 @@ def node_rails(node: NodeFacts) -> tuple[list[Rail], bool, str | None]:
 
 
 def _nearest_gpus(node: NodeFacts) -> dict[str, int]:
-    """NIC name -> the GPU at PIX/PXB of it (the first, where several), from topo -m."""
+    """NIC name -> the GPU local to it (PIX/PXB), from topo -m: the GPU-to-NIC map the
+    topology checks judge (node/gpu_nic.py), so the job and the checks agree on each rail."""
     from bringup.facts import FactsError, decode
+    from bringup.node.gpu_nic import rail_gpus
 
     record = node.probes.get("topology")
     if record is None or not record.ok:
@@ -82,7 +84,7 @@ def _nearest_gpus(node: NodeFacts) -> dict[str, int]:
         topo = decode(record)
     except FactsError:
         return {}
-    return {n.name: n.nearest_gpus[0] for n in topo.nic_details if n.nearest_gpus and not n.bonded}
+    return rail_gpus(topo)
 
 
 def _natural(name: str) -> tuple[str, int]:
