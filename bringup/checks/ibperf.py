@@ -18,10 +18,11 @@ ib_write_lat is reported, not judged (no published per-rail latency floor).
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bringup.checks import Check, finding, has_profile
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, equal
+from bringup.node.fabric_facts import ERROR_COUNTERS
 from bringup.node.ibperf_facts import IbperfFacts
 from bringup.profile import Profile
 
@@ -297,6 +298,95 @@ def _pass(own: list[RailResult], profile: Profile | None) -> Finding:
     values = [r.gbit_s for r in own if r.mode == "single" and r.gbit_s is not None]
     return finding(
         CHECK, Status.PASS, message, value=round(min(values), 1) if values else None, unit="Gb/s"
+    )
+
+
+# --- error counters under the rails' traffic -----------------------------------------------
+
+COUNTERS_CHECK = "fabric.rail_counters"
+
+
+@dataclass
+class CountersSeen:
+    """One node's side of one pair: its rails' counter readings around its tests."""
+
+    node: str
+    partner: str
+    facts: IbperfFacts
+
+
+def judge_rail_counters(nodes: list[str], seen: list[CountersSeen]) -> list[Finding]:
+    """fabric.rail_counters for every node that ran the job: each port error counter that
+    grew between the readings before its first test and after its last (its own traffic,
+    in every pair it was in) FAILs once, naming NIC, port, counter, the growth summed over
+    its pairs and the partners; else one PASS, or a SKIP when no counter could be read
+    (fabric.counters then says why)."""
+    findings: list[Finding] = []
+    for node in nodes:
+        own = [s for s in seen if s.node == node]
+        if not own:
+            continue
+        grew: dict[tuple[int, str, int, str], Growth] = {}
+        read = 0
+        unread: set[str] = set()
+        for side in own:
+            for c in side.facts.counters:
+                if c.after is None:
+                    unread.add(f"{c.device} port {c.ib_port}: {c.unread or 'not read'}")
+                    continue
+                read += 1
+                for counter in ERROR_COUNTERS:
+                    start, end = c.before.get(counter), c.after.get(counter)
+                    if start is not None and end is not None and end > start:
+                        key = (c.rail, c.device, c.ib_port, counter)
+                        grew.setdefault(key, Growth()).add(start, end, side.partner)
+        if grew:
+            chosen = [_grew_under_load(*key, growth) for key, growth in grew.items()]
+        elif read:
+            message = (
+                f"{read} rail reading(s): no error counter grew during the rail tests "
+                f"({', '.join(ERROR_COUNTERS[:3])}, ...)"
+            )
+            if unread:
+                message += f"; not read: {'; '.join(sorted(unread))}"
+            chosen = [finding(COUNTERS_CHECK, Status.PASS, message)]
+        else:
+            why = "; ".join(sorted(unread)) or "no rail"
+            chosen = [finding(COUNTERS_CHECK, Status.SKIP, f"counters not read: {why}")]
+        findings += [f.model_copy(update={"node": node}) for f in chosen]
+    return findings
+
+
+@dataclass
+class Growth:
+    """One port counter's growth over the pairs a node was in (counted only while tested)."""
+
+    total: int = 0
+    first: int | None = None
+    last: int | None = None
+    partners: list[str] = field(default_factory=list)
+
+    def add(self, start: int, end: int, partner: str) -> None:
+        self.total += end - start
+        self.first = start if self.first is None else self.first
+        self.last = end
+        if partner not in self.partners:
+            self.partners.append(partner)
+
+
+def _grew_under_load(rail: int, device: str, ib_port: int, counter: str, growth: Growth) -> Finding:
+    return finding(
+        COUNTERS_CHECK,
+        Status.FAIL,
+        f"rail {rail}: {device} port {ib_port}: {counter} grew by {growth.total} during the "
+        f"rail tests with {', '.join(growth.partners)} ({growth.first} -> {growth.last})",
+        value=growth.total,
+        expected=equal(0),
+        unit="errors",
+        action=f"{counter} counting under traffic means a bad link: reseat or replace the "
+        f"cable/transceiver of {device} port {ib_port}, check its switch port (`mlxlink -d "
+        f"{device} --show_ber_monitor`), clear the counters (`perfquery -x -R`) and run "
+        "`bringup check --suite fabric` again",
     )
 
 

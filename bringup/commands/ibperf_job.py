@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bringup import profile as profiles
-    from bringup.checks.ibperf import RailResult
+    from bringup.checks.ibperf import CountersSeen, RailResult
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.target import Nodes
@@ -72,8 +72,10 @@ def node_rails(node: NodeFacts) -> tuple[list[Rail], bool, str | None]:
 
 
 def _nearest_gpus(node: NodeFacts) -> dict[str, int]:
-    """NIC name -> the GPU at PIX/PXB of it (the first, where several), from topo -m."""
+    """NIC name -> the GPU local to it (PIX/PXB), from topo -m: the GPU-to-NIC map the
+    topology checks judge (node/gpu_nic.py), so the job and the checks agree on each rail."""
     from bringup.facts import FactsError, decode
+    from bringup.node.gpu_nic import rail_gpus
 
     record = node.probes.get("topology")
     if record is None or not record.ok:
@@ -82,7 +84,7 @@ def _nearest_gpus(node: NodeFacts) -> dict[str, int]:
         topo = decode(record)
     except FactsError:
         return {}
-    return {n.name: n.nearest_gpus[0] for n in topo.nic_details if n.nearest_gpus and not n.bonded}
+    return rail_gpus(topo)
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -99,7 +101,12 @@ def run_ibperf(
 ) -> list[Finding]:
     """The job over the nodes of the run that recorded rails; its findings, recorded."""
     from bringup.checks import finding
-    from bringup.checks.ibperf import CHECK, bad_nodes, judge_rails
+    from bringup.checks.ibperf import (
+        CHECK,
+        bad_nodes,
+        judge_rail_counters,
+        judge_rails,
+    )
     from bringup.files import write_atomic
     from bringup.findings import Status
     from bringup.fleet.job import pair_up, retest_pairs
@@ -129,11 +136,13 @@ def run_ibperf(
         return findings
     profiles_by_node = {n: _profile_of(recorded[n], prof) for n in names}
     base = dict(params or {})
-    first = _measure(pair_up(names), nodes, run, rails, base, "pairs")
+    seen: list[CountersSeen] = []
+    first = _measure(pair_up(names), nodes, run, rails, base, "pairs", seen)
     suspects = sorted(bad_nodes(first, profiles_by_node), key=names.index)
     good = [n for n in names if n not in suspects]
-    retests = _measure(retest_pairs(suspects, good), nodes, run, rails, base, "retest")
+    retests = _measure(retest_pairs(suspects, good), nodes, run, rails, base, "retest", seen)
     findings += judge_rails(names, first, retests, profiles_by_node)
+    findings += judge_rail_counters(names, seen)
     run.add_findings(findings)
     # The nodes judged by their retest: the report shows those figures for them.
     retested = [n for n in suspects if any(r.node == n for r in retests)]
@@ -162,10 +171,12 @@ def _measure(
     rails: dict[str, tuple[list[Rail], bool]],
     base: dict[str, Any],
     stage: str,
+    seen: list[CountersSeen],
 ) -> list[RailResult]:
     """Pairs in rounds (no node twice in a round), each round's pairs at once, each round in
-    a run directory of its own; every pair's rail results."""
-    from bringup.checks.ibperf import pair_results
+    a run directory of its own; every pair's rail results (and, into `seen`, each side's
+    counter readings around its tests)."""
+    from bringup.checks.ibperf import CountersSeen, pair_results
     from bringup.commands.common import progress_console
     from bringup.fleet.job import rounds
     from bringup.fleet.plan import FleetError, plan_node
@@ -224,6 +235,10 @@ def _measure(
         for a, b in group:
             found = _sides([a, b], sub)
             results += pair_results((a, found[a]), (b, found[b]), stage, sub.path.name)
+            for node, peer in ((a, b), (b, a)):
+                side = found[node]
+                if not isinstance(side, str):
+                    seen.append(CountersSeen(node, peer, side))
     return results
 
 

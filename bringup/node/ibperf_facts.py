@@ -51,6 +51,20 @@ class RailTest:
 
 
 @dataclass
+class RailCounters:
+    """A rail's port error counters (ERROR_COUNTERS, sysfs) read before this side's first
+    test and after its last: a count that grew did so under the rails' own traffic, which an
+    idle link can hide (the fabric probe reads its counters over an idle window)."""
+
+    rail: int
+    device: str
+    ib_port: int
+    before: dict[str, int] = field(default_factory=dict)
+    after: dict[str, int] | None = None  # None: the second reading failed (see `unread`)
+    unread: str | None = None  # why a reading is missing or partial
+
+
+@dataclass
 class IbperfFacts:
     """What one node's side of a pair ran and measured."""
 
@@ -61,4 +75,5 @@ class IbperfFacts:
     cuda_in_help: bool | None  # `ib_write_bw --help` lists --use_cuda (a CUDA build)
     rails: list[Rail] = field(default_factory=list)
     tests: list[RailTest] = field(default_factory=list)
+    counters: list[RailCounters] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

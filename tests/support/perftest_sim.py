@@ -213,8 +213,8 @@ def with_rails(
     slow: dict[str, dict[str, float]],
     flaps: dict[str, str] | None = None,
 ) -> dict[str, Path]:
-    """Every node of the cluster: its own sysfs tree of 8 rails (the fabric probe's
-    sys_root, a host variable), stand-in perftest (`slow`: node -> {device: factor}), and a
+    """Every node of the cluster: its own sysfs tree of 8 rails (the fabric and ibperf
+    probes' sys_root, a host variable), stand-in perftest (`slow`: node -> {device: factor}), and a
     stand-in journalctl (the kernel log window: empty, or one mlx5 link-down line)."""
     roots: dict[str, Path] = {}
     host_vars: dict[str, dict[str, str]] = {}
@@ -227,7 +227,7 @@ def with_rails(
         cluster.install_tool(name, "journalctl", f"#!/bin/sh\nprintf '%s' {json.dumps(log)}\n")
         params = {
             "fabric": {"sys_root": str(roots[name]), "interval_s": 3},
-            "ibperf": {"connect_timeout_s": 20, "duration_s": 1},
+            "ibperf": {"connect_timeout_s": 20, "duration_s": 1, "sys_root": str(roots[name])},
         }
         host_vars[name] = {"bringup_probe_params": json.dumps(params)}
     cluster.write_inventory(host_vars=host_vars)

@@ -14,15 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from bringup.checks.ibperf import bad_nodes, judge_rails
+from bringup.checks.ibperf import CountersSeen, bad_nodes, judge_rail_counters, judge_rails
 from bringup.commands.ibperf_job import node_rails
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Status
 from bringup.fleet.job import pair_up, retest_pairs, rounds
+from bringup.node import ibperf_facts
 from bringup.node.probes import ibperf
 from bringup.node.result import ProbeError
 from bringup.profile import load
-from tests.support.perftest_sim import rail_results, recorded_gbit_s, standin
+from tests.support.perftest_sim import (
+    counter_file,
+    rail_results,
+    recorded_gbit_s,
+    standin,
+    write_rails,
+)
 from tests.support.timing import scaled
 
 B300 = load("b300")
@@ -153,10 +160,17 @@ def test_missing_perftest_is_an_error_naming_the_provisioning_tag(
 
 
 def _pair(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, port: int, cuda: bool = False, **extra: object
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    port: int,
+    cuda: bool = False,
+    keep: bool = False,
+    **extra: object,
 ) -> dict[str, ibperf.ProbeOutput]:
-    bw = standin("bw", {"mlx5_1": 0.5}, cuda=cuda)
-    monkeypatch.setenv("PATH", _tools(tmp_path, bw, standin("lat"))["PATH"])
+    """Both sides of a pair over localhost; `keep`: the tools already in tmp_path/bin."""
+    bw = None if keep else standin("bw", {"mlx5_1": 0.5}, cuda=cuda)
+    lat = None if keep else standin("lat")
+    monkeypatch.setenv("PATH", _tools(tmp_path, bw, lat)["PATH"])
     rails = RAILS[:2]
     out: dict[str, ibperf.ProbeOutput] = {}
 
@@ -396,3 +410,93 @@ def test_a_resumed_run_keeps_its_earlier_sub_runs(tmp_path: Path) -> None:
     assert _fresh(first) == first
     first.mkdir()
     assert _fresh(first) == tmp_path / "ibperf-pairs-1.2"
+
+
+# --- error counters under the rails' own traffic ------------------------------------------------
+
+
+def test_a_counter_growing_only_under_the_rail_tests_fails_that_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fabric probe reads its counters over an idle window; an error that counts only
+    under load is seen by the ibperf probe's readings around its own tests."""
+    sys_root = write_rails(tmp_path / "sys", 1, rails=2)
+    # The plain stand-ins first: no counter moves, both sides PASS.
+    out = _pair(tmp_path, monkeypatch, 32100 + os.getpid() % 500 * 50, sys_root=str(sys_root))
+    still = [
+        CountersSeen("node01", "node02", out["server"].facts),
+        CountersSeen("node02", "node01", out["client"].facts),
+    ]
+    statuses = [f.status for f in judge_rail_counters(["node01", "node02"], still)]
+    assert statuses == [Status.PASS, Status.PASS]
+    # Then a perftest that, like a bad cable under traffic, adds symbol errors on mlx5_1.
+    grows = counter_file(sys_root, "mlx5_1", "symbol_error")
+    real = tmp_path / "real" / "ib_write_bw"
+    real.parent.mkdir()
+    real.write_text(standin("bw", {}))
+    real.chmod(0o755)
+    (tmp_path / "bin" / "ib_write_bw").write_text(
+        "#!/bin/sh\n# bringup.sim stand-in: counts errors on mlx5_1 while it runs\n"
+        f'case "$*" in *mlx5_1*) v=$(cat {grows}); echo $((v + 3)) > {grows};; esac\n'
+        f'exec {real} "$@"\n'
+    )
+    out = _pair(
+        tmp_path, monkeypatch, 34100 + os.getpid() % 500 * 50, sys_root=str(sys_root), keep=True
+    )
+    client = out["client"].facts
+    assert [(c.device, c.before["symbol_error"]) for c in client.counters] == [
+        ("mlx5_0", 0),
+        ("mlx5_1", 0),
+    ]
+    assert client.counters[0].after is not None and client.counters[0].after["symbol_error"] == 0
+    seen = [
+        CountersSeen("node01", "node02", out["server"].facts),
+        CountersSeen("node02", "node01", client),
+    ]
+    found = judge_rail_counters(["node01", "node02"], seen)
+    bad = [(f.node, f.status, f.message.split(" grew")[0]) for f in found]
+    assert bad == [
+        ("node01", Status.FAIL, "rail 1: mlx5_1 port 1: symbol_error"),
+        ("node02", Status.FAIL, "rail 1: mlx5_1 port 1: symbol_error"),
+    ]
+    assert "during the rail tests with node01 (0 -> " in found[1].message
+    assert (found[1].value or 0) >= 3 and "mlxlink -d mlx5_1" in (found[1].action or "")
+    assert "mlx5_1 port 1 symbol_error 0 -> " in out["client"].raw["counters.txt"]
+
+
+def test_rail_counters_judged_from_their_two_readings() -> None:
+    """Exact findings from readings as the probe records them: a growth FAILs with the
+    figures, a still counter PASSes, a port whose counters could not be read is said."""
+    grown = ibperf_facts.RailCounters(3, "mlx5_3", 1, {"symbol_error": 7}, {"symbol_error": 19})
+    still = ibperf_facts.RailCounters(0, "mlx5_0", 1, {"link_downed": 1}, {"link_downed": 1})
+    unread = ibperf_facts.RailCounters(1, "mlx5_1", 1, {}, None, "no counters/ folder")
+
+    def side(*counters: ibperf_facts.RailCounters) -> ibperf_facts.IbperfFacts:
+        return ibperf_facts.IbperfFacts(
+            "client", "node01", "10.0.0.1", "ib_write_bw", None, counters=list(counters)
+        )
+
+    found = judge_rail_counters(
+        ["node02", "node03", "node04", "node05"],
+        [
+            CountersSeen("node02", "node01", side(still, grown)),
+            CountersSeen("node03", "node01", side(still, unread)),
+            CountersSeen("node04", "node01", side(unread)),
+        ],
+    )
+    shown = [(f.node, f.status, f.message) for f in found]
+    assert shown == [
+        (
+            "node02",
+            Status.FAIL,
+            "rail 3: mlx5_3 port 1: symbol_error grew by 12 during the rail tests with node01 "
+            "(7 -> 19)",
+        ),
+        (
+            "node03",
+            Status.PASS,
+            "1 rail reading(s): no error counter grew during the rail tests (symbol_error, "
+            "link_error_recovery, link_downed, ...); not read: mlx5_1 port 1: no counters/ folder",
+        ),
+        ("node04", Status.SKIP, "counters not read: mlx5_1 port 1: no counters/ folder"),
+    ]  # node05 ran no pair: nothing said here (fabric.rail_bw says why)

@@ -17,6 +17,10 @@ buffers are in the memory of the GPU at PIX/PXB of that NIC (`--use_cuda=<gpu>`)
 this perftest was built with CUDA (its `--help` lists --use_cuda; Debian's is not), else
 in host memory and a note says so.
 
+Each rail's port error counters (sysfs, ERROR_COUNTERS) are read before the first test and
+after the last: a link that counts errors only under load shows here, where the fabric
+probe's idle window cannot see it (the job judges them: fabric.rail_counters).
+
 Every test has a deadline on both sides. perftest's client gives up at once when nobody
 listens yet, so the client tries again until `connect_timeout_s`; a peer that never
 answers (down, firewalled, hung) is an error of that test naming the peer, and the tests
@@ -30,10 +34,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from bringup.node.ibperf_facts import IbperfFacts, Rail, RailTest
+from bringup.node.fabric_facts import ERROR_COUNTERS
+from bringup.node.ibperf_facts import IbperfFacts, Rail, RailCounters, RailTest
 from bringup.node.parsers import perftest
+from bringup.node.probes.fabric import read_counters
 from bringup.node.result import ParseError, ProbeError, ProbeOutput
 from bringup.node.simulated import tool_is_simulated
 from bringup.node.tool import CommandResult, run, which
@@ -65,6 +72,7 @@ class Params:
     all_at_once: bool = True
     latency: bool = True
     timeout_s: float = 900.0  # the whole probe (its step's deadline is above it)
+    sys_root: str = "/sys"  # where the rails' port counters are read (tests: a tree)
 
 
 FACTS = IbperfFacts
@@ -218,6 +226,7 @@ def collect(params: Params) -> ProbeOutput:
             "memory, the GPUDirect path not measured"
         )
     raw: dict[str, str] = {}
+    facts.counters = [_first_reading(Path(params.sys_root), rail) for rail in rails]
     stopped: str | None = None
     for group in plan_tests(params, rails, cuda):
         if stopped is not None:
@@ -233,8 +242,38 @@ def collect(params: Params) -> ProbeOutput:
             raw[f"{test.mode}-{test.device}-{test.ib_port}.txt"] = result.stdout + result.stderr
         if all(_unanswered(t) for t in group):
             stopped = f"{params.peer} did not answer the earlier test ({group[0].error})"
+    for counters in facts.counters:
+        _second_reading(Path(params.sys_root), counters)
+    raw["counters.txt"] = "".join(
+        f"{c.device} port {c.ib_port} {name} {value} -> {(c.after or {}).get(name)}\n"
+        for c in facts.counters
+        for name, value in c.before.items()
+    )
     simulated = [name for name in ("ib_write_bw",) if tool_is_simulated(bw)]
     return ProbeOutput(facts=facts, raw=raw, simulated=simulated)
+
+
+def _port_dir(sys_root: Path, device: str, ib_port: int) -> Path:
+    return sys_root / "class" / "infiniband" / device / "ports" / str(ib_port)
+
+
+def _error_counters(sys_root: Path, device: str, ib_port: int) -> tuple[dict[str, int], str | None]:
+    values, why = read_counters(_port_dir(sys_root, device, ib_port), "counters")
+    return {k: v for k, v in values.items() if k in ERROR_COUNTERS}, why
+
+
+def _first_reading(sys_root: Path, rail: Rail) -> RailCounters:
+    before, why = _error_counters(sys_root, rail.device, rail.ib_port)
+    return RailCounters(rail.rail, rail.device, rail.ib_port, before, None, why)
+
+
+def _second_reading(sys_root: Path, counters: RailCounters) -> None:
+    if not counters.before:
+        return  # nothing to compare with: `unread` says why
+    after, why = _error_counters(sys_root, counters.device, counters.ib_port)
+    counters.after = after or None
+    if why:
+        counters.unread = why if counters.unread is None else f"{counters.unread}; {why}"
 
 
 def _unanswered(test: RailTest) -> bool:
