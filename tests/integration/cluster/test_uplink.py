@@ -3,12 +3,20 @@
 node02 runs a real iperf3 server and a real HTTP server (python -m http.server) in its
 namespace; node01's link is limited to 100 Mbit/s both ways (tc tbf, SimCluster.limit_rate).
 `bringup check --nodes ... --uplink ...` on node01, over SSH as a user runs it, must report
-within 10% of 100 Mbit/s, state the time for the dataset, and judge the site's figure.
+what crossed the limited link, state the time for the dataset, and judge the site's figure.
+
+What crosses the link depends on the machine as well as the limit: on a loaded 2-core CI
+machine four TCP streams through tbf have read 88 Mbit/s (retransmits, a starved sender).
+So the figure is held to two things that do not move with load: it is exactly what iperf3
+itself reported (its own JSON, kept in the run's raw folder), and it lies between half the
+limit and just above it. Nothing passes through tbf faster than its rate; a wrong unit
+(bytes for bits: 8x) or the unlimited link (Gbit/s) falls outside.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import time
@@ -18,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bringup import rundir
 from bringup.sim.cluster import SimCluster
 from tests.support import REPO
 from tests.support.cluster import needs_cluster, run_check
@@ -73,11 +82,22 @@ def site_profile(cluster: SimCluster, tmp_path: Path, min_mbit_s: float) -> Path
     return path
 
 
-def within_ten_percent(finding: dict[str, object]) -> float:
+def through_the_limit(finding: dict[str, object]) -> float:
+    """The figure is one the limited link can carry: at most its rate (5 % for tbf's
+    burst and rounding), at least half of it."""
     assert finding["unit"] == "Mbit/s"
     value = float(finding["value"])  # type: ignore[arg-type]
-    assert abs(value - LINK_BITS / 1e6) <= 0.1 * LINK_BITS / 1e6, finding["message"]
+    limit = LINK_BITS / 1e6
+    assert 0.5 * limit <= value <= 1.05 * limit, finding["message"]
     return value
+
+
+def iperf3_own_figure(run_dir: Path, node: str) -> float:
+    """The receiver's sum in iperf3's own JSON as the run kept it, in Mbit/s."""
+    folder = rundir.raw_folder(run_dir, node)
+    assert folder is not None, f"no raw folder for {node} in {run_dir}"
+    doc = json.loads((folder / "uplink" / "iperf3.json").read_text())
+    return float(doc["end"]["sum_received"]["bits_per_second"]) / 1e6
 
 
 def test_iperf3_and_http_report_the_limited_link(make_cluster, tmp_path: Path) -> None:
@@ -99,9 +119,10 @@ def test_iperf3_and_http_report_the_limited_link(make_cluster, tmp_path: Path) -
         )
     (found,) = [f for f in run.doc["findings"] if f["check"] == "uplink.throughput"]
     assert found["status"] == "FAIL", found  # below the site's 200 Mbit/s
-    within_ten_percent(found)
+    value = through_the_limit(found)
+    assert value == pytest.approx(iperf3_own_figure(tmp_path / "iperf3", "node01"), abs=0.05)
     said = f" Mbit/s from iperf3://{server}:5201 (iperf3 download, 5 s, 4 streams): 512 GB "
-    assert said + "would take 1" in found["message"]  # ~95 Mbit/s: about 12 h
+    assert said + "would take 1" in found["message"]  # 50-105 Mbit/s: 10 h 50 min to 22 h 45 min
     # At the site's 200 Mbit/s: 4.096e12 bit / 2e8 bit/s = 20480 s.
     assert found["message"].endswith(
         "below the site's 200 Mbit/s, at which it would take 5 h 41 min"
@@ -133,6 +154,6 @@ def test_iperf3_and_http_report_the_limited_link(make_cluster, tmp_path: Path) -
         )
     (found,) = [f for f in run.doc["findings"] if f["check"] == "uplink.throughput"]
     assert found["status"] == "PASS", found
-    within_ten_percent(found)
+    through_the_limit(found)
     said = f" Mbit/s from http://{server}:8000/dataset.bin (http download, 5 s): 512 GB would "
     assert said + "take 1" in found["message"]
