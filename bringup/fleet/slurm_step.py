@@ -27,8 +27,11 @@ How a run goes (`StepLauncher`, one per run; a runner per node, as every transpo
   each part) and to stop itself at the node's deadline (the probe tree killed, exit 124):
   one step's nodes keep their own deadlines;
 - a node whose task cannot start (srun: `Task launch ... failed on node X`) is
-  UNREACHABLE with srun's reason; srun then ends the whole step, so the wave's other
-  nodes run again in a new step, each with the probes it has not answered yet;
+  UNREACHABLE with srun's reason, and a node whose slurmstepd srun loses mid-step (the
+  node died: `aborting, io error with slurmstepd on node I`) is that node's ERROR; srun
+  ends the whole step for either, so the step's other silent nodes (no exit status said)
+  run again in a new step, each with the probes it has not answered yet, and at most
+  MAX_RERUNS times (a flapping allocation cannot loop: a node cut off again is its ERROR);
 - the controller keeps each node's probe deadline as for any transport (ProbeWatch):
   a node that hangs or dies mid-run is that node's ERROR, and its step is ended when
   every node in it has ended; Ctrl-C ends every step (SIGTERM to srun, which ends the
@@ -47,7 +50,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +80,14 @@ PIECE_BYTES = 1000  # under srun's 1 KiB cut of a labelled line
 NODE_MARK = "bringup-node "
 EXIT_MARK = "bringup-exit "
 ENDING_S = 2.0  # srun's own end after its last task's exit status
+MAX_RERUNS = 1  # steps a node may run again in, when srun ended its step over another node
 _LABEL = re.compile(rb"^\s*(\d+): ?(.*)$")
 _LAUNCH = re.compile(r"failed on node (\S+?):")
+# srun (src/api/step_launch.c, step_launch_notify_io_failure) when its I/O connection to a
+# node's slurmstepd breaks: it ends the whole step. I is the node's index in the step.
+_IO_ABORT = re.compile(
+    r"(?:aborting, io error with slurmstepd|io error and missing step) on node (\d+)"
+)
 
 
 # --- pure: command lines and what srun prints ----------------------------------------------
@@ -137,6 +146,37 @@ def launch_failures(stderr: str) -> dict[str, str]:
         if line.startswith("srun: error:") and match:
             failed[match.group(1)] = line.removeprefix("srun: error:").strip()
     return failed
+
+
+def io_failures(stderr: str, nodes: Sequence[str]) -> dict[str, str]:
+    """Node -> srun's reason, for each node of the step (`nodes`, in the step's order) whose
+    slurmstepd srun lost mid-step (the node died): the I/O error srun said before it
+    gave up on the node, else its giving up."""
+    lost: dict[str, str] = {}
+    before = ""
+    for line in stderr.splitlines():
+        said = line.removeprefix("srun: error:").strip()
+        match = _IO_ABORT.search(line)
+        if line.startswith("srun: error:") and match:
+            index = int(match.group(1))
+            if index < len(nodes):
+                lost.setdefault(nodes[index], before or said)
+            before = ""
+        elif line.startswith("srun: error:"):
+            before = said
+    return lost
+
+
+def runs_again(
+    silent: Sequence[str], blamed: Collection[str], reruns: Mapping[str, int]
+) -> list[str]:
+    """The nodes of a step that run again in a new one: those that said no exit status
+    (`silent`), when srun ended the step over other nodes (`blamed`: a launch that failed
+    there, their slurmstepd lost), each at most MAX_RERUNS times (`reruns`: so far). A step
+    that ended with no node to blame is no one's to run again."""
+    if not blamed:
+        return []
+    return [n for n in silent if n not in blamed and reruns.get(n, 0) < MAX_RERUNS]
 
 
 class TaskLines:
@@ -212,6 +252,7 @@ class Step:
         self.stderr: dict[str, bytes] = {n: b"" for n in nodes}
         self.srun_stderr = ""
         self.broken: set[str] = set()  # nodes whose output was refused: nothing more read
+        self.again: list[str] = []  # its nodes that run again in a new step (`runs_again`)
         self.proc = subprocess.Popen(
             step_argv(job_id, nodes, command),
             stdin=subprocess.PIPE,
@@ -270,6 +311,7 @@ class Step:
                 self._put(task.node, ("failed", exc))
         self.proc.wait()
         self._err.join()
+        self.again = self._cut_off()  # decided once, before any node hears its step ended
         self.settled.set()
         for task in self.tasks:
             if task.exit is None:  # said "ended" already when its exit status came
@@ -326,8 +368,27 @@ class Step:
         task = self.task(node)
         return not self.store and task.code == "needed" and task.exit == NEED_CODE_EXIT
 
+    def _cut_off(self) -> list[str]:
+        """The nodes that run again, each counted against its MAX_RERUNS."""
+        waiting = {n: run for n, run in self.deliver.items() if n not in self.broken}
+        silent = [
+            name
+            for name, run in waiting.items()
+            if self.task(name).exit is None and not run.done and run.remaining()["probes"]
+        ]
+        reruns = {n: self.deliver[n].reruns for n in silent}
+        again = runs_again(silent, self.blamed(), reruns)
+        for name in again:
+            self.deliver[name].reruns += 1
+        return again
+
     def failures(self) -> dict[str, str]:
+        """Node -> srun's reason, for each node where the step's task could not start."""
         return launch_failures(self.srun_stderr)
+
+    def blamed(self) -> dict[str, str]:
+        """Node -> srun's reason, for each node srun ended the whole step over."""
+        return {**io_failures(self.srun_stderr, self.nodes), **self.failures()}
 
     def last_line(self, node: str) -> str:
         text = self.stderr.get(node, b"").decode(errors="replace")
@@ -348,6 +409,7 @@ class NodeRun:
     end: float = 0.0  # its deadline on the node side (time.monotonic()), from its wave's start
     items: queue.SimpleQueue[Item] = field(default_factory=queue.SimpleQueue)
     answered: int = 0  # results (not progress lines) delivered, counted by the step
+    reruns: int = 0  # steps it ran again in, cut off by another node's failure (MAX_RERUNS)
     done: bool = False  # its runner has ended: nothing more is read for it
     wave: Wave | None = None
 
@@ -392,8 +454,8 @@ class Wave:
     def _run_steps(self, names: list[str], store: bool) -> None:
         """One step per distinct request (what each node has still to answer), all at once;
         the nodes that lack the code run again in a step that brings it, as soon as every
-        node of their step has said; the nodes of a step whose launch failed elsewhere run
-        again."""
+        node of their step has said; the nodes cut off when srun ended a step over another
+        node run again (`Step.again`)."""
         groups: dict[str, list[str]] = {}
         for name in names:
             node = self.nodes[name]
@@ -421,11 +483,7 @@ class Wave:
                 self._run_steps(needed, store=True)
         for step in steps:
             step.join()
-        again = []
-        for step in steps:
-            failed = step.failures()
-            if failed:
-                again += [n for n in step.nodes if n not in failed and step.task(n).exit is None]
+        again = [name for step in steps for name in step.again]
         if again:
             self._run_steps(again, store)
 
@@ -568,8 +626,8 @@ class NodeRunner:
                 failed = step.failures()
                 if name in failed and not watch.answered:
                     raise Unreachable(f"srun: {failed[name]}")
-                if failed and name not in failed and step.task(name).exit is None:
-                    continue  # srun ended it for another node's launch: it runs again
+                if name in step.again:
+                    continue  # srun ended it over another node: it runs again
                 if step.needs_code(name) and not watch.answered:
                     stage = "uploading probe code"  # the wave runs it again with the zip
                     on_stage(stage)
@@ -580,6 +638,18 @@ class NodeRunner:
             node.done = True
             wave.node_ended(at_once=stop.is_set())
 
+    def _why(self, step: Step) -> str:
+        """Why the node's task said no exit status, as far as srun says."""
+        name = self.host.name
+        blamed = step.blamed()
+        if name in blamed:
+            lost = name not in step.failures()
+            return f"srun lost the node's slurmstepd: {blamed[name]}" if lost else blamed[name]
+        if blamed:  # cut off over others, and run again as often as it may
+            others = ", ".join(sorted(blamed))
+            return f"srun ended the step over {others}: {next(iter(blamed.values()))}"
+        return launch_failure(step.srun_stderr) or step.last_line(name) or "no exit status"
+
     def _finished(self, step: Step, watch: ProbeWatch) -> None:
         """Nothing when the node's step ended as it should, else TransportError (why)."""
         name = self.host.name
@@ -587,8 +657,9 @@ class NodeRunner:
         status = task.exit
         last = step.last_line(name)
         if status is None:
-            why = launch_failure(step.srun_stderr) or last or "no exit status"
-            raise TransportError(f"the node's task ended without its exit status: {why}")
+            raise TransportError(
+                f"the node's task ended without its exit status: {self._why(step)}"
+            )
         if status == DEADLINE_EXIT:
             node = self.node
             deadline = f"{node.deadline_s:g} s" if node else "its deadline"

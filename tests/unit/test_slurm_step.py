@@ -1,6 +1,7 @@
 """One Slurm step for a wave of nodes (fleet/slurm_step.py): the srun command line, a
 record in pieces under srun's 1 KiB cut and back, each task's marks, srun's launch
-failures by node, the job's task order, and the node side's own deadline."""
+failures and lost nodes by node, which nodes run again, the job's task order, and the node
+side's own deadline."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from bringup.fleet.node_code import NEED_CODE_EXIT, build_node_code, remote_comm
 from bringup.fleet.slurm_step import (
     PIECE_BYTES,
     TaskLines,
+    io_failures,
     job_order,
     launch_failures,
     node_request,
     run_command,
+    runs_again,
     step_argv,
 )
 from bringup.fleet.transport import TransportError, decode_line
@@ -164,6 +167,43 @@ def test_launch_failures_are_read_by_node_from_what_srun_said() -> None:
         "send/recv operation"
     }
     assert launch_failures("srun: error: node03: task 2: Exited with exit code 2\n") == {}
+
+
+def test_a_node_whose_slurmstepd_srun_lost_is_named_by_its_index_in_the_step() -> None:
+    # srun 22.05's words when node02's slurmstepd dies with stdin unread (the integration
+    # test that kills it while srun sends the zip): it ends the whole step.
+    stderr = (
+        "srun: error: _server_read: fd 12 error reading header: Connection reset by peer\n"
+        "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on "
+        "node 1\n"
+        "srun: error: node03: task 2: Killed\n"
+        "srun: error: node01: task 0: Killed\n"
+        "srun: error: Timed out waiting for job step to complete\n"
+    )
+    nodes = ["node01", "node02", "node03"]
+    assert io_failures(stderr, nodes) == {
+        "node02": "_server_read: fd 12 error reading header: Connection reset by peer"
+    }
+    # The other words srun has for it (a step it had thought missing), without an I/O
+    # error said first; an index past the step names no one.
+    missing = "srun: error: Aborting, io error and missing step on node 2\n"
+    assert io_failures(missing, nodes) == {
+        "node03": "Aborting, io error and missing step on node 2"
+    }
+    assert io_failures(missing.replace("node 2", "node 7"), nodes) == {}
+    assert io_failures("srun: error: node03: task 2: Exited with exit code 2\n", nodes) == {}
+    assert launch_failures(stderr) == {}
+
+
+def test_only_silent_nodes_cut_off_by_another_run_again_and_each_once() -> None:
+    silent = ["node01", "node02", "node03"]
+    # node02 lost: the others run again; then node03 cut off a second time does not.
+    assert runs_again(silent, {"node02"}, {}) == ["node01", "node03"]
+    assert runs_again(silent, {"node02"}, {"node03": 1}) == ["node01"]
+    # A step that ended with no node to blame (srun killed, the node side gone) is no
+    # one's to run again: each node's outcome is its own.
+    assert runs_again(silent, set(), {}) == []
+    assert runs_again([], {"node02"}, {}) == []
 
 
 def test_tasks_follow_the_jobs_node_order_not_the_order_asked() -> None:

@@ -355,3 +355,52 @@ def test_a_node_whose_slurmd_dies_mid_run_is_its_error_and_the_others_complete(
     assert not {n for n, _ in errors} - {"node02"}, errors  # the others' verdicts stand
     running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
     assert running_jobs.stdout.split() == []  # released, its step with it
+
+
+def test_a_node_that_dies_while_srun_sends_the_zip_is_its_error_the_others_run_again(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    """srun ends the whole step when it loses one node's slurmstepd ("aborting, io error
+    with slurmstepd on node 1"): the step's other nodes, cut off without their exit status,
+    run again in one new step and are judged on what they measure."""
+    cluster = make_slurm_cluster(3, nvml=True)
+    assert cluster.slurm is not None
+    # node02's link carries the zip (about 0.7 MB) for several seconds: it dies with the
+    # zip in transit.
+    cluster.limit_rate("node02", 1_000_000)
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE)
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "3"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    steps_before = _steps_created(cluster)
+    cli = start_cli(*argv, cwd=REPO, env=env)
+    code = build_node_code()
+    try:
+        assert cluster.wait_for_process("node02", storing(code), scaled(60)) is not None
+        stored = cluster.node("node02").cache_dir / "bringup" / "code" / code.file_name
+        # Frozen first, so that what srun sent it lies unread when it dies: its kernel
+        # answers srun with a reset (srun takes a plain end of stream quietly, and waits).
+        cluster.freeze("node02")
+        time.sleep(0.5)
+        cluster.kill_node_processes("node02")  # slurmd, slurmstepd: crashed
+        assert not stored.exists()  # the zip was still on its way
+        stdout, stderr = cli.communicate(timeout=scaled(120))
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    states = {n: v["state"] for n, v in nodes_of(doc).items()}
+    assert states == {"node01": "complete", "node02": "error", "node03": "complete"}, stderr
+    reason = nodes_of(doc)["node02"]["reason"]
+    assert reason.startswith(
+        "the node's task ended without its exit status: srun lost the node's slurmstepd: "
+    ), reason
+    errors = {(f["node"], f["check"]) for f in doc["findings"] if f["status"] == "ERROR"}
+    assert ("node02", "node.run") in errors
+    assert not {n for n, _ in errors} - {"node02"}, errors  # the others' verdicts stand
+    # The look for the code, the step that brought it (ended by srun), and node01 and
+    # node03 again in one step: not a step each.
+    assert _steps_created(cluster) - steps_before == 3
+    running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running_jobs.stdout.split() == []
