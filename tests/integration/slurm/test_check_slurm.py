@@ -330,8 +330,9 @@ def test_a_node_whose_slurmd_dies_mid_run_is_its_error_and_the_others_complete(
     try:
         for name in cluster.names:  # all three in the one step, each node side running
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
-        # Past the zip on stdin (stored on each node): the probes run. (A node that dies
-        # while srun still forwards the zip is not what this test is about.)
+        # Past the zip on stdin (stored on each node): the probes run, srun has nothing
+        # more to send node02 and goes on waiting for it. (One that dies while srun still
+        # sends it the zip: the next test.)
         code = build_node_code()
         for name in cluster.names:
             stored = cluster.node(name).cache_dir / "bringup" / "code" / code.file_name
