@@ -2,10 +2,10 @@
 node's records back through it, told apart by srun's task label.
 
 Why (measured, benchmarks/slurm_launch.py, docs/scale.md#slurm-launch): a step costs the
-controller a srun process (about 19 ms of CPU) and slurmctld three RPCs and about 3 ms of
+controller a srun process (13 to 22 ms of CPU) and slurmctld three RPCs and about 3 ms of
 CPU, whatever it runs. One step per node is 10,000 srun processes and 30,000 RPCs for a
-10,000-node check (up to 30,000 steps on a first run, with the code uploads: Slurm's
-default MaxStepCount is 40,000 per job); one step per wave of nodes is a few hundred.
+10,000-node check (20,000 steps on a first run, with the code uploads: Slurm's default
+MaxStepCount is 40,000 per job); one step per wave of nodes is a few hundred.
 
 How a run goes (`StepLauncher`, one per run; a runner per node, as every transport):
 
