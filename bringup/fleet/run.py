@@ -48,6 +48,7 @@ from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress
 from bringup.fleet.transport import (
+    Gathered,
     Interrupted,
     NodeCaps,
     TransportError,
@@ -236,6 +237,9 @@ def run(
     Plans without a profile (snapshot) are recorded, not judged: no findings are written.
     """
     rundir.add_nodes([p.node for p in plans])
+    for plan in plans:  # a transport that starts nodes together learns every request first
+        if isinstance(plan.runner, Gathered) and not plan.skip:
+            plan.runner.announce(plan.request, plan.deadline_s, max(1, forks))
     stop = threading.Event()
     progress = FleetProgress(len(plans), console or Console(stderr=True))
     outcomes: dict[str, NodeOutcome] = {}
