@@ -40,7 +40,9 @@ NODES = 8
 # The default runs' seed: each kind once, the same order and nodes every time.
 CHAOS_SEED = 1
 PROBES = ("host", "gpu", "nvme")
-TIMEOUTS = {"host": 30.0, "gpu": 30.0, "nvme": 30.0}
+# The nvme probe (a few 1 s fio runs on 2 MiB) is the one a hung fio or a frozen node sits
+# in: its timeout (plus the controller's grace) is what those two runs wait, so it is short.
+TIMEOUTS = {"host": 30.0, "gpu": 30.0, "nvme": scaled(15.0)}
 # The controller's deadline for a node (fleet/plan.py: the probes' timeouts + 60 s); the
 # run may take a connect timeout and the CLI's start on top.
 DEADLINE_S = sum(TIMEOUTS.values()) + 60.0
