@@ -39,7 +39,9 @@ from bringup.commands.app import whole
 whole()()
 """
 SINFO = "#!/bin/sh\necho 'idle none'\n"
-SCONTROL = '#!/bin/sh\nfor a in "$@"; do printf "%s|" "$a"; done >> "$SCONTROL_LOG"\necho >> "$SCONTROL_LOG"\n'
+# each call one line, its arguments each followed by "|"
+SCONTROL = '#!/bin/sh\nfor a in "$@"; do printf "%s|" "$a"; done >> "$SCONTROL_LOG"\n'
+SCONTROL += 'echo >> "$SCONTROL_LOG"\n'
 HANGS = "#!/bin/sh\nexec sleep 597\n"
 RUN_NAME = re.compile(r"[0-9]{8}T[0-9]{6}Z-healthcheck(-[0-9]+)?")
 STOPPED = re.compile(r"stopped after [0-9.]+ s")  # the share left after the start: varies
@@ -62,9 +64,7 @@ def _bin(tmp_path: Path, tools: dict[str, str]) -> Path:
     return folder
 
 
-def _both(
-    tmp_path: Path, env: dict[str, str], *args: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def _both(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """`bringup ARGS` by the entry point and by the whole app, each with its own copy of
     the runs directory and of Slurm's log: what each printed, exited with, recorded."""
     said = []
