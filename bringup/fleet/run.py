@@ -36,9 +36,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Literal
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
@@ -46,7 +44,7 @@ from bringup.checks.catalog import judge_node, judge_probe
 from bringup.facts import NodeFacts
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
-from bringup.fleet.progress import FleetProgress
+from bringup.fleet.progress import FleetProgress, Silent
 from bringup.fleet.transport import (
     Gathered,
     Interrupted,
@@ -57,6 +55,9 @@ from bringup.fleet.transport import (
 )
 from bringup.profile import AUTO, Profile
 from bringup.rundir import Override, RunDir
+
+if TYPE_CHECKING:  # rich loads only for a console that shows something
+    from rich.console import Console
 
 DEFAULT_FORKS = 64
 State = Literal["complete", "unreachable", "error", "interrupted"]
@@ -229,7 +230,7 @@ def run(
     plans: list[NodePlan],
     rundir: RunDir,
     forks: int = DEFAULT_FORKS,
-    console: Console | None = None,
+    console: Console | Silent | None = None,
     caps: NodeCaps | None = None,
 ) -> list[NodeOutcome]:
     """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
@@ -241,7 +242,11 @@ def run(
         if isinstance(plan.runner, Gathered) and not plan.skip:
             plan.runner.announce(plan.request, plan.deadline_s, max(1, forks))
     stop = threading.Event()
-    progress = FleetProgress(len(plans), console or Console(stderr=True))
+    if console is None:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    progress = FleetProgress(len(plans), console)
     outcomes: dict[str, NodeOutcome] = {}
     # Each node's future says it is done on a queue: taking them off one at a time costs
     # the same at a thousand nodes as at ten (wait() on every pending future each time a
@@ -275,7 +280,7 @@ def run(
         if plan.node not in outcomes:  # never started: Ctrl-C came first
             outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0)
     ordered = [outcomes[p.node] for p in plans]
-    progress.console.print(progress.summary([o.state for o in ordered]), highlight=False)
+    progress.print_summary([o.state for o in ordered])
     if stop.is_set():
         rundir.manifest.status = "interrupted"
     return ordered
