@@ -23,7 +23,7 @@ from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape
-from bringup.report.model import NodeReport, Report
+from bringup.report.model import NodeReport, NodeSections, Report
 from bringup.words import plural
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -298,7 +298,12 @@ def layout_of(report: Report) -> Layout:
         for subject, cell in row.items():
             status = cell.status.value
             counts[subject][status] = counts[subject].get(status, 0) + 1
-    detailed = [n for n in report.nodes if n.problem][:DETAILED_NODES]
+    # Built from the nodes' summaries: only the sections shown in full are built.
+    nodes = report.nodes
+    if isinstance(nodes, NodeSections):
+        detailed = list(nodes.sections(nodes.problems[:DETAILED_NODES]))
+    else:
+        detailed = [n for n in nodes if n.problem][:DETAILED_NODES]
     return Layout(True, detailed, GROUP_ITEMS, counts)
 
 
@@ -332,11 +337,13 @@ def json_pieces(report: Report) -> Iterator[str]:
     for i, name in enumerate(sorted(Report.model_fields)):
         yield ("," if i else "") + f"\n  {json.dumps(name)}: "
         value = getattr(report, name)
-        if isinstance(value, list) and value:
-            yield "["
+        if isinstance(value, list | NodeSections) and len(value):
+            yield "["  # the nodes' sections: each built, written and dropped in turn
             for j, item in enumerate(value):
                 yield ("," if j else "") + "\n    " + _item_json(item, "    ")
             yield "\n  ]"
+        elif isinstance(value, NodeSections):
+            yield "[]"
         elif isinstance(value, dict) and value:
             yield "{"
             for j, key in enumerate(sorted(value)):
