@@ -6,6 +6,7 @@ model gave; its memory grows with the nodes by their summary, not by their facts
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -154,11 +155,17 @@ def test_the_reports_memory_grows_by_the_nodes_summary_not_their_facts(tmp_path:
     assert per_node_kb < 180, f"{per_node_kb:.0f} kB per node"
 
 
-def test_a_fleet_past_the_full_page_writes_its_html(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def large_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fleet just past FULL_PAGE_NODES: the large fleet's page."""
+    return scale_run(tmp_path_factory.mktemp("large") / "run", render.FULL_PAGE_NODES + 2)
+
+
+def test_a_fleet_past_the_full_page_writes_its_html(large_run: Path) -> None:
     """Past FULL_PAGE_NODES the page counts each subject's cells by status: a cell is the
     console's Cell (status, count, checks), and the merged main raised AttributeError here."""
     size = render.FULL_PAGE_NODES + 2
-    report = build_report(load(scale_run(tmp_path / "run", size)), B300, generated_at="T")
+    report = build_report(load(large_run), B300, generated_at="T")
     layout = render.layout_of(report)
     assert layout.large
     assert sum(layout.subject_counts["gpu"].values()) == size
@@ -186,13 +193,13 @@ def measured_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("size", [6, render.FULL_PAGE_NODES + 2])
 def test_spooled_figures_write_every_format_byte_for_byte_as_held_ones(
-    tmp_path: Path, size: int, measured_run: Path
+    size: int, measured_run: Path, large_run: Path
 ) -> None:
     """`bringup report` spools each node's figures as it reads the node (FactsDigest) and
     builds each node's section as it writes it; the report of the same run with every
     node's facts and figures held (the exporter's way) is the same text in every format,
     for a page of every node (curves and timelines plotted) and for a large fleet's."""
-    run = measured_run if size == 6 else scale_run(tmp_path / "run", size)
+    run = measured_run if size == 6 else large_run
     held = build_report(load(run), B300, generated_at="T")
     streamed, _ = make_report(run, None, "b300")
     streamed.generated_at = "T"
@@ -248,3 +255,26 @@ def test_reading_a_run_holds_each_nodes_summary_not_its_figures(tmp_path: Path) 
         scale_run(tmp_path / "small", small), scale_run(tmp_path / "large", large), (small, large)
     )
     assert per_node < 70, f"{per_node:.0f} kB per node"
+
+
+def test_a_large_fleets_problem_nodes_are_laid_out_a_table_at_a_time(
+    large_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past FULL_PAGE_NODES the table of nodes with a problem is cut into tables of
+    PROBLEM_ROWS rows, each after the first laid out only when scrolled to: at 10,000
+    nodes one table took Chromium 3.0 to 3.4 s, the cut ones 0.7 to 0.9 s (docs/scale.md).
+    Every node with a problem keeps its one row, in order, under the one header."""
+    monkeypatch.setattr(render, "PROBLEM_ROWS", 20)
+    report = build_report(load(large_run), B300, generated_at="T")
+    page = "".join(render.html_pieces(report, render.make_plots(report, B300)))
+    section = page[page.index('<section id="problems">') :]
+    section = section[: section.index("</section>")]
+    problems = [row.node for row in report.nodes.rows if row.problem]
+    assert len(problems) == 85  # every node but the demo's healthy one, of 102
+    assert re.findall(r'<tr><td><a href="#node-(node\d+)">', section) == problems
+    assert section.count("<th>node</th>") == 1
+    assert section.count("<table>") == 5  # 20 + 20 + 20 + 20 + 5
+    assert section.count('<div class="more-problems">') == 4
+    assert (
+        ".more-problems { content-visibility: auto; contain-intrinsic-size: auto 580px; }" in page
+    )
