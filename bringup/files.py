@@ -98,12 +98,7 @@ def read_lines_in(root: Path, relative: str, what: str, limit: int = MAX_BYTES) 
     path = root / relative
     fd = _open_in(root, relative)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: {_kind(info.st_mode)}, not a {what} file")
-        if info.st_size > limit:
-            raise InputError(f"{path}: {_size(info.st_size)}, over the {_size(limit)} cap")
-        os.set_blocking(fd, True)
+        _check_readable(fd, path, what, limit)
         left = limit + 1  # the file may grow while it is read
         pending = b""
         while left > 0:
@@ -184,14 +179,19 @@ def walk_files(root: Path, folder: str) -> Iterator[tuple[str, os.stat_result]]:
             yield entry.relative_to(root).as_posix(), os.lstat(entry)
 
 
+def _check_readable(fd: int, path: Path, what: str, limit: int) -> None:
+    """What read_in and read_lines_in refuse before the first byte, in the same words."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: {_kind(info.st_mode)}, not a {what} file")
+    if info.st_size > limit:
+        raise InputError(f"{path}: {_size(info.st_size)}, over the {_size(limit)} cap")
+    os.set_blocking(fd, True)
+
+
 def _read_fd(fd: int, path: Path, what: str, limit: int) -> bytes:
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: {_kind(info.st_mode)}, not a {what} file")
-        if info.st_size > limit:
-            raise InputError(f"{path}: {_size(info.st_size)}, over the {_size(limit)} cap")
-        os.set_blocking(fd, True)
+        _check_readable(fd, path, what, limit)
         data = _read_at_most(fd, limit + 1)  # the file may grow while it is read
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None

@@ -577,15 +577,6 @@ class NodeRunner:
         stop: threading.Event,
         on_stage: Stage,
     ) -> Iterator[dict[str, Any]]:
-        return self._records(request, deadline_s, stop, on_stage)
-
-    def _records(
-        self,
-        request: dict[str, Any],
-        deadline_s: float,
-        stop: threading.Event,
-        on_stage: Stage,
-    ) -> Iterator[dict[str, Any]]:
         if self.node is None or self.node.request is not request:
             self.announce(request, deadline_s, 1)  # called without fleet.run's announce
         node = self.node
