@@ -229,6 +229,8 @@ def host_vars_files(sources: list[str | None], basedirs: list[str]) -> Callable[
         return always
 
     def key(text: str) -> str:
+        if text.isascii():  # most names: NFC leaves ASCII as it is, casefold is lower
+            return text.lower()
         return unicodedata.normalize("NFC", text).casefold()
 
     # The folders host_group_vars reads: each inventory source's and the play's, by the real
@@ -395,8 +397,13 @@ def _str_or_none(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
+PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """Plain Python values from Ansible's tagged ones (str/int/dict subclasses)."""
+    if type(value) in PLAIN_TYPES:  # most values, at ten thousand hosts
+        return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
