@@ -214,18 +214,14 @@ def host_vars_files(sources: list[str | None], basedirs: list[str]) -> Callable[
     import unicodedata
 
     from ansible import constants as C
-    from ansible.plugins.loader import vars_loader
     from ansible.plugins.vars import host_group_vars
     from ansible.utils.path import basedir
-    from ansible.vars.plugins import _prime_vars_loader
 
     def always(name: str) -> bool:
         return True
 
-    if vars_loader._paths is None:  # as ansible.vars.plugins.get_vars_from_path primes it
-        _prime_vars_loader()
-    plugins = [vars_loader.get(name) for name in vars_loader._plugin_instance_cache]
-    if any(type(p) is not host_group_vars.VarsModule for p in plugins if p is not None):
+    plugins = _vars_plugins()
+    if plugins is None or any(type(p) is not host_group_vars.VarsModule for p in plugins):
         return always
 
     def key(text: str) -> str:
@@ -264,6 +260,22 @@ def host_vars_files(sources: list[str | None], basedirs: list[str]) -> Callable[
         return any(key(name + suffix) in entries for suffix in suffixes)
 
     return may_have_file
+
+
+def _vars_plugins() -> list[Any] | None:
+    """The vars plugins Ansible asks for each host or group, as
+    `ansible.vars.plugins.get_vars_from_path` finds them; None where this ansible-core
+    keeps them otherwise (then nothing is skipped)."""
+    from ansible.plugins.loader import vars_loader
+    from ansible.vars import plugins
+
+    prime = getattr(plugins, "_prime_vars_loader", None)
+    if prime is None or getattr(vars_loader, "_plugin_instance_cache", None) is None:
+        return None
+    if vars_loader._paths is None:  # the cache has been reset: get_vars_from_path primes it
+        prime()
+    found = [vars_loader.get(name) for name in vars_loader._plugin_instance_cache]
+    return [plugin for plugin in found if plugin is not None]  # None: skipped there too
 
 
 def _check_limit(inventory: Any, limit: str, path: Path | str) -> None:
@@ -609,7 +621,6 @@ def _parse_quickly() -> Iterator[None]:
     the per-source work. Where no plugin would run at that stage, {} is answered at once;
     where one would, Ansible's own function runs."""
     from ansible.inventory import data, manager
-    from ansible.plugins.loader import vars_loader
     from ansible.vars import plugins
 
     saved = (data.basedir, manager.get_vars_from_inventory_sources)
@@ -629,11 +640,12 @@ def _parse_quickly() -> Iterator[None]:
         if stage != "inventory":
             return original_vars(loader, sources, entities, stage)
         if not quiet:
-            if vars_loader._paths is None:
-                plugins._prime_vars_loader()
-            names = list(vars_loader._plugin_instance_cache or {})
-            found = [vars_loader.get(name) for name in names]
-            quiet.append(all(p is None or not plugins._plugin_should_run(p, stage) for p in found))
+            found = _vars_plugins()
+            should_run = getattr(plugins, "_plugin_should_run", None)
+            if found is None or should_run is None:
+                quiet.append(False)
+            else:
+                quiet.append(not any(should_run(plugin, stage) for plugin in found))
         return {} if quiet[0] else original_vars(loader, sources, entities, stage)
 
     data.basedir = basedir  # type: ignore[assignment]
