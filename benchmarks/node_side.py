@@ -18,7 +18,9 @@ whatever else this machine runs. The phases:
 - the probes together: one run with every probe, as `check --nodes` sends them;
 - `slurm healthcheck`: the whole command (controller and node side) against the simulated
   NVML, where the tree has it: as a prolog runs it (`--profile auto`, the default) and
-  with the profile named (`--profile b300`).
+  with the profile named (`--profile b300`). With `--baseline`, the trees' runs take
+  turns (this checkout, the baseline, this checkout, ...), so that a load that comes and
+  goes weighs on each alike; the load averages at the start and the end are printed.
 
 Bytecode is written and used, as on an installed controller and in a node's cache:
 PYTHONDONTWRITEBYTECODE is dropped from the environment (set, every run would compile the
@@ -189,19 +191,26 @@ def base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def healthcheck(
-    tree: Path, base: Path, nvml: dict[str, str], repeat: int, profile: str
-) -> Cost | None:
-    """`bringup slurm healthcheck` (prolog suite) of `tree`, or None where it has none."""
-    if not (tree / "bringup" / "fleet" / "healthcheck.py").is_file() or not nvml:
-        return None
-    env = {**base_env(), **nvml, "PYTHONPATH": str(tree)}
-    argv = [sys.executable, "-m", "bringup.cli", "slurm", "healthcheck", "--node", "n1"]
-    argv += ["--profile", profile, "--out", str(base / f"hc-{tree.name}")]
-    warm = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
-    if warm.returncode not in (0, 1):  # this tree's health check has no such profile option
-        return None
-    return median([timed(argv, env, cwd=tree) for _ in range(repeat)])
+def healthchecks(
+    trees: list[Path], base: Path, nvml: dict[str, str], repeat: int, profile: str
+) -> list[Cost | None]:
+    """`bringup slurm healthcheck` (prolog suite) of each tree (None where it has none),
+    the trees' runs alternated: whatever else loads this machine weighs on each alike."""
+    commands: dict[Path, tuple[list[str], dict[str, str]]] = {}
+    for tree in trees:
+        if not (tree / "bringup" / "fleet" / "healthcheck.py").is_file() or not nvml:
+            continue
+        env = {**base_env(), **nvml, "PYTHONPATH": str(tree)}
+        argv = [sys.executable, "-m", "bringup.cli", "slurm", "healthcheck", "--node", "n1"]
+        argv += ["--profile", profile, "--out", str(base / f"hc-{tree.name}")]
+        warm = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
+        if warm.returncode in (0, 1):  # else this tree's health check has no such option
+            commands[tree] = (argv, env)
+    runs: dict[Path, list[Cost]] = {tree: [] for tree in commands}
+    for _ in range(repeat):
+        for tree, (argv, env) in commands.items():
+            runs[tree].append(timed(argv, env, cwd=tree))
+    return [median(runs[tree]) if tree in runs else None for tree in trees]
 
 
 # One run of the tree's own SSH transport against a simulated node (as root, --ssh).
@@ -297,15 +306,19 @@ def main() -> None:
         results: list[dict[str, Cost]] = []
         with ExitStack() as stack:
             trees = [stack.enter_context(tree_of(rev, base)) for rev in [None, *args.baseline]]
+            loads = [os.getloadavg()]
             for tree in trees:
-                costs = measure_tree(tree, base, nvml, args.repeat, tuple(args.probes))
-                for profile in ("auto", "b300"):
-                    check = healthcheck(tree, base, nvml, args.repeat, profile)
+                results.append(measure_tree(tree, base, nvml, args.repeat, tuple(args.probes)))
+            for profile in ("auto", "b300"):
+                checks = healthchecks(trees, base, nvml, args.repeat, profile)
+                for costs, check in zip(results, checks, strict=True):
                     if check is not None:
                         costs[f"slurm healthcheck -p {profile}"] = check
-                results.append(costs)
+            loads.append(os.getloadavg())
             by_ssh = over_ssh(trees, args.repeat, "xid") if args.ssh else []
         print(f"node side per run, CPU s (wall s); median of {args.repeat}; {os.cpu_count()} CPUs")
+        shown = " -> ".join(" ".join(f"{x:.2f}" for x in load) for load in loads)
+        print(f"load average (1, 5, 15 min) at the start and the end: {shown}")
         print(f"{'phase':<36}" + "".join(f"{n[:22]:>24}" for n in names))
         phases = list(dict.fromkeys(p for r in results for p in r))
         for phase in phases:
