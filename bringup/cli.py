@@ -61,11 +61,12 @@ def no_plugin_search() -> None:
     """Stand in for pydantic's plugin loader while every plugin is disabled.
 
     Disabled, the loader finds no plugin, but importing it imports importlib.metadata, and
-    with it email, zipfile and csv, at the first model build: 4% of `slurm healthcheck`'s
-    CPU at every job start, for nothing (benchmarks/node_side.py). The stand-in answers what
-    pydantic's own answers with plugins disabled, no plugin; should they be enabled later in
-    this process, it hands over to pydantic's own, which then finds them. Left alone where
-    pydantic is loaded already or plugins are not all disabled.
+    with it email, zipfile and csv, at the first model build: 4 % of the instructions of
+    `slurm healthcheck` at every job start, for nothing (benchmarks/node_side.py
+    --instructions). The stand-in answers what pydantic's own answers with plugins
+    disabled, no plugin; should they be enabled later in this process, it hands over to
+    pydantic's own, which then finds them. Left alone where plugins are not all disabled,
+    or where pydantic's loader is loaded already.
     """
     if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in PLUGINS_OFF:
         return
@@ -80,7 +81,9 @@ def _no_plugins() -> Any:
     """pydantic's get_plugins, as its loader answers it with plugins disabled."""
     if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in PLUGINS_OFF:
         return ()
-    del sys.modules[PLUGIN_LOADER]  # enabled since: pydantic's own loader finds them
+    # Enabled since: pydantic's own loader finds them (once, whichever thread asks first).
+    if getattr(sys.modules.get(PLUGIN_LOADER), "get_plugins", None) is _no_plugins:
+        sys.modules.pop(PLUGIN_LOADER, None)
     return importlib.import_module(PLUGIN_LOADER).get_plugins()
 
 
