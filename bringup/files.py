@@ -237,6 +237,23 @@ def make_dir(path: Path) -> None:
         raise OutputError(errno.ENOTDIR, f"{path} exists and is not a directory") from None
 
 
+def _chunks(data: Iterable[str], size: int = 1 << 16) -> Iterator[bytes]:
+    """Text in pieces as UTF-8 in chunks of about `size` characters: a template yields a
+    piece per tag and value (715,000 for the Markdown of a thousand nodes), and encoding
+    and writing each alone was a tenth of the report's CPU."""
+    held: list[str] = []
+    count = 0
+    for piece in data:
+        held.append(piece)
+        count += len(piece)
+        if count >= size:
+            yield "".join(held).encode("utf-8")
+            held.clear()
+            count = 0
+    if held:
+        yield "".join(held).encode("utf-8")
+
+
 def write_atomic(
     path: Path, data: str | bytes | Iterable[str], mode: int = 0o666, root: Path | None = None
 ) -> None:
@@ -257,7 +274,7 @@ def write_atomic(
     elif isinstance(data, str):
         pieces = (data.encode("utf-8"),)
     else:
-        pieces = (piece.encode("utf-8") for piece in data)
+        pieces = _chunks(data)
     folder = _open_dir(path.parent) if root is None else _open_dir_under(root, path.parent)
     try:
         tmp, fd = _create_temporary(folder, path.name, mode)
