@@ -258,12 +258,14 @@ class FactsDigest:
     def __call__(self, node: NodeFacts) -> NodeFacts:
         from bringup.checks.auto import judge_node_model
         from bringup.checks.identity import node_marks
+        from bringup.facts import decoded_once
         from bringup.measurements import measure
 
-        self.figures.add(measure(node, self.peak))
-        self.marks[node.node] = node_marks(node)
-        if self.auto:
-            self.models[node.node] = judge_node_model(node)[0]
+        with decoded_once():  # three readers of the node's records: each validated once
+            self.figures.add(measure(node, self.peak))
+            self.marks[node.node] = node_marks(node)
+            if self.auto:
+                self.models[node.node] = judge_node_model(node)[0]
         return node.headers()
 
     def measurements(self, run: RunData) -> Figures:

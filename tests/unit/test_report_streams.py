@@ -316,3 +316,38 @@ def test_findings_read_hold_a_third_of_the_memory_and_the_same_values(tmp_path: 
     assert second.action != "act" and second.message != "changed"
     assert second.model_fields_set == set(Finding.model_fields)
     assert copy.__pydantic_fields_set__ is not first.__pydantic_fields_set__
+
+
+def test_a_nodes_records_are_validated_once_while_the_report_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's three readers of a node (its figures, its identity marks, its GPU's
+    profile) each decoded the gpu record: within facts.decoded_once each record is
+    validated once, every reader gets the same answer (the facts, or the same
+    FactsError), and outside it nothing is kept."""
+    from bringup import facts as facts_mod
+
+    node = next(iter_facts(scale_run(tmp_path / "run", 1))).facts
+    assert node is not None
+    calls: list[str] = []
+    real = facts_mod._decode
+
+    def counted(record: facts_mod.ProbeRecord) -> object:
+        calls.append(record.probe)
+        return real(record)
+
+    monkeypatch.setattr(facts_mod, "_decode", counted)
+    FactsDigest(None, auto=True)(node)
+    assert sorted(calls) == sorted(r.probe for r in node.probes.values() if r.ok)
+
+    gpu = node.probes["gpu"]
+    bad = gpu.model_copy(update={"facts": {"gpus": "not a list"}})
+    calls.clear()
+    with facts_mod.decoded_once():
+        assert facts_mod.decode(gpu) is facts_mod.decode(gpu)
+        for _ in range(2):
+            with pytest.raises(facts_mod.FactsError, match="invalid at"):
+                facts_mod.decode(bad)
+    assert calls == ["gpu", "gpu"]
+    facts_mod.decode(gpu)
+    assert calls == ["gpu", "gpu", "gpu"]  # outside: validated each time, as before
