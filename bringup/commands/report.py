@@ -247,6 +247,7 @@ class FactsDigest:
     (`remeasure`)."""
 
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
+        from bringup.report.compact import Compact
         from bringup.report.figures import Figures
 
         self.peak = peak_flops_per_s
@@ -254,6 +255,7 @@ class FactsDigest:
         self.figures = Figures.spooled()
         self.marks: dict[str, list[Mark]] = {}
         self.models: dict[str, profile_mod.Profile | None] = {}
+        self._compact = Compact()  # the headers kept of each node: texts shared
 
     def __call__(self, node: NodeFacts) -> NodeFacts:
         from bringup.checks.auto import judge_node_model
@@ -266,7 +268,7 @@ class FactsDigest:
             self.marks[node.node] = node_marks(node)
             if self.auto:
                 self.models[node.node] = judge_node_model(node)[0]
-        return node.headers()
+        return self._compact(node.headers())
 
     def measurements(self, run: RunData) -> Figures:
         """The figures of the run's nodes (as narrowed by --limit)."""

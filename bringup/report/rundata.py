@@ -26,8 +26,9 @@ from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.files import InputError, is_link, read_bytes_in, read_lines_in
-from bringup.findings import Expected, Finding
+from bringup.findings import Finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
+from bringup.report.compact import Compact
 from bringup.rundir import Manifest, iter_facts
 
 # What a reader keeps of each node's facts as they are read (report's FactsDigest): the
@@ -238,49 +239,6 @@ def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
     except InputError as exc:
         return None, f"findings.jsonl unreadable ({exc}): no verdict is known", []
     return findings, None, unreadable
-
-
-class Compact:
-    """Each finding as read, held in a third of the memory (docs/scale.md): validated as
-    ever, then its texts shared with the findings read before it (a fleet's findings repeat
-    their node, check, unit, action and most messages), and pydantic's record of which
-    fields the line set shared too (a set of eight names per finding, and one per
-    `expected`, each 728 bytes: half of what a finding held).
-
-    The shared set is a finding's only when the line set every field (what `check`
-    writes): pydantic adds to it only a field that is assigned, which is in it already,
-    and a copy (model_copy) takes a set of its own."""
-
-    # A cap on the texts remembered, so a fleet whose every message is its own costs at
-    # most this many entries (about 10 MB) for sharing nothing.
-    TEXTS = 100_000
-
-    def __init__(self) -> None:
-        self._texts: dict[str, str] = {}
-        self._every = set(Finding.model_fields)
-        self._every_expected = set(Expected.model_fields)
-
-    def __call__(self, f: Finding) -> Finding:
-        fields = f.__dict__
-        for name in ("node", "check", "message", "unit", "action", "value"):
-            value = fields[name]
-            if isinstance(value, str):
-                fields[name] = self._text(value)
-        if f.__pydantic_fields_set__ == self._every:
-            object.__setattr__(f, "__pydantic_fields_set__", self._every)
-        expected = f.expected
-        if expected is not None and expected.__pydantic_fields_set__ == self._every_expected:
-            # A frozen model: its fields set is set the way pydantic sets it.
-            object.__setattr__(expected, "__pydantic_fields_set__", self._every_expected)
-        return f
-
-    def _text(self, text: str) -> str:
-        shared = self._texts.get(text)
-        if shared is not None:
-            return shared
-        if len(self._texts) < self.TEXTS:
-            self._texts[text] = text
-        return text
 
 
 def planned_probes(manifest: Manifest) -> tuple[list[str] | None, str | None]:
