@@ -47,6 +47,25 @@ def _float(value: float) -> str:
     return float.__repr__(value)
 
 
+def _scalar(value: object) -> str | None:
+    """A scalar's text, the common types by their exact type (the fast path: most of a
+    report is numbers and text); None for anything else (written by _write)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)  # type: ignore[arg-type]
+    if kind is float:
+        return _float(value)  # type: ignore[arg-type]
+    if kind is int:
+        return int.__repr__(value)  # type: ignore[arg-type]
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return None
+
+
 def _write(value: object, out: list[str], newline: str) -> None:
     """Append `value`'s text to `out`; `newline`: a line break and the current indent.
     The checks run in json's own order (bool before int: True is an int)."""
@@ -70,23 +89,36 @@ def _write(value: object, out: list[str], newline: str) -> None:
         out.append("[")
         separator = inner
         for item in value:
-            out.append(separator)
+            text = _scalar(item)
+            if text is not None:
+                out.append(separator + text)
+            else:
+                out.append(separator)
+                _write(item, out, inner)
             separator = "," + inner
-            _write(item, out, inner)
         out.append(newline + "]")
     elif isinstance(value, dict):
         if not value:
             out.append("{}")
             return
-        if not all(isinstance(key, str) for key in value):
-            raise _NotPlain  # json turns such keys into text, and sorts them as they were
+        try:
+            keys = sorted(value)
+        except TypeError:
+            raise _NotPlain from None  # keys of several types: json's own error
         inner = newline + "  "
         out.append("{")
         separator = inner
-        for key in sorted(value):
-            out.append(separator + encode_basestring_ascii(key) + ": ")
+        for key in keys:
+            if type(key) is not str:
+                raise _NotPlain  # json turns such keys into text, and sorts them as they were
+            item = value[key]
+            text = _scalar(item)
+            if text is not None:
+                out.append(separator + encode_basestring_ascii(key) + ": " + text)
+            else:
+                out.append(separator + encode_basestring_ascii(key) + ": ")
+                _write(item, out, inner)
             separator = "," + inner
-            _write(value[key], out, inner)
         out.append(newline + "}")
     else:
         raise _NotPlain

@@ -53,6 +53,13 @@ def test_what_is_not_plain_json_is_json_dumps_own_answer() -> None:
     assert jsontext.dumps({2: "b", 1: "a"}) == _whole({2: "b", 1: "a"})
     with pytest.raises(TypeError):
         jsontext.dumps({"a": object()})  # as json.dumps refuses it
+    with pytest.raises(TypeError):
+        jsontext.dumps({1: "a", "b": 2})  # keys json cannot sort
+
+    class Text(str):
+        pass
+
+    assert jsontext.dumps({Text("k"): [Text("v")]}) == _whole({Text("k"): [Text("v")]})
 
 
 plain = st.recursive(
