@@ -352,3 +352,55 @@ def test_a_nodes_records_are_validated_once_while_the_report_reads_it(
     assert calls == ["gpu", "gpu"]
     facts_mod.decode(gpu)
     assert calls == ["gpu", "gpu", "gpu"]  # outside: validated each time, as before
+
+
+def _with_findings_of(run: Path, nodes: int, size: int) -> None:
+    """The run's manifest naming `nodes` nodes, its findings.jsonl padded past `size`
+    bytes with blank lines (each read and passed over) and a last finding after them."""
+    from bringup.rundir import Manifest
+
+    manifest = Manifest.model_validate_json((run / "manifest.json").read_text())
+    names = [f"node{i:05d}" for i in range(nodes)]
+    (run / "manifest.json").write_text(
+        manifest.model_copy(update={"nodes": names}).model_dump_json()
+    )
+    last = Finding(node="node00001", check="gpu.count", status="PASS", message="the last line")
+    blank = " " * (512 << 10) + "\n"
+    with (run / "findings.jsonl").open("a") as out:
+        for _ in range(size // len(blank) + 1):
+            out.write(blank)
+        out.write(last.model_dump_json() + "\n")
+
+
+def test_findings_past_64_mib_are_read_for_a_run_of_nodes_enough(tmp_path: Path) -> None:
+    """findings.jsonl is read a line at a time, its cap 64 KiB a node of the run (the
+    manifest's) or the 64 MiB of any file, whichever is more (docs/scale.md): a 12,000-node
+    run's 70 MB is read to its last line; the same file in a 1,000-node run is refused
+    (every verdict unknown: an ERROR, never ACCEPTED), and so is one line over 1 MiB."""
+    from bringup.report import rundata
+
+    big = 70_000_000
+    assert rundata.findings_cap(1_000) == 64 << 20 < big < rundata.findings_cap(12_000)
+    run = scale_run(tmp_path / "large", 2)
+    _with_findings_of(run, 12_000, big)
+    assert (run / "findings.jsonl").stat().st_size > big
+    read = load(run)
+    assert read.findings_problem is None and read.unreadable_lines == []
+    assert read.findings is not None and read.findings[-1].message == "the last line"
+
+    run = scale_run(tmp_path / "small", 2)
+    _with_findings_of(run, 1_000, big)
+    refused = load(run)
+    assert refused.findings is None
+    assert refused.findings_problem is not None
+    assert "over the 64 MiB cap" in refused.findings_problem
+    report = build_report(refused, B300, generated_at="T")
+    assert not report.verdict.accepted
+    assert any(f.check == "report.findings" and f.status.value == "ERROR" for f in report.findings)
+
+    run = scale_run(tmp_path / "line", 2)
+    with (run / "findings.jsonl").open("a") as out:
+        out.write('{"message": "' + "x" * (1 << 20) + '"}\n')
+    one_line = load(run)
+    assert one_line.findings is None
+    assert "a line over the 1 MiB cap on one line" in (one_line.findings_problem or "")
