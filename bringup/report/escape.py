@@ -26,6 +26,12 @@ _CONTROL = re.compile(
 )
 # What XML 1.0 forbids beyond that: lone surrogates and the non-characters U+FFFE/U+FFFF.
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+# A report escapes the same short texts again and again (checks, statuses, actions, most
+# messages, the units): each function keeps its answers for the most recent of them, a
+# few MB at most whatever the nodes sent.
+CACHED_CHARS = 256
+CACHED_TEXTS = 4096
+
 _MARKDOWN = {
     "\\": "\\\\",
     "&": "&amp;",
@@ -42,7 +48,14 @@ _MARKDOWN_TABLE = str.maketrans({**_MARKDOWN, "\n": " "})
 
 def printable(text: object) -> str:
     """The text without control characters; newlines kept, a tab made one space."""
+    if type(text) is str and len(text) <= CACHED_CHARS:
+        return _printable_text(text)
     return _CONTROL.sub("", str(text).replace("\t", " "))
+
+
+@functools.lru_cache(maxsize=CACHED_TEXTS)
+def _printable_text(text: str) -> str:
+    return _CONTROL.sub("", text.replace("\t", " "))
 
 
 def one_line(text: object) -> str:
@@ -52,16 +65,23 @@ def one_line(text: object) -> str:
 
 def markdown(text: object) -> str:
     """Text that stays text in Markdown: one line, markup characters escaped."""
-    if type(text) is str:
-        return _markdown_text(text)  # the same few texts (checks, nodes, statuses) recur
+    if type(text) is str and len(text) <= CACHED_CHARS:
+        return _markdown_text(text)
     return printable(text).translate(_MARKDOWN_TABLE)
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@functools.lru_cache(maxsize=CACHED_TEXTS)
 def _markdown_text(text: str) -> str:
     return printable(text).translate(_MARKDOWN_TABLE)
 
 
 def xml(text: object) -> str:
     """Text every XML 1.0 parser reads: printable, no surrogate or non-character."""
+    if type(text) is str and len(text) <= CACHED_CHARS:
+        return _xml_text(text)
+    return _NOT_XML.sub("", printable(text))
+
+
+@functools.lru_cache(maxsize=CACHED_TEXTS)
+def _xml_text(text: str) -> str:
     return _NOT_XML.sub("", printable(text))
