@@ -247,6 +247,7 @@ class FactsDigest:
     (`remeasure`)."""
 
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
+        from bringup.report.compact import Compact
         from bringup.report.figures import Figures
 
         self.peak = peak_flops_per_s
@@ -254,17 +255,20 @@ class FactsDigest:
         self.figures = Figures.spooled()
         self.marks: dict[str, list[Mark]] = {}
         self.models: dict[str, profile_mod.Profile | None] = {}
+        self._compact = Compact()  # the headers kept of each node: texts shared
 
     def __call__(self, node: NodeFacts) -> NodeFacts:
         from bringup.checks.auto import judge_node_model
         from bringup.checks.identity import node_marks
+        from bringup.facts import decoded_once
         from bringup.measurements import measure
 
-        self.figures.add(measure(node, self.peak))
-        self.marks[node.node] = node_marks(node)
-        if self.auto:
-            self.models[node.node] = judge_node_model(node)[0]
-        return node.headers()
+        with decoded_once():  # three readers of the node's records: each validated once
+            self.figures.add(measure(node, self.peak))
+            self.marks[node.node] = node_marks(node)
+            if self.auto:
+                self.models[node.node] = judge_node_model(node)[0]
+        return self._compact(node.headers())
 
     def measurements(self, run: RunData) -> Figures:
         """The figures of the run's nodes (as narrowed by --limit)."""
