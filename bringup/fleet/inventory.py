@@ -15,8 +15,9 @@ probe parameters per node: see bringup/fleet/run.py).
 from __future__ import annotations
 
 import functools
+import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +74,7 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
     from ansible.vars.manager import VariableManager
 
     loader = DataLoader()
-    with _collect_failures() as failures:
+    with _collect_failures() as failures, _parse_quickly():
         try:
             inventory = InventoryManager(loader=loader, sources=[str(path)])
         except AnsibleError as exc:
@@ -152,6 +153,7 @@ def host_variables(manager: Any, hosts: list[Any]) -> list[dict[str, Any]]:
             data = combine(data, get_vars_from_path(loader, path, entities, stage))
         return data
 
+    may_have_file = host_vars_files(inventory._sources, basedirs)
     all_group = inventory.groups.get("all")
     by_groups: dict[tuple[str, ...], dict[str, Any]] = {}
 
@@ -183,8 +185,9 @@ def host_variables(manager: Any, hosts: list[Any]) -> list[dict[str, Any]]:
         if key not in by_groups:
             by_groups[key] = group_part(groups)
         data = combine(by_groups[key], host.get_vars())
-        data = combine(data, from_inventory([host]))
-        data = combine(data, from_play([host]))
+        if may_have_file(host.name):
+            data = combine(data, from_inventory([host]))
+            data = combine(data, from_play([host]))
         data = data | namespace_facts({})
         if not C.INJECT_FACTS_AS_VARS:
             data = combine(data, {"ansible_local": {}})
@@ -194,6 +197,85 @@ def host_variables(manager: Any, hosts: list[Any]) -> list[dict[str, Any]]:
         warn_if_reserved(data)
         results.append(combine(data, magic))
     return results
+
+
+def host_vars_files(sources: list[str | None], basedirs: list[str]) -> Callable[[str], bool]:
+    """Whether Ansible's vars plugins might find a host's own file: False only where they
+    are certain to give it nothing (so skipping them changes no value).
+
+    Asking them per host is most of reading a large inventory: the default plugin,
+    host_group_vars, looks for `host_vars/<name>`, `.yml`, `.yaml` and `.json` in each
+    folder, four path look-ups through Ansible's path helpers a host, although a site has
+    host_vars files for a few of its hosts, or none. Here each folder is listed once and a
+    host is asked about only when an entry could be its file (compared case-insensitively,
+    for file systems that are). Anything else (a vars plugin besides host_group_vars, a
+    host_vars that is not a folder or cannot be listed, a name with a path separator) is
+    asked about for every host, as Ansible does."""
+    import unicodedata
+
+    from ansible import constants as C
+    from ansible.plugins.vars import host_group_vars
+    from ansible.utils.path import basedir
+
+    def always(name: str) -> bool:
+        return True
+
+    plugins = _vars_plugins()
+    if plugins is None or any(type(p) is not host_group_vars.VarsModule for p in plugins):
+        return always
+
+    def key(text: str) -> str:
+        if text.isascii():  # most names: NFC leaves ASCII as it is, casefold is lower
+            return text.lower()
+        return unicodedata.normalize("NFC", text).casefold()
+
+    # The folders host_group_vars reads: each inventory source's and the play's, by the real
+    # path it keeps per process (CANONICAL_PATHS), as get_vars_from_inventory_sources and
+    # VarsModule.get_vars work them out.
+    folders = []
+    for path in sources:
+        if path is None or ("," in path and not os.path.exists(path)):
+            continue  # a host list, not a path
+        folders.append(path if os.path.isdir(path) else os.path.dirname(path))
+    entries: set[str] = set()
+    for path in [*folders, *basedirs]:
+        if path not in host_group_vars.CANONICAL_PATHS:
+            host_group_vars.CANONICAL_PATHS[path] = os.path.realpath(basedir(path))
+        folder = os.path.join(host_group_vars.CANONICAL_PATHS[path], "host_vars")
+        if not os.path.lexists(folder):
+            continue
+        if not os.path.isdir(folder):
+            return always  # Ansible warns about it
+        try:
+            entries.update(key(entry) for entry in os.listdir(folder))
+        except OSError:
+            return always  # Ansible says why
+    suffixes = [""]
+    for ext in C.YAML_FILENAME_EXTENSIONS:  # as DataLoader.find_vars_files adds them
+        suffixes.append(ext if "." in ext else f".{ext}" if ext else "")
+
+    def may_have_file(name: str) -> bool:
+        if os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", ".."):
+            return True
+        return any(key(name + suffix) in entries for suffix in suffixes)
+
+    return may_have_file
+
+
+def _vars_plugins() -> list[Any] | None:
+    """The vars plugins Ansible asks for each host or group, as
+    `ansible.vars.plugins.get_vars_from_path` finds them; None where this ansible-core
+    keeps them otherwise (then nothing is skipped)."""
+    from ansible.plugins.loader import vars_loader
+    from ansible.vars import plugins
+
+    prime = getattr(plugins, "_prime_vars_loader", None)
+    if prime is None or getattr(vars_loader, "_plugin_instance_cache", None) is None:
+        return None
+    if vars_loader._paths is None:  # the cache has been reset: get_vars_from_path primes it
+        prime()
+    found = [vars_loader.get(name) for name in vars_loader._plugin_instance_cache]
+    return [plugin for plugin in found if plugin is not None]  # None: skipped there too
 
 
 def _check_limit(inventory: Any, limit: str, path: Path | str) -> None:
@@ -327,8 +409,13 @@ def _str_or_none(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
+PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """Plain Python values from Ansible's tagged ones (str/int/dict subclasses)."""
+    if type(value) in PLAIN_TYPES:  # most values, at ten thousand hosts
+        return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -351,37 +438,68 @@ CONNECTION_VARS = (
 
 
 class Templates:
-    """Renders `{{ ... }}` in the connection variables with Ansible's own templar, one
-    templar for every host, each distinct template compiled once.
+    """Renders `{{ ... }}` in the connection variables as Ansible's templar does, at a cost
+    that grows with the distinct templates, not with the hosts.
 
-    `ansible_host: "{{ inventory_hostname }}.mgmt"` in group_vars/ is one template for a
-    thousand hosts, but ansible-core (2.19) compiles a template each time it renders one
-    and a Templar per host builds a Jinja environment too: about 0.7 ms a host, most of
-    reading a large inventory. The compiled template depends on its text alone (the
-    variables come at render time), so the engine's compile step is kept by text and
-    options. A template that does not compile is compiled again each time, so each host's
-    error names its own file. An ansible-core without that step (before 2.19) renders as
-    it always did, one Templar per host.
+    `ansible_host: "{{ inventory_hostname }}.mgmt"` in group_vars/ is one template for ten
+    thousand hosts. ansible-core (2.19) compiles a template each time it renders one, a
+    Templar per host builds a Jinja environment too, and each render wraps every variable
+    of the host in a lazy container: about 0.7 ms a host at first, 0.05 ms once the
+    templar and the compiled templates are kept (below), still half of reading a large
+    inventory. So a template is read once (`simple_template`): one that only puts
+    variables between text (`{{ name }}.mgmt`) is, for each host whose variables it names
+    are plain strings, that text and those strings joined, which is what Ansible's render
+    gives for it (tests/unit/test_inventory_templates.py holds the two equal on generated
+    templates and values). Every other template, and every host whose values are not
+    plain strings, goes through Ansible's templar: one for every host, with each distinct
+    template compiled once (the compiled template depends on its text alone; a template
+    that does not compile is compiled again each time, so each host's error names its own
+    file). An ansible-core without those steps (before 2.19) renders as it always did,
+    one Templar per host.
     """
 
     def __init__(self, loader: Any) -> None:
         self.loader = loader
         self._templar: Any = None
+        self._simple: dict[str, tuple[Part, ...] | None] = {}
 
     def render(self, values: dict[str, Any], name: str) -> dict[str, Any]:
         if not any("{{" in str(values.get(key, "")) for key in CONNECTION_VARS):
             return values
         from ansible.errors import AnsibleError
 
-        templar = self._for(values)
         rendered = dict(values)
         for key in CONNECTION_VARS:
             if "{{" in str(values.get(key, "")):
                 try:
-                    rendered[key] = templar.template(values[key])
+                    rendered[key] = self.one(values[key], values)
                 except AnsibleError as exc:
                     raise InventoryError(f"host {name}: {key}: {_one_line(exc.message)}") from None
         return rendered
+
+    def one(self, template: Any, values: dict[str, Any]) -> Any:
+        """`template` rendered with `values`, as Ansible's templar renders it."""
+        parts = self._parts(template)
+        if parts is not None:
+            joined = join_parts(parts, values)
+            if joined is not None:
+                return joined
+        return self._for(values).template(template)
+
+    def _parts(self, template: Any) -> tuple[Part, ...] | None:
+        """The template's parts when it is simple and trusted (Ansible renders only the
+        templates it trusts: the others go to it, to be refused as it refuses them)."""
+        if not _trusted_plain_string(template, trusted=True):
+            return None
+        text = str(template)
+        if text not in self._simple:
+            self._simple[text] = simple_template(text, self._environment())
+        return self._simple[text]
+
+    def _environment(self) -> Any:
+        """The Jinja environment Ansible's templar parses templates with, or None."""
+        templar = self._for({})
+        return getattr(getattr(templar, "_engine", None), "environment", None)
 
     def _for(self, values: dict[str, Any]) -> Any:
         """The templar, with this host's variables."""
@@ -394,6 +512,78 @@ class Templates:
                 return templar
         self._templar.available_variables = values
         return self._templar
+
+
+# A part of a simple template: ("text", literal) or ("name", variable name).
+Part = tuple[str, str]
+
+# Names Jinja gives a meaning of its own in a template, whatever the variables say.
+JINJA_NAMES = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super"})
+
+
+def simple_template(text: str, environment: Any) -> tuple[Part, ...] | None:
+    """The parts of a template that only puts variables between text, as Ansible's own
+    Jinja environment parses it (`{{ inventory_hostname }}.mgmt` is a name and a text),
+    or None for anything else: a filter, a test, an attribute, a constant, a statement, a
+    header (`#jinja2:`), a backslash (Ansible escapes those), a trailing newline (Ansible
+    adds back what Jinja drops), text that looks like a template itself (`{% raw %}`)."""
+    if environment is None or "\\" in text or text.startswith("#jinja2:"):
+        return None
+    if text.endswith(("\n", "\r")):
+        return None
+    from jinja2 import nodes
+
+    try:
+        tree = environment.parse(text)
+    except Exception:  # Ansible's own render says why
+        return None
+    if len(tree.body) != 1 or type(tree.body[0]) is not nodes.Output:
+        return None
+    parts: list[Part] = []
+    for node in tree.body[0].nodes:
+        if type(node) is nodes.TemplateData and "{" not in node.data:
+            parts.append(("text", node.data))
+        elif type(node) is nodes.Name and node.ctx == "load" and node.name not in JINJA_NAMES:
+            parts.append(("name", node.name))
+        else:
+            return None
+    return tuple(parts) if any(kind == "name" for kind, _ in parts) else None
+
+
+def join_parts(parts: tuple[Part, ...], values: dict[str, Any]) -> str | None:
+    """The simple template rendered with `values`, or None when a variable it names is
+    not a plain string (undefined, a number, a list, a template itself, or tagged with
+    more than its origin and trust: Ansible renders those)."""
+    out = []
+    for kind, text in parts:
+        if kind == "text":
+            out.append(text)
+            continue
+        value = values.get(text)
+        if not _trusted_plain_string(value, trusted=False):
+            return None
+        out.append(str(value))
+    return "".join(out)
+
+
+def _trusted_plain_string(value: Any, trusted: bool) -> bool:
+    """A str with no tag but its origin and template trust (and, if `trusted`, that
+    trust); one that could be a template itself (a `{`) only if `trusted`."""
+    if type(value) is str:  # the magic variables: inventory_hostname, inventory_dir
+        return not trusted and "{" not in value
+    if not isinstance(value, str):
+        return False
+    try:
+        from ansible._internal._datatag._tags import Origin, TrustedAsTemplate
+        from ansible.module_utils._internal._datatag import AnsibleTagHelper
+    except ImportError:  # an ansible-core before 2.19: its templar renders
+        return False
+    tags = AnsibleTagHelper.tag_types(value)
+    if not tags <= {Origin, TrustedAsTemplate}:
+        return False
+    if trusted:
+        return TrustedAsTemplate in tags
+    return "{" not in value
 
 
 def _cache_compiles(templar: Any) -> bool:
@@ -418,6 +608,52 @@ def _cache_compiles(templar: Any) -> bool:
 
     engine._compile_template = cached
     return True
+
+
+@contextmanager
+def _parse_quickly() -> Iterator[None]:
+    """Two per-host steps of InventoryManager's parse done once, with the same results.
+
+    Each new host's `inventory_dir` is `basedir(source)`, two file-system look-ups a host
+    for the same source: kept per source while the sources are parsed. And after parsing,
+    the vars plugins are run for every host at the "inventory" stage, where by default
+    (RUN_VARS_PLUGINS: demand) none of them runs: each host's call then returns {} after
+    the per-source work. Where no plugin would run at that stage, {} is answered at once;
+    where one would, Ansible's own function runs."""
+    from ansible.inventory import data, manager
+    from ansible.vars import plugins
+
+    saved = (data.basedir, manager.get_vars_from_inventory_sources)
+    original_basedir, original_vars = saved
+    folders: dict[object, str] = {}
+    quiet: list[bool] = []  # [whether no vars plugin runs at the "inventory" stage], once known
+
+    def basedir(source: Any) -> str:
+        key = (type(source), source)
+        if key not in folders:
+            folders[key] = original_basedir(source)
+        return folders[key]
+
+    def get_vars_from_inventory_sources(
+        loader: Any, sources: Any, entities: Any, stage: str
+    ) -> dict[str, Any]:
+        if stage != "inventory":
+            return original_vars(loader, sources, entities, stage)
+        if not quiet:
+            found = _vars_plugins()
+            should_run = getattr(plugins, "_plugin_should_run", None)
+            if found is None or should_run is None:
+                quiet.append(False)
+            else:
+                quiet.append(not any(should_run(plugin, stage) for plugin in found))
+        return {} if quiet[0] else original_vars(loader, sources, entities, stage)
+
+    data.basedir = basedir  # type: ignore[assignment]
+    manager.get_vars_from_inventory_sources = get_vars_from_inventory_sources  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        data.basedir, manager.get_vars_from_inventory_sources = saved
 
 
 @contextmanager

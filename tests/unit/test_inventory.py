@@ -139,7 +139,9 @@ def test_each_distinct_template_is_compiled_once_each_host_rendered_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ansible compiled `{{ inventory_hostname }}.mgmt` again for every host: a
-    10,000-node inventory spent seconds on it. Now once per distinct template."""
+    10,000-node inventory spent seconds on it. Now a template with a filter is compiled
+    once, and one that only puts variables between text is read once and never
+    compiled (Templates.one: its hosts' values joined)."""
     from ansible._internal._templating._engine import TemplateEngine
 
     compiled: list[str] = []
@@ -151,11 +153,7 @@ def test_each_distinct_template_is_compiled_once_each_host_rendered_its_own(
 
     monkeypatch.setattr(TemplateEngine, "_compile_template", counting)
     hosts = {h.name: h for h in load(templated_fleet(tmp_path))}
-    assert sorted(compiled) == [
-        "{{ inventory_hostname | upper }}.oob.example",
-        "{{ inventory_hostname }}.mgmt.example",
-        "{{ rack }}-admin",
-    ]
+    assert compiled == ["{{ inventory_hostname | upper }}.oob.example"]
     assert hosts["node01"].address == "node01.mgmt.example"
     assert hosts["node40"].address == "node40.mgmt.example"
     assert hosts["node05"].address == "NODE05.oob.example"
