@@ -248,7 +248,7 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
         outcomes = run(plans, rundir, forks=forks, console=Console(file=io.StringIO()))
     findings = [f for o in outcomes for f in o.findings]
     with cpu(figures, "fleet_checks_s"):
-        findings += judge_fleet(rundir, findings, None, None)
+        findings += judge_fleet(rundir, findings, None, None, outcomes)
         _durations(rundir)  # what `check` prints at the end
         rundir.finish("complete", 1)
     figures.findings = len(findings)

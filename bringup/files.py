@@ -283,6 +283,36 @@ def append_lines(path: Path, text: str) -> None:
         out.write(text)
 
 
+def append_synced(path: Path, text: str, root: Path) -> None:
+    """Append whole lines to `path`, a file at or below the directory `root`, and make
+    them durable before returning: the data with fdatasync, and a file this call creates
+    with an fsync of its directory too. Every directory below `root` is opened (or made)
+    as write_atomic opens it, and a symlink at `path` is refused, never followed: a
+    journal (bringup/rundir.py) gets each record on disk as it arrives, at the cost of
+    one small write instead of rewriting the whole file."""
+    folder = _open_dir_under(root, path.parent)
+    try:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(path.name, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=folder)
+            created = True
+        except FileExistsError:
+            fd = os.open(path.name, flags, dir_fd=folder)
+            created = False
+        try:
+            data = text.encode("utf-8")
+            while data:  # a short write is continued; an error (a full disk) raises
+                data = data[os.write(fd, data) :]
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+                os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
 def _open_dir(path: Path) -> int:
     """A file descriptor of the directory `path`, made (with its parents) on first use; a
     symlink at `path` itself is refused, never followed."""

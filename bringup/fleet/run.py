@@ -43,7 +43,9 @@ from rich.console import Console
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
-from bringup.facts import NodeFacts
+from bringup.checks.consistency import Fields, node_fields
+from bringup.checks.identity import Mark, decoded_marks
+from bringup.facts import NodeFacts, decode_record
 from bringup.findings import Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress
@@ -120,6 +122,44 @@ class NodeOutcome:
     reason: str | None = None
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    # What the fleet-wide checks compare of the node (checks/consistency.py,
+    # checks/identity.py), taken when it was judged: its facts are let go of then.
+    fields: dict[str, Fields] = field(default_factory=dict)
+    marks: list[Mark] = field(default_factory=list)
+
+
+class Shared:
+    """Values many nodes of a run hold alike, held once: a probe's fields equal to another
+    node's (a fleet of identical nodes, which the consistency check expects, keeps one copy
+    of their two hundred fields), the words marks repeat ("GPU 3 serial"). Nothing in it
+    is changed once in: the checks read fields, they never write them."""
+
+    def __init__(self) -> None:
+        self._fields: dict[tuple[tuple[str, Any], ...], Fields] = {}
+        self._text: dict[str, str] = {}
+
+    def fields(self, fields: Fields) -> Fields:
+        return self._fields.setdefault(tuple(fields.items()), fields)
+
+    def text(self, text: str) -> str:
+        return self._text.setdefault(text, text)
+
+
+def fleet_values(
+    facts: NodeFacts, shared: Shared | None = None
+) -> tuple[dict[str, Fields], list[Mark]]:
+    """What the fleet checks compare of one node, each record decoded once."""
+    shared = shared or Shared()
+    decoded = {}
+    for name, record in facts.probes.items():
+        value, error = decode_record(record)
+        if error is None:
+            decoded[name] = value
+    fields = {probe: shared.fields(mine) for probe, mine in node_fields(decoded).items()}
+    marks = [
+        Mark(shared.text(m.kind), shared.text(m.where), m.value) for m in decoded_marks(decoded)
+    ]
+    return fields, marks
 
 
 def outcome_findings(
@@ -237,6 +277,7 @@ def run(
     """
     rundir.add_nodes([p.node for p in plans])
     stop = threading.Event()
+    shared = Shared()
     progress = FleetProgress(len(plans), console or Console(stderr=True))
     outcomes: dict[str, NodeOutcome] = {}
     # Each node's future says it is done on a queue: taking them off one at a time costs
@@ -246,7 +287,9 @@ def run(
     with progress, ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
         pending: set[Future[NodeOutcome]] = set()
         for plan in plans:
-            future = pool.submit(_run_node, plan, rundir, stop, progress, caps or NodeCaps())
+            future = pool.submit(
+                _run_node, plan, rundir, stop, progress, caps or NodeCaps(), shared
+            )
             pending.add(future)
             future.add_done_callback(done.put)
         try:
@@ -269,7 +312,7 @@ def run(
                     outcomes[outcome.node] = outcome
     for plan in plans:
         if plan.node not in outcomes:  # never started: Ctrl-C came first
-            outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0)
+            outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0, shared)
     ordered = [outcomes[p.node] for p in plans]
     progress.console.print(progress.summary([o.state for o in ordered]), highlight=False)
     if stop.is_set():
@@ -283,19 +326,21 @@ def _run_node(
     stop: threading.Event,
     progress: FleetProgress,
     caps: NodeCaps,
+    shared: Shared,
 ) -> NodeOutcome:
     """One node from connect to findings. Never raises: every failure is an outcome."""
     started = time.monotonic()
     if stop.is_set():
-        return _finish(plan, rundir, "interrupted", None, 0.0)
+        return _finish(plan, rundir, "interrupted", None, 0.0, shared)
     if plan.skip:
-        return _finish(plan, rundir, "complete", None, 0.0, progress)
+        return _finish(plan, rundir, "complete", None, 0.0, shared, progress)
     names = [s["name"] for s in plan.request["probes"]]
     gate = RecordGate(plan.node, names, caps)
     answered = 0
     state: State = "complete"
     reason: str | None = None
     replay_written = False
+    rundir.journal(plan.node)  # each record durable as it arrives; one facts file at the end
 
     def on_stage(what: str) -> None:
         nonlocal replay_written
@@ -338,7 +383,7 @@ def _run_node(
         # (and stops reading it), not when the generator is collected.
         with contextlib.suppress(Exception):  # closing a dead session must not lose the node
             getattr(records, "close", lambda: None)()
-    return _finish(plan, rundir, state, reason, time.monotonic() - started, progress)
+    return _finish(plan, rundir, state, reason, time.monotonic() - started, shared, progress)
 
 
 def _finish(
@@ -347,15 +392,18 @@ def _finish(
     state: State,
     reason: str | None,
     seconds: float,
+    shared: Shared,
     progress: FleetProgress | None = None,
 ) -> NodeOutcome:
-    findings: list[Finding] = []
+    rundir.settle(plan.node)  # its facts file, every record in it, before it is judged
+    outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
-        findings = outcome_findings(plan, facts, state, reason)
+        outcome.findings = outcome_findings(plan, facts, state, reason)
         rundir.record_overrides(plan.node, judged_overrides(plan, facts))
-        rundir.add_findings(findings)
-    outcome = NodeOutcome(plan.node, state, reason, findings, round(seconds, 3))
+        rundir.add_findings(outcome.findings)
+        outcome.fields, outcome.marks = fleet_values(facts, shared)
+    rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:
         progress.finished(outcome.node, outcome.state)
     return outcome
