@@ -283,34 +283,25 @@ def append_lines(path: Path, text: str) -> None:
         out.write(text)
 
 
-def append_synced(path: Path, text: str, root: Path) -> None:
-    """Append whole lines to `path`, a file at or below the directory `root`, and make
-    them durable before returning: the data with fdatasync, and a file this call creates
-    with an fsync of its directory too. Every directory below `root` is opened (or made)
-    as write_atomic opens it, and a symlink at `path` is refused, never followed: a
-    journal (bringup/rundir.py) gets each record on disk as it arrives, at the cost of
-    one small write instead of rewriting the whole file."""
+def open_append(path: Path, root: Path) -> int:
+    """A file descriptor to append to `path`, a file at or below the directory `root`,
+    made if missing. Every directory below `root` is opened (or made) as write_atomic
+    opens it, and a symlink at `path` is refused, never followed."""
     folder = _open_dir_under(root, path.parent)
     try:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
-        try:
-            fd = os.open(path.name, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=folder)
-            created = True
-        except FileExistsError:
-            fd = os.open(path.name, flags, dir_fd=folder)
-            created = False
-        try:
-            data = text.encode("utf-8")
-            while data:  # a short write is continued; an error (a full disk) raises
-                data = data[os.write(fd, data) :]
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            with contextlib.suppress(OSError):  # some file systems cannot sync a directory
-                os.fsync(folder)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
+        return os.open(path.name, flags, 0o666, dir_fd=folder)
     finally:
         os.close(folder)
+
+
+def append_text(fd: int, text: str) -> None:
+    """Append whole lines to the file open at `fd` (open_append), in one write where the
+    system allows (a short write is continued; an error, a full disk, raises). Not synced:
+    the caller decides when the file must be on disk."""
+    data = text.encode("utf-8")
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _open_dir(path: Path) -> int:
