@@ -383,6 +383,8 @@ class RunDir:
         """A copy of what is recorded for a node so far. Its own map of probe records:
         add_record replaces a record and never changes one, so records need no copy."""
         with self._lock:
+            if node in self._released:  # read back, and let go of again once used
+                return self._read_node(node)
             facts = self._held(node)
             return facts.model_copy(update={"probes": dict(facts.probes)})
 
