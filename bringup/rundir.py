@@ -266,9 +266,11 @@ class RunDir:
         self._facts: dict[str, NodeFacts] = {}
         self._lock = threading.RLock()
         self._node_locks: dict[str, threading.Lock] = {}  # one per node: its facts file
-        # Nodes whose records go to their journal until settle(); those with lines in it.
+        # Nodes whose records go to their journal until settle(); those with records not in
+        # their facts file yet, and the descriptor of each open journal.
         self._journaled: set[str] = set()
-        self._in_journal: dict[str, int] = {}  # node -> its open journal's descriptor
+        self._unsaved: set[str] = set()
+        self._in_journal: dict[str, int] = {}
         # Nodes let go of once judged (release): their records' headers, the rest on disk.
         self._released: dict[str, NodeFacts] = {}
 
@@ -426,13 +428,18 @@ class RunDir:
         with self._lock:
             self._journaled.discard(node)
             fd = self._in_journal.pop(node, None)
-            if fd is None:
+            if fd is not None:
+                os.close(fd)
+            if node not in self._unsaved:
                 return
+            self._unsaved.discard(node)
             facts = self._facts[node]
-        os.close(fd)
+        # Written even when the journal could not be (a full disk, a planted link): the
+        # record was judged from memory, so the file holds it too.
         self._save_facts(facts)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._journal_path(node))
+        if fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._journal_path(node))
 
     def release(self, node: str) -> None:
         """Let go of a judged node's facts: its records' headers stay (recorded_headers),
@@ -462,6 +469,7 @@ class RunDir:
             journaled = node in self._journaled
             if journaled:
                 text = parsed.model_dump_json() + "\n"
+                self._unsaved.add(node)
             else:
                 text = facts.model_dump_json(indent=2) + "\n"
             # The file is written outside the run's lock, so nodes write theirs side by
@@ -500,7 +508,7 @@ class RunDir:
     def finish(self, status: str, exit_code: int) -> None:
         """Close the run: its status, and the hash of every evidence file as it is now."""
         with self._lock:
-            for node in sorted(self._in_journal):  # a node its runner never settled
+            for node in sorted(self._unsaved):  # a node its runner never settled
                 self.settle(node)
             self.manifest.status = status
             self.manifest.exit_code = exit_code
