@@ -46,7 +46,7 @@ from bringup.checks.catalog import judge_node, judge_probe
 from bringup.checks.consistency import Fields, node_fields
 from bringup.checks.identity import Mark, decoded_marks
 from bringup.facts import NodeFacts, decode_record
-from bringup.findings import Finding, Status
+from bringup.findings import Expected, Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress
 from bringup.fleet.transport import (
@@ -131,18 +131,40 @@ class NodeOutcome:
 class Shared:
     """Values many nodes of a run hold alike, held once: a probe's fields equal to another
     node's (a fleet of identical nodes, which the consistency check expects, keeps one copy
-    of their two hundred fields), the words marks repeat ("GPU 3 serial"). Nothing in it
-    is changed once in: the checks read fields, they never write them."""
+    of their two hundred fields), the words marks repeat ("GPU 3 serial"), the texts and
+    expectations of findings (a check's message, action and threshold on every healthy
+    node). Nothing in it is changed once in: the checks read fields, they never write
+    them, and an expectation is frozen."""
 
     def __init__(self) -> None:
         self._fields: dict[tuple[tuple[str, Any], ...], Fields] = {}
         self._text: dict[str, str] = {}
+        self._expected: dict[tuple[tuple[type, Any], ...], Expected] = {}
+        self._names: dict[frozenset[str], set[str]] = {}
 
     def fields(self, fields: Fields) -> Fields:
         return self._fields.setdefault(tuple(fields.items()), fields)
 
     def text(self, text: str) -> str:
         return self._text.setdefault(text, text)
+
+    def finding(self, finding: Finding) -> Finding:
+        """The finding, its texts and expectation swapped for equal ones already held:
+        the same values (each of the same type: 1 is not 1.0), one copy in memory. So is
+        pydantic's set of the fields it was given (728 bytes a finding, more than all its
+        values): nothing sets a judged finding's fields, and a copy gets its own set."""
+        names = finding.__pydantic_fields_set__
+        shared = self._names.setdefault(frozenset(names), names)
+        object.__setattr__(finding, "__pydantic_fields_set__", shared)
+        held = finding.__dict__
+        for name in ("node", "check", "message", "unit", "action"):
+            if isinstance(held[name], str):
+                held[name] = self.text(held[name])
+        expected = held["expected"]
+        if expected is not None and not isinstance(expected.value, list):
+            key = tuple((type(v), v) for v in expected.__dict__.values())
+            held["expected"] = self._expected.setdefault(key, expected)
+        return finding
 
 
 def fleet_values(
@@ -399,7 +421,7 @@ def _finish(
     outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
-        outcome.findings = outcome_findings(plan, facts, state, reason)
+        outcome.findings = [shared.finding(f) for f in outcome_findings(plan, facts, state, reason)]
         rundir.record_overrides(plan.node, judged_overrides(plan, facts))
         rundir.add_findings(outcome.findings)
         outcome.fields, outcome.marks = fleet_values(facts, shared)
