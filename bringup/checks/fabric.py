@@ -246,9 +246,17 @@ def _grew(port: RdmaPort, counter: str, start: int, end: int, interval: float | 
         value=end - start,
         expected=equal(0),
         unit="errors",
-        action=f"{counter} counting now means a bad link: reseat or replace the cable/"
-        f"transceiver of {port.name}, check its switch port (`mlxlink -d {port.device} "
-        "--show_ber_monitor`), then clear the counters (`perfquery -x -R`) and measure again",
+        action=bad_link_action(counter, "now", port.name, port.device),
+    )
+
+
+def bad_link_action(counter: str, when: str, where: str, device: str) -> str:
+    """What to do about an error counter that grew: one text for fabric.counters (the idle
+    window) and fabric.rail_counters (under the rails' own traffic)."""
+    return (
+        f"{counter} counting {when} means a bad link: reseat or replace the cable/"
+        f"transceiver of {where}, check its switch port (`mlxlink -d {device} "
+        "--show_ber_monitor`), then clear the counters (`perfquery -x -R`) and measure again"
     )
 
 

@@ -21,6 +21,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from bringup.checks import Check, finding, has_profile
+from bringup.checks.fabric import bad_link_action
 from bringup.findings import Finding, Status, equal
 from bringup.node.fabric_facts import ERROR_COUNTERS
 from bringup.node.ibperf_facts import IbperfFacts
@@ -383,10 +384,7 @@ def _grew_under_load(rail: int, device: str, ib_port: int, counter: str, growth:
         value=growth.total,
         expected=equal(0),
         unit="errors",
-        action=f"{counter} counting under traffic means a bad link: reseat or replace the "
-        f"cable/transceiver of {device} port {ib_port}, check its switch port (`mlxlink -d "
-        f"{device} --show_ber_monitor`), clear the counters (`perfquery -x -R`) and run "
-        "`bringup check --suite fabric` again",
+        action=bad_link_action(counter, "under traffic", f"{device} port {ib_port}", device),
     )
 
 
