@@ -245,7 +245,9 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     rundir.manifest.suite_source = str(suite_file)  # as `check` records it: the report reads it
     rundir.save_manifest()
     with cpu(figures, "run_s"):
-        outcomes = run(plans, rundir, forks=forks, console=Console(file=io.StringIO()))
+        outcomes = run(
+            plans, rundir, forks=forks, console=Console(file=io.StringIO()), compare=True
+        )
     findings = [f for o in outcomes for f in o.findings]
     with cpu(figures, "fleet_checks_s"):
         findings += judge_fleet(rundir, findings, None, None, outcomes)

@@ -244,7 +244,11 @@ def judge_fleet(
 
     if not (run.path / "facts").exists():
         return []
-    values = {o.node: (o.fields, o.marks) for o in outcomes or []}
+    values = {
+        o.node: (o.fields, o.marks)
+        for o in outcomes or []
+        if o.fields is not None and o.marks is not None
+    }
     values |= {f.node: fleet_values(f) for f in run.recorded(skip=set(values))}
     # In the order of the run's files, as the facts were read back before.
     ordered = sorted(values, key=file_name)
@@ -506,7 +510,12 @@ def probe_fleet(
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
         outcomes = run_fleet(
-            plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
+            plans,
+            run,
+            forks=chosen.forks,
+            caps=chosen.caps,
+            console=progress_console(),
+            compare=command == "check",  # its fleet checks: the values taken at judging
         )
         findings = [f for o in outcomes for f in o.findings]
         if "ibperf" in suite_chosen.jobs and nodes.remote and len(nodes.hosts) >= 2:

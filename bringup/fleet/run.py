@@ -36,15 +36,13 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
-from bringup.checks.consistency import Fields, node_fields
-from bringup.checks.identity import Mark, decoded_marks
 from bringup.facts import NodeFacts, decode_record
 from bringup.findings import Expected, Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
@@ -58,6 +56,10 @@ from bringup.fleet.transport import (
 )
 from bringup.profile import AUTO, Profile
 from bringup.rundir import Override, RunDir
+
+if TYPE_CHECKING:  # loaded by fleet_values only: the health check judges without them
+    from bringup.checks.consistency import Fields
+    from bringup.checks.identity import Mark
 
 DEFAULT_FORKS = 64
 State = Literal["complete", "unreachable", "error", "interrupted"]
@@ -123,9 +125,10 @@ class NodeOutcome:
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
     # What the fleet-wide checks compare of the node (checks/consistency.py,
-    # checks/identity.py), taken when it was judged: its facts are let go of then.
-    fields: dict[str, Fields] = field(default_factory=dict)
-    marks: list[Mark] = field(default_factory=list)
+    # checks/identity.py), taken when it was judged (run(compare=True)): its facts are
+    # let go of then. None: not taken.
+    fields: dict[str, Fields] | None = None
+    marks: list[Mark] | None = None
 
 
 class Shared:
@@ -136,7 +139,8 @@ class Shared:
     node). Nothing in it is changed once in: the checks read fields, they never write
     them, and an expectation is frozen."""
 
-    def __init__(self) -> None:
+    def __init__(self, compare: bool = False) -> None:
+        self.compare = compare  # take each judged node's fleet values (fleet_values)
         self._fields: dict[tuple[tuple[str, Any], ...], Fields] = {}
         self._text: dict[str, str] = {}
         self._expected: dict[tuple[tuple[type, Any], ...], Expected] = {}
@@ -171,6 +175,9 @@ def fleet_values(
     facts: NodeFacts, shared: Shared | None = None
 ) -> tuple[dict[str, Fields], list[Mark]]:
     """What the fleet checks compare of one node, each record decoded once."""
+    from bringup.checks.consistency import node_fields
+    from bringup.checks.identity import Mark, decoded_marks
+
     shared = shared or Shared()
     decoded = {}
     for name, record in facts.probes.items():
@@ -292,14 +299,17 @@ def run(
     forks: int = DEFAULT_FORKS,
     console: Console | None = None,
     caps: NodeCaps | None = None,
+    compare: bool = False,
 ) -> list[NodeOutcome]:
     """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
 
     Plans without a profile (snapshot) are recorded, not judged: no findings are written.
+    `compare`: each judged node's outcome carries what the fleet checks compare of it
+    (`check`'s judge_fleet), its facts being let go of once it is judged.
     """
     rundir.add_nodes([p.node for p in plans])
     stop = threading.Event()
-    shared = Shared()
+    shared = Shared(compare)
     progress = FleetProgress(len(plans), console or Console(stderr=True))
     outcomes: dict[str, NodeOutcome] = {}
     # Each node's future says it is done on a queue: taking them off one at a time costs
@@ -424,7 +434,8 @@ def _finish(
         outcome.findings = [shared.finding(f) for f in outcome_findings(plan, facts, state, reason)]
         rundir.record_overrides(plan.node, judged_overrides(plan, facts))
         rundir.add_findings(outcome.findings)
-        outcome.fields, outcome.marks = fleet_values(facts, shared)
+        if shared.compare:
+            outcome.fields, outcome.marks = fleet_values(facts, shared)
     rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:
         progress.finished(outcome.node, outcome.state)

@@ -212,7 +212,7 @@ def test_the_fleet_checks_judge_the_values_taken_at_judging_as_they_judge_the_fa
         plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] in recorded]}
         plans.append(plan)
     run = RunDir.create(tmp_path / "run", "check", "b300", "acceptance")
-    outcomes = fleet.run(plans, run, forks=4)
+    outcomes = fleet.run(plans, run, forks=4, compare=True)
     assert run._facts == {}  # every node judged and let go of: only headers are held
     findings = [f for o in outcomes for f in o.findings]
     taken = judge_fleet(run, findings, None, None, outcomes)
