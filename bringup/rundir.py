@@ -22,7 +22,7 @@ Why a journal (docs/scale.md#the-facts-files): each probe's record rewrote the n
 whole facts file and synced it (file and folder), 3.2 to 4.0 ms of the controller's CPU
 per node of five probes; the syncs were most of it. A record is now appended to the
 node's journal, not synced, and the facts file is written and synced once, when the node
-ends (1.9 to 2.3 ms). A crash of the process (killed, out of memory, Ctrl-C) keeps every
+ends (1.8 to 2.3 ms). A crash of the process (killed, out of memory, Ctrl-C) keeps every
 record that arrived: the system writes what was appended. A crash of the machine keeps
 every node that had ended, and of the nodes running then what the system had written of
 their journals: those nodes were not finished, and `--resume` measures what they lack.

@@ -372,7 +372,7 @@ def _run_node(
     state: State = "complete"
     reason: str | None = None
     replay_written = False
-    rundir.journal(plan.node)  # each record durable as it arrives; one facts file at the end
+    rundir.journal(plan.node)  # each record appended as it arrives; its facts file at the end
 
     def on_stage(what: str) -> None:
         nonlocal replay_written
