@@ -2,9 +2,11 @@
 
 A TAB is answered first, without building the Typer app (bringup/commands/tab.py: the
 shell runs `bringup` again on every TAB, and typer, click, rich and pydantic together
-cost more than a TAB may). Anything else, and any TAB that module leaves to the app, goes
-to the app, assembled in bringup/commands/app.py with the command on the line alone.
-`bringup.cli.app` is the whole app (docs/cli.md, the tests).
+cost more than a TAB may). So is `bringup slurm healthcheck` with options it reads as the
+app does (bringup/commands/healthcheck.py: Slurm runs it at every job start, and typer,
+click and rich cost more than the check). Anything else, and anything those modules
+leave to the app, goes to the app, assembled in bringup/commands/app.py with the command
+on the line alone. `bringup.cli.app` is the whole app (docs/cli.md, the tests).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def run() -> Any:
     answered = tab.answer()
     if answered is not None:
         return answered
+    if sys.argv[1:3] == ["slurm", "healthcheck"]:  # the module loads for this line alone
+        from bringup.commands import healthcheck
+
+        answered = healthcheck.answer(sys.argv[1:])
+        if answered is not None:
+            return answered
     from bringup.commands import app
 
     return app.run()

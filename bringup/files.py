@@ -84,6 +84,45 @@ def read_in(
 
 def read_bytes_in(root: Path, relative: str, what: str, limit: int = MAX_BYTES) -> bytes:
     """The bytes of `relative` inside `root`, read as `read_in` says."""
+    return _read_fd(_open_in(root, relative), root / relative, what, limit)
+
+
+def read_lines_in(root: Path, relative: str, what: str, limit: int = MAX_BYTES) -> Iterator[str]:
+    """The lines of `relative` inside `root`, each without its "\n" (and the text after the
+    last one, "" when the file ends with one), as `read_in(..., lenient=True).split("\n")`
+    gives them, but read a chunk at a time: a large findings.jsonl is never one string.
+
+    Refused as `read_in` refuses, with the same InputError: before the first line, or,
+    for a file that grows past `limit` while it is read, after the lines before the cap
+    (the caller drops them: the file was refused)."""
+    path = root / relative
+    fd = _open_in(root, relative)
+    try:
+        _check_readable(fd, path, what, limit)
+        left = limit + 1  # the file may grow while it is read
+        pending = b""
+        while left > 0:
+            try:
+                chunk = os.read(fd, min(left, 1 << 20))
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror}") from None
+            if not chunk:
+                break
+            left -= len(chunk)
+            if left <= 0:
+                raise InputError(f"{path}: over the {_size(limit)} cap")
+            # "\n" is never part of a longer UTF-8 sequence: each line decodes as the whole
+            # text would.
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                yield line.decode("utf-8", errors="replace")
+        yield pending.decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+
+
+def _open_in(root: Path, relative: str) -> int:
+    """`relative` inside `root` opened for reading (O_NONBLOCK), no link followed."""
     path = root / relative
     parts = Path(relative).parts
     if not parts or any(part in ("..", "/") for part in parts):
@@ -108,7 +147,7 @@ def read_bytes_in(root: Path, relative: str, what: str, limit: int = MAX_BYTES) 
             raise InputError(f"cannot read {path}: {_why(exc, path)}") from None
     finally:
         os.close(folder)
-    return _read_fd(fd, path, what, limit)
+    return fd
 
 
 def is_link(path: Path) -> bool:
@@ -140,14 +179,19 @@ def walk_files(root: Path, folder: str) -> Iterator[tuple[str, os.stat_result]]:
             yield entry.relative_to(root).as_posix(), os.lstat(entry)
 
 
+def _check_readable(fd: int, path: Path, what: str, limit: int) -> None:
+    """What read_in and read_lines_in refuse before the first byte, in the same words."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: {_kind(info.st_mode)}, not a {what} file")
+    if info.st_size > limit:
+        raise InputError(f"{path}: {_size(info.st_size)}, over the {_size(limit)} cap")
+    os.set_blocking(fd, True)
+
+
 def _read_fd(fd: int, path: Path, what: str, limit: int) -> bytes:
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: {_kind(info.st_mode)}, not a {what} file")
-        if info.st_size > limit:
-            raise InputError(f"{path}: {_size(info.st_size)}, over the {_size(limit)} cap")
-        os.set_blocking(fd, True)
+        _check_readable(fd, path, what, limit)
         data = _read_at_most(fd, limit + 1)  # the file may grow while it is read
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None

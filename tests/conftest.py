@@ -8,11 +8,12 @@ Helpers the tests import live in tests/support/.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.node_build import build_deepspeed_cpu_op
+from tests.support.node_build import build_deepspeed_cpu_op, copy_for_cluster
 
 INTEGRATION = Path(__file__).parent / "integration"
 
@@ -31,3 +32,18 @@ def deepspeed_cpu_op(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     test otherwise); clusters get a copy each (`node_build_env`), so a rank killed while it
     holds the build lock can stall only its own test."""
     return build_deepspeed_cpu_op(tmp_path_factory.mktemp("torch-extensions"))
+
+
+@pytest.fixture(scope="module")
+def local_deepspeed_cpu_op(
+    deepspeed_cpu_op: Path | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """For the burn-ins a module starts on this machine (`bringup burnin --local`): a copy
+    of the session's build in TORCH_EXTENSIONS_DIR, so their first rank does not compile
+    the op a second time into ~/.cache (about 40 s on a fresh CI machine, where the
+    simulated clusters' burn-ins build it for the session anyway)."""
+    env = copy_for_cluster(deepspeed_cpu_op, tmp_path_factory.mktemp("local-torch-extensions"))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        yield

@@ -19,13 +19,8 @@ set by the command group for each invocation, so nothing carries over to the nex
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import signal
 import sys
-from collections.abc import Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -36,6 +31,20 @@ from typer.core import TyperGroup
 
 from bringup.commands import complete
 
+# An invocation's state, loaders, run and envelope, without typer or rich (the health
+# check's lean path uses them: commands/healthcheck.py); re-exported for every command.
+from bringup.commands.invocation import INVOCATION as _INVOCATION
+from bringup.commands.invocation import Invocation as _Invocation
+from bringup.commands.invocation import Refused, named_profile, named_suite, new_run
+from bringup.commands.invocation import one_line as one_line
+from bringup.commands.invocation import origin_json as origin_json
+from bringup.commands.invocation import print_envelope as print_envelope
+from bringup.commands.invocation import print_json as print_json
+from bringup.commands.invocation import provenance as provenance
+from bringup.commands.invocation import remember_run as remember_run
+from bringup.commands.invocation import run_origin as run_origin
+from bringup.commands.invocation import sigterm_as_ctrl_c as _sigterm_as_ctrl_c
+
 if TYPE_CHECKING:
     from bringup import profile, suite
     from bringup.facts import NodeFacts
@@ -43,24 +52,11 @@ if TYPE_CHECKING:
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.slurm import SlurmChoice
     from bringup.fleet.target import Nodes, Target
-    from bringup.provenance import Mode, Origin, Provenance, Resumed
+    from bringup.provenance import Provenance, Resumed
     from bringup.rundir import RunDir
 
 out = Console()
 err = Console(stderr=True)
-
-
-@dataclass
-class _Invocation:
-    """What `fail` needs to know of the command line being run."""
-
-    json: bool  # --json given: stdout carries one JSON document, an error too
-    command: str = ""  # "check", "profiles list": the envelope's "command"
-    run: RunDir | None = None  # the run directory created or reopened, if any
-    argv: list[str] | None = None  # the command line after `bringup`, for the manifest
-
-
-_INVOCATION: ContextVar[_Invocation | None] = ContextVar("bringup_invocation", default=None)
 
 
 def fail(message: str) -> NoReturn:
@@ -80,25 +76,12 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def one_line(text: str) -> str:
-    """The text with its control characters (newlines, ESC, ...) written as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def progress_console() -> Console:
     """Where a fleet run shows its progress: stderr. With --json, only on a terminal: a
     script reading the one document gets nothing else, not even the plain status lines
     (and the closing "N nodes in S s") written where stderr is a pipe or a log."""
     now = _INVOCATION.get()
     return Console(stderr=True, quiet=now is not None and now.json and not err.is_terminal)
-
-
-def remember_run(run: RunDir) -> RunDir:
-    """The run directory of this invocation: `fail` marks it refused."""
-    now = _INVOCATION.get()
-    if now is not None:
-        now.run = run
-    return run
 
 
 def not_for(ctx: typer.Context, mode: str, *names: str) -> None:
@@ -113,27 +96,6 @@ def not_for(ctx: typer.Context, mode: str, *names: str) -> None:
 # The click that typer runs on (its own copy since typer 0.29): typer re-exports
 # BadParameter only, whose module holds the other parser errors.
 _parser_errors = sys.modules[typer.BadParameter.__module__]
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """While a command runs, SIGTERM ends it as Ctrl-C does (KeyboardInterrupt).
-
-    `timeout`, a scheduler or systemd stop a run with SIGTERM. Python's default dies on
-    the spot, and what the controller started in sessions of its own (the node side, its
-    probes, the trainer ranks) would run on, reparented, loading the GPU under the next
-    run. Raised as KeyboardInterrupt, it takes the one path Ctrl-C takes: fleet.run kills
-    those process trees and finishes the run directory as interrupted.
-    """
-    try:
-        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    except ValueError:  # not the main thread (an in-process caller): its signals are its own
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class Cli(TyperGroup):
@@ -301,13 +263,9 @@ ConnectTimeoutOpt = Annotated[
 
 
 def load_profile(name: str) -> profile.Profile:
-    from bringup import profile
-
-    if name == profile.AUTO:
-        fail("auto is not a profile, it picks one per GPU: name one (bringup profiles list)")
     try:
-        return profile.load(name)
-    except profile.ProfileError as exc:
+        return named_profile(name)
+    except Refused as exc:
         fail(str(exc))
 
 
@@ -319,11 +277,9 @@ def profile_or_auto(name: str) -> profile.Profile | str:
 
 
 def load_suite(name: str) -> suite.Suite:
-    from bringup import suite
-
     try:
-        return suite.load(name)
-    except suite.SuiteError as exc:
+        return named_suite(name)
+    except Refused as exc:
         fail(str(exc))
 
 
@@ -334,16 +290,6 @@ def load_facts(path: Path) -> list[NodeFacts]:
         return load_facts(path)
     except RunDirError as exc:
         fail(str(exc))
-
-
-def provenance(mode: Mode = "live", **replay: str | None) -> Provenance:
-    """How this invocation makes its run: the mode, its command line (secrets redacted),
-    this host; `replay` gives replay_of and replay_manifest_sha256."""
-    from bringup.provenance import Provenance, controller_host, redact
-
-    now = _INVOCATION.get()
-    argv = redact(now.argv or []) if now is not None else []
-    return Provenance(mode=mode, argv=argv, controller=controller_host(), **replay)
 
 
 def resumed() -> Resumed:
@@ -365,16 +311,10 @@ def create_run(
 ) -> RunDir:
     """A new run directory, its manifest saying how it is made (`made`: a live run of this
     command line by default) and which probes each node is asked for (`probes`)."""
-    from bringup.rundir import RunDir, RunDirError, default_path
-
-    path = out_dir or default_path(command)
     try:
-        run = RunDir.create(
-            path, command, profile_name, suite_name, made or provenance(), probes=probes
-        )
-    except RunDirError as exc:
+        return new_run(out_dir, command, profile_name, suite_name, made, probes)
+    except Refused as exc:
         fail(str(exc))
-    return remember_run(run)
 
 
 def target(
@@ -460,13 +400,6 @@ def open_nodes(chosen: Target) -> Nodes:
         fail(str(exc))
 
 
-def run_origin(run: RunDir) -> Origin:
-    """Where the facts of a run came from, from every record it holds (and its manifest)."""
-    from bringup.facts import origin
-
-    return origin(run.recorded_headers(), run.manifest.provenance)
-
-
 def finish_run(run: RunDir, findings: list[Finding]) -> int:
     """Close the run directory with the exit code its verdict gives; that code: 0 only
     for ACCEPTED (findings all good, every record measured live). A run judged with
@@ -486,58 +419,6 @@ def finish_run(run: RunDir, findings: list[Finding]) -> int:
     run.manifest.findings_bad = sum(1 for f in findings if f.status.bad)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
     return code
-
-
-def print_json(doc: dict[str, Any] | list[Any]) -> None:
-    """One JSON document on stdout (nothing else); with --json, the envelope."""
-    print(json.dumps(doc, indent=2))
-
-
-def print_envelope(
-    findings: list[Finding],
-    *,
-    exit_code: int | None = None,
-    judged: bool = True,
-    accepted: bool | None = None,
-    run: RunDir | None = None,
-    origin: Origin | None = None,
-    **optional: Any,
-) -> None:
-    """The one document of --json (commands/envelope.py): the findings, the verdict when
-    the command judges and the exit code it gives (unless said), and `optional`:
-    run_dir, nodes, data, error. The verdict is the one rule of bringup/provenance.py:
-    ACCEPTED only when nothing is bad and every record was measured live (`origin`, by
-    default the run's, read from its records); `accepted` gives it when the caller
-    judged already (the report). The run's directory is `run_dir` when a run is given."""
-    from bringup.commands.envelope import document
-    from bringup.findings import exit_code as code_of
-    from bringup.provenance import LIVE, verdict_exit_code
-
-    if run is not None:
-        optional.setdefault("run_dir", str(run.path))
-    word = None
-    if judged:
-        if origin is None and run is not None and (run.path / "facts").exists():
-            origin = run_origin(run)
-        origin = origin or LIVE
-        if accepted is None:
-            accepted = verdict_exit_code(findings, origin) == 0
-        word = "ACCEPTED" if accepted else "NOT ACCEPTED"
-        optional.setdefault("provenance", origin_json(origin))
-    if exit_code is None:
-        exit_code = (0 if accepted else 1) if judged else code_of(findings)
-    print_json(document(_command(), exit_code, findings, word, **optional))
-
-
-def origin_json(origin: Origin) -> dict[str, Any]:
-    """The envelope's `provenance`: the run's mode, whether it is live, and why not."""
-    return {"mode": origin.mode, "live": origin.live, "reasons": list(origin.reasons)}
-
-
-def _command() -> str:
-    """The command being run, as the command group read it from the arguments."""
-    now = _INVOCATION.get()
-    return now.command if now is not None else ""
 
 
 def node_entries(outcomes: list[NodeOutcome]) -> list[dict[str, Any]]:

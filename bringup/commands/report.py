@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from bringup.checks.identity import Mark
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
-    from bringup.measurements import NodeMeasurements
+    from bringup.report.figures import Figures
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
     from bringup.rundir import RunDir
@@ -181,10 +181,14 @@ def build_report(
     from bringup.checks.regression import Known, judge_override_changes, judge_regressions
     from bringup.checks.whole_run import judge_whole_run
     from bringup.measurements import measure_fleet, tolerances
+    from bringup.report.figures import Figures
     from bringup.report.model import build
 
     limits = tolerances(prof)
-    now = digest.measurements(run) if digest is not None else measure_fleet(run.facts, prof)
+    if digest is not None:
+        now = digest.measurements(run)
+    else:
+        now = Figures.held(measure_fleet(run.facts, prof))
     # What `check` recorded of the whole run is judged again here, by the same function.
     drop_recorded_whole_run(run)
     lacking = judge_run(run) if complete is None else list(complete)
@@ -195,17 +199,23 @@ def build_report(
             lacking += judge_marks({node: digest.marks[node] for node in run.facts})
         else:
             lacking += judge_identity(list(run.facts.values()))
-    judged = judge_whole_run(run, prof, now, lacking)
+    judged = judge_whole_run(run, prof, now.metrics_only(), lacking)
     then = None
     if baseline is not None:
+        # A comparison reads every node's full figures, of both runs.
         if baseline_digest is not None:
-            then = baseline_digest.measurements(baseline)
+            then = baseline_digest.measurements(baseline).every()
         else:
             then = measure_fleet(baseline.facts, prof)
         known_now = Known(run.nodes, run.facts_problems)
         known_then = Known(baseline.nodes, baseline.facts_problems)
         judged += judge_regressions(
-            now, then, limits, baseline.path.name, known_now=known_now, known_then=known_then
+            now.every(),
+            then,
+            limits,
+            baseline.path.name,
+            known_now=known_now,
+            known_then=known_then,
         )
         if run.manifest is not None and baseline.manifest is not None:
             overrides = (run.manifest.overrides, baseline.manifest.overrides)
@@ -227,18 +237,21 @@ def build_report(
 
 class FactsDigest:
     """What the report takes from each node's whole facts as the node is read (rundata's
-    `keep`): its measurements, its identity marks and, under --profile auto, its GPU's
-    profile. The run then holds only its records' headers (NodeFacts.headers): a report of
-    ten thousand nodes never holds every node's facts at once (docs/scale.md).
+    `keep`): its figures (spooled to disk: report/figures.py), its identity marks and,
+    under --profile auto, its GPU's profile. The run then holds only its records' headers
+    (NodeFacts.headers): a report of ten thousand nodes never holds every node's facts, nor
+    every node's figures, at once (docs/scale.md).
 
     `peak_flops_per_s`: the profile's, for the burn-in MFU; under --profile auto it is
     known only once every node is read, and the nodes that trained are measured again
     (`remeasure`)."""
 
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
+        from bringup.report.figures import Figures
+
         self.peak = peak_flops_per_s
         self.auto = auto
-        self.measured: dict[str, NodeMeasurements] = {}
+        self.figures = Figures.spooled()
         self.marks: dict[str, list[Mark]] = {}
         self.models: dict[str, profile_mod.Profile | None] = {}
 
@@ -247,16 +260,15 @@ class FactsDigest:
         from bringup.checks.identity import node_marks
         from bringup.measurements import measure
 
-        self.measured[node.node] = measure(node, self.peak)
+        self.figures.add(measure(node, self.peak))
         self.marks[node.node] = node_marks(node)
         if self.auto:
             self.models[node.node] = judge_node_model(node)[0]
         return node.headers()
 
-    def measurements(self, run: RunData) -> list[NodeMeasurements]:
-        """The measurements of the run's nodes (as narrowed by --limit), by name, as
-        measure_fleet orders them."""
-        return [self.measured[name] for name in sorted(run.facts)]
+    def measurements(self, run: RunData) -> Figures:
+        """The figures of the run's nodes (as narrowed by --limit)."""
+        return self.figures.only(run.facts)
 
     def remeasure(self, run_dir: Path, prof: profile_mod.Profile | None) -> None:
         """Measure again, with the profile's peak, the nodes whose burn-in the MFU reads."""
@@ -264,12 +276,13 @@ class FactsDigest:
         from bringup.rundir import iter_facts
 
         peak = prof.gpu.bf16_dense_tflops * 1e12 if prof is not None else None
-        if peak == self.peak or not any(m.burnin for m in self.measured.values()):
+        if peak == self.peak or not self.figures.trained:
             return
+        measured = set(self.figures.names)
         for entry in iter_facts(run_dir):
             node = entry.facts
-            if node is not None and node.node in self.measured and "burnin" in node.probes:
-                self.measured[node.node] = measure(node, peak)
+            if node is not None and node.node in measured and "burnin" in node.probes:
+                self.figures.add(measure(node, peak))
         self.peak = peak
 
 

@@ -8,8 +8,6 @@ docs/slurm.md gives the slurm.conf lines, the exit codes and the drain reason.
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +18,6 @@ from bringup.commands.common import (
     JsonOpt,
     ProfileOpt,
     QuietOpt,
-    create_run,
     fail,
     finite,
     load_suite,
@@ -73,106 +70,18 @@ def healthcheck(
     quiet: QuietOpt = False,  # its one verdict line is all it prints
 ) -> None:
     """Is this node fit for the next job? Exit 0 fit, 1 unfit (a FAIL or an ERROR)."""
-    from rich.console import Console
+    # The one body, which the entry point runs without this app at a job start.
+    from bringup.commands.healthcheck import Options, check
+    from bringup.commands.invocation import Refused
 
-    from bringup.fleet import healthcheck as hc
-    from bringup.fleet.inventory import Host
-    from bringup.fleet.local import local_runner
-    from bringup.fleet.plan import FleetError, plan_node
-    from bringup.fleet.run import run as run_fleet
-
-    started = time.monotonic()
-    name = hc.slurm_node_name(node)
-    chosen = load_suite(suite_name)
-    # auto (the default): this node judged by its own GPU's profile, never drained for
-    # being another model than a profile named for the whole cluster.
-    prof = profile_or_auto(profile_name)
-    runs = out_dir or hc.default_runs_dir()
+    options = Options(
+        suite_name, profile_name, drain, budget_s, out_dir, keep, node, as_json, quiet
+    )
     try:
-        path = hc.new_run_path(runs)
-    except OSError as exc:
-        fail(f"cannot create a run under {runs}: {exc.strerror or exc}")
-    run = create_run(path, "healthcheck", profile_name, chosen.name)
-    runner = hc.within_budget(local_runner(), budget_s)
-    try:
-        plan = plan_node(Host(name=name, address="127.0.0.1"), runner, chosen, prof, remote=False)
-    except FleetError as exc:
+        code = check(options)
+    except Refused as exc:
         fail(str(exc))
-    seconds = hc.probe_seconds(budget_s - (time.monotonic() - started), drain)
-    plan.request = hc.fit_to_budget(plan.request, seconds)
-    plan.deadline_s = seconds
-    # Quiet: slurmd logs what a health check prints; the verdict is the one line below.
-    outcome = run_fleet([plan], run, forks=1, console=Console(stderr=True, quiet=True))[0]
-    findings = outcome.findings
-    code = hc.exit_code(findings)
-    reason = hc.reason_text(findings)
-    verdict: dict[str, Any] = {"node": name, "fit": code == hc.EXIT_FIT, "reason": reason}
-    if drain:
-        verdict.update(_drain_or_resume(name, reason, budget_s - (time.monotonic() - started)))
-    verdict["seconds"] = round(time.monotonic() - started, 3)
-    verdict["budget_s"] = budget_s
-    _write_verdict(run.path, verdict)
-    run.finish("complete", code)
-    hc.prune_runs(runs, keep, current=run.path)
-    if as_json:
-        # Fitness for the next job (exit 0 fit, 1 unfit: what Slurm's Prolog reads), not an
-        # acceptance: no verdict word, `data.healthcheck.fit` says it.
-        data = {"healthcheck": verdict}
-        print_envelope(findings, exit_code=code, judged=False, run=run, data=data)
-    else:
-        _say(verdict, run.path)
     raise typer.Exit(code)
-
-
-def _drain_or_resume(node: str, reason: str | None, left_s: float) -> dict[str, Any]:
-    """--drain: what Slurm says of the node, what was done, and any error talking to it.
-    The two calls share what is left of the budget: the first half of it, the second the
-    rest (half a second at least, for a budget already spent)."""
-    from bringup.fleet import healthcheck as hc
-    from bringup.fleet import slurmctl
-
-    end = time.monotonic() + left_s
-    try:
-        state = slurmctl.node_state(node, max(left_s / 2, 0.5))
-        action = hc.decide(reason, state)
-        rest = max(end - time.monotonic(), 0.5)
-        if action is hc.Action.DRAIN:
-            assert reason is not None
-            slurmctl.drain(node, reason, rest)
-        elif action is hc.Action.RESUME:
-            slurmctl.resume(node, rest)
-    except slurmctl.SlurmError as exc:
-        return {"action": "failed", "slurm_error": str(exc)}
-    return {"action": action.value, "slurm_state": state.state, "slurm_reason": state.reason}
-
-
-def _write_verdict(path: Path, verdict: dict[str, Any]) -> None:
-    import json
-
-    from bringup.files import write_atomic
-
-    write_atomic(path / "healthcheck.json", json.dumps(verdict, indent=2) + "\n")
-
-
-# What --drain did, as the verdict line says it.
-_DONE = {
-    "drain": "drained",
-    "resume": "resumed",
-    "keep": "left drained: drained by someone else",
-    "failed": "Slurm not updated",
-}
-
-
-def _say(verdict: dict[str, Any], path: Path) -> None:
-    """One line on stdout (slurmd's log keeps it): the verdict, the reason, what was done."""
-    what = "fit" if verdict["fit"] else f"unfit: {verdict['reason']}"
-    done = _DONE.get(verdict.get("action", ""), "")
-    if verdict.get("slurm_error"):
-        done += f" ({verdict['slurm_error']})"
-    tail = f" [{done}]" if done else ""
-    print(f"{verdict['node']}: {what}{tail}; run {path}", flush=True)
-    if verdict.get("slurm_error"):
-        print(f"warning: {verdict['slurm_error']}", file=sys.stderr)
 
 
 # --- render -------------------------------------------------------------------------------

@@ -9,6 +9,9 @@ progress never runs into the findings printed after it.
 What a node is doing comes from its transport's stages (connecting, running <probe>) and
 from the progress lines long probes send (bringup/node/progress.py): `describe` turns one
 into the text shown, "nvme: randread 4k (2/4)", "burnin: step 3/10 loss 9.21 ...".
+
+rich loads only where something is shown: `slurm healthcheck` runs at every job start with
+a `Silent` console (its verdict line is all it prints), and pays nothing for it.
 """
 
 from __future__ import annotations
@@ -17,14 +20,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
-
 from bringup.words import plural
 
 if TYPE_CHECKING:
-    from rich.console import Group
+    from rich.console import Console, Group
     from rich.live import Live
+    from rich.text import Text
 
 # Without a terminal: the run's state at most this often (seconds).
 STATUS_EVERY_S = 30.0
@@ -73,10 +74,20 @@ def _clean(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)[:200]
 
 
+class Silent:
+    """A console that shows nothing, as rich's Console(quiet=True) does, without rich."""
+
+    quiet = True
+    is_terminal = False
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        pass
+
+
 class FleetProgress:
     """Nodes done / running / failed, and the slowest node and what it is doing."""
 
-    def __init__(self, total: int, console: Console, live: bool | None = None) -> None:
+    def __init__(self, total: int, console: Console | Silent, live: bool | None = None) -> None:
         self.total = total
         self.console = console
         # Redrawn in place only on a terminal (`live` decides in tests).
@@ -114,7 +125,9 @@ class FleetProgress:
         line (on small runs)."""
         text = describe(probe, fields)
         self.doing(node, text)
-        if "step" in fields and self.total <= STEP_LINES_UP_TO:
+        if "step" in fields and self.total <= STEP_LINES_UP_TO and not self.console.quiet:
+            from rich.text import Text
+
             self.console.print(Text(f"{_clean(node)}  {text}"), soft_wrap=True, highlight=False)
 
     def finished(self, node: str, state: str) -> None:
@@ -128,7 +141,7 @@ class FleetProgress:
 
     def _maybe_status(self) -> None:
         """Without a terminal: the run's state as one plain line, at most every STATUS_EVERY_S."""
-        if self.live:
+        if self.live or self.console.quiet:
             return
         now = time.monotonic()
         with self._lock:
@@ -139,6 +152,8 @@ class FleetProgress:
 
     def status_line(self) -> Text:
         """'nodes 3/8 done, 5 running, 0 failed, 42 s; slowest: node2 burnin: step 4/10 (12 s)'."""
+        from rich.text import Text
+
         with self._lock:
             running = dict(self._running)
             done, failed = self.done, self.failed
@@ -154,6 +169,7 @@ class FleetProgress:
         from rich.console import Group
         from rich.progress_bar import ProgressBar
         from rich.table import Table
+        from rich.text import Text
 
         with self._lock:
             running = dict(self._running)
@@ -175,9 +191,16 @@ class FleetProgress:
 
     def summary(self, states: list[str]) -> Text:
         """'8 nodes in 2.4 s: 7 complete, 1 unreachable' from each node's outcome state."""
+        from rich.text import Text
+
         counts: dict[str, int] = {}
         for state in states:
             counts[state] = counts.get(state, 0) + 1
         text = ", ".join(f"{n} {state}" for state, n in counts.items())
         took = f"{time.monotonic() - self.started:.1f} s"
         return Text(f"{plural(len(states), 'node')} in {took}: {text}")
+
+    def print_summary(self, states: list[str]) -> None:
+        """The summary line, on a console that shows it (made only there)."""
+        if not self.console.quiet:
+            self.console.print(self.summary(states), highlight=False)

@@ -38,16 +38,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from rich.console import Console
-
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
 from bringup.facts import NodeFacts, decode_record
 from bringup.findings import Expected, Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
-from bringup.fleet.progress import FleetProgress
+from bringup.fleet.progress import FleetProgress, Silent
 from bringup.fleet.transport import (
+    Gathered,
     Interrupted,
     NodeCaps,
     TransportError,
@@ -57,7 +56,11 @@ from bringup.fleet.transport import (
 from bringup.profile import AUTO, Profile
 from bringup.rundir import Override, RunDir
 
-if TYPE_CHECKING:  # loaded by fleet_values only: the health check judges without them
+if TYPE_CHECKING:
+    # rich loads only for a console that shows something; the fleet checks' types are
+    # loaded by fleet_values only: the health check judges without them
+    from rich.console import Console
+
     from bringup.checks.consistency import Fields
     from bringup.checks.identity import Mark
 
@@ -297,7 +300,7 @@ def run(
     plans: list[NodePlan],
     rundir: RunDir,
     forks: int = DEFAULT_FORKS,
-    console: Console | None = None,
+    console: Console | Silent | None = None,
     caps: NodeCaps | None = None,
     compare: bool = False,
 ) -> list[NodeOutcome]:
@@ -308,9 +311,16 @@ def run(
     (`check`'s judge_fleet), its facts being let go of once it is judged.
     """
     rundir.add_nodes([p.node for p in plans])
+    for plan in plans:  # a transport that starts nodes together learns every request first
+        if isinstance(plan.runner, Gathered) and not plan.skip:
+            plan.runner.announce(plan.request, plan.deadline_s, max(1, forks))
     stop = threading.Event()
     shared = Shared(compare)
-    progress = FleetProgress(len(plans), console or Console(stderr=True))
+    if console is None:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    progress = FleetProgress(len(plans), console)
     outcomes: dict[str, NodeOutcome] = {}
     # Each node's future says it is done on a queue: taking them off one at a time costs
     # the same at a thousand nodes as at ten (wait() on every pending future each time a
@@ -346,7 +356,7 @@ def run(
         if plan.node not in outcomes:  # never started: Ctrl-C came first
             outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0, shared)
     ordered = [outcomes[p.node] for p in plans]
-    progress.console.print(progress.summary([o.state for o in ordered]), highlight=False)
+    progress.print_summary([o.state for o in ordered])
     if stop.is_set():
         rundir.manifest.status = "interrupted"
     return ordered

@@ -65,10 +65,13 @@ class Nodes:
         self.allocation = allocation
         self._connector = None
         self._code = None
+        self._launcher = None
         if allocation is not None:
             from bringup.fleet.node_code import build_node_code
+            from bringup.fleet.slurm_step import StepLauncher
 
             self._code = build_node_code()
+            self._launcher = StepLauncher(allocation, self._code)
         elif target.remote:
             from bringup.fleet import ssh
             from bringup.fleet.node_code import build_node_code
@@ -92,10 +95,8 @@ class Nodes:
         return [h.name for h in self.hosts]
 
     def runner(self, host: Host) -> Runner:
-        if self.allocation is not None and self._code is not None:
-            from bringup.fleet.slurm import slurm_runner
-
-            return slurm_runner(host, self.allocation, self._code)
+        if self._launcher is not None:
+            return self._launcher.runner(host)
         if self._connector is None or self._code is None:
             from bringup.fleet.local import local_runner
 
@@ -107,6 +108,8 @@ class Nodes:
     def close(self) -> None:
         if self._connector is not None:
             self._connector.close()
+        if self._launcher is not None:
+            self._launcher.close()
         if self.allocation is not None:
             from bringup.fleet.slurm import release
 

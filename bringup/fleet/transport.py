@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 
 class TransportError(Exception):
@@ -46,6 +46,15 @@ STOP_POLL_S = 0.2
 Stage = Callable[[str], None]
 # A transport bound to one node: (request, deadline_s, stop, on_stage) -> records.
 Runner = Callable[[dict[str, Any], float, threading.Event, Stage], Iterator[dict[str, Any]]]
+
+
+@runtime_checkable
+class Gathered(Protocol):
+    """A runner whose transport starts many nodes together (Slurm: one step per wave of
+    nodes, fleet/slurm_step.py): fleet.run tells it every node's request, deadline and the
+    run's --forks before any node runs."""
+
+    def announce(self, request: dict[str, Any], deadline_s: float, wave: int) -> None: ...
 
 
 def decode_line(line: bytes) -> dict[str, Any]:

@@ -6,6 +6,9 @@ probe's result is printed as one JSON line as soon as it finishes:
 `{"probe", "ok", "error", "facts", "raw", "params", "started_at", "duration_s"}`.
 While a long probe runs, what it is doing comes as lines of another kind,
 `{"probe": name, "progress": {...}}` (bringup/node/progress.py): shown, never recorded.
+Two optional fields are for a transport that runs many nodes in one step (Slurm's wave):
+`"pieces": N`, each line written in pieces of at most N bytes (`pieces`), and
+`"deadline_s": S`, the node side stops itself after S seconds (exit 124).
 
 Each probe runs in a child process with a wall-clock deadline: a probe stuck in a driver
 call (NVML can hang on a GPU that fell off the bus) is killed and reported, and the
@@ -154,17 +157,18 @@ def _die_with(parent: int) -> None:
 @contextlib.contextmanager
 def _ends_with_me(pid: int) -> Iterator[None]:
     """While the probe runs, a SIGTERM or SIGHUP to the node side (srun forwarding Ctrl-C,
-    an SSH session closed) kills the probe's tree before the node side exits: the probe has
+    an SSH session closed), or its own deadline's SIGALRM (`_stop_at`), kills the probe's
+    tree before the node side exits: the probe has
     a session of its own, so neither Slurm's process group nor the terminal reaches it, and
     it would run on to its timeout."""
 
     def stop(signum: int, _frame: object) -> None:
         kill_tree(pid)
-        os._exit(128 + signum)
+        os._exit(DEADLINE_EXIT if signum == signal.SIGALRM else 128 + signum)
 
     previous = {}
     with contextlib.suppress(ValueError):  # not the main thread (an in-process caller)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
             previous[signum] = signal.signal(signum, stop)
     try:
         yield
@@ -299,19 +303,65 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def pieces(line: bytes, size: int) -> list[bytes]:
+    """One JSON line as lines of at most `size` bytes each (newline not counted), for
+    `srun --label`, which cuts a task's longer lines at 1 KiB: a line that fits is itself;
+    a longer one is pieces marked "+" (more follows) and a last one marked "=". A JSON
+    line starts with "{", so neither mark is ever taken for a whole line."""
+    body = line.rstrip(b"\n")
+    if len(body) <= size:
+        return [body]
+    step = max(1, size - 1)
+    cut = [body[i : i + step] for i in range(0, len(body), step)]
+    return [b"+" + part for part in cut[:-1]] + [b"=" + cut[-1]]
+
+
+# Two request fields for a transport that runs many nodes in one step (Slurm's wave,
+# bringup/fleet/slurm_step.py), honoured by `serve` wherever it runs:
+# "pieces": BYTES, each line written in `pieces` of at most BYTES (srun --label cuts a
+# longer line at 1 KiB); "deadline_s": SECONDS, the node side stops itself then (`_stop_at`),
+# since the step, shared with other nodes, cannot be ended for one.
+PIECES_FIELD = "pieces"
+DEADLINE_FIELD = "deadline_s"
+DEADLINE_EXIT = 124  # the node side stopped at its own deadline, as coreutils' timeout
+
+
 def serve(request: dict[str, Any], out_fd: int) -> None:
     """Run the request, writing each probe's record and each progress line to `out_fd` as
-    one JSON line the moment it comes. Straight to the descriptor, not through sys.stdout:
-    the local transport runs this in a fork of the controller, whose stdout buffer may hold
+    one JSON line the moment it comes (in pieces, and to a deadline, when the request asks:
+    PIECES_FIELD, DEADLINE_FIELD). Straight to the descriptor, not through sys.stdout: the
+    local transport runs this in a fork of the controller, whose stdout buffer may hold
     what the controller has not printed yet."""
+    piece_bytes = request.get(PIECES_FIELD)
+    size = piece_bytes if isinstance(piece_bytes, int) and piece_bytes > 1 else None
 
     def show(line: dict[str, Any]) -> None:
-        data = (json.dumps(line) + "\n").encode()
-        while data:
-            data = data[os.write(out_fd, data) :]
+        data = json.dumps(line).encode()
+        parts = pieces(data, size) if size else [data]
+        out = b"".join(part + b"\n" for part in parts)
+        while out:
+            out = out[os.write(out_fd, out) :]
 
-    for record in run_all(request, on_progress=show):
-        show(record)
+    deadline_s = request.get(DEADLINE_FIELD)
+    if isinstance(deadline_s, (int, float)) and not isinstance(deadline_s, bool):
+        _stop_at(float(deadline_s))
+    try:
+        for record in run_all(request, on_progress=show):
+            show(record)
+    finally:
+        if deadline_s is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _stop_at(deadline_s: float) -> None:
+    """The node's own deadline: at `deadline_s` the running probe's tree is killed as on
+    SIGTERM (`_ends_with_me`), and the node side exits DEADLINE_EXIT."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        os._exit(DEADLINE_EXIT)  # no probe running: _ends_with_me handles the other case
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline_s))
 
 
 def main(argv: list[str]) -> int:

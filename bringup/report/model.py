@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import shlex
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import overload
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from bringup import __version__, provenance
 from bringup.baseline import CoverageRow
@@ -23,6 +26,7 @@ from bringup.findings import Cell, Finding, Status, matrix_cells, worst
 from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
+from bringup.report.figures import Brief, Figures
 from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rails import RailTable
 from bringup.report.rails import load as load_rails
@@ -54,15 +58,101 @@ class NodeReport(BaseModel):
     @property
     def troubles(self) -> list[str]:
         """Its checks at WARN or worse, worst first: "gpu.count FAIL", "gpu.ecc FAIL ×2"."""
-        counts: dict[tuple[str, Status], int] = {}
-        for row in self.checks:
-            f = row.finding
-            if f.status.rank >= Status.WARN.rank:
-                counts[(f.check, f.status)] = counts.get((f.check, f.status), 0) + 1
-        ranked = sorted(counts.items(), key=lambda item: -item[0][1].rank)
-        return [
-            f"{check} {status.value}" + (f" ×{n}" if n > 1 else "") for (check, status), n in ranked
-        ]
+        return troubles_of(row.finding for row in self.checks)
+
+
+def troubles_of(findings: Iterable[Finding]) -> list[str]:
+    """A node's checks at WARN or worse, worst first: "gpu.count FAIL", "gpu.ecc FAIL ×2"."""
+    counts: dict[tuple[str, Status], int] = {}
+    for f in findings:
+        if f.status.rank >= Status.WARN.rank:
+            counts[(f.check, f.status)] = counts.get((f.check, f.status), 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[0][1].rank)
+    return [
+        f"{check} {status.value}" + (f" ×{n}" if n > 1 else "") for (check, status), n in ranked
+    ]
+
+
+@dataclass
+class NodeSummary:
+    """A node's line in the report's lists: what its section says in brief, held for every
+    node while the sections themselves are built one at a time (NodeSections)."""
+
+    node: str
+    status: Status
+    finding_count: int
+    troubles: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # its report.* findings' messages
+    brief: Brief = field(default_factory=Brief)
+
+    @property
+    def problem(self) -> bool:
+        """WARN or worse, as NodeReport.problem."""
+        return self.status.rank >= Status.WARN.rank
+
+
+class NodeSections(Sequence[NodeReport]):
+    """Every node's section, in node order, built when asked for: a section holds the
+    node's full figures and a row per finding, so a report of ten thousand nodes holds
+    the nodes' summaries (`rows`) and builds each section as it is written
+    (docs/scale.md, "The streamed report")."""
+
+    def __init__(
+        self,
+        nodes: list[str],
+        by_node: dict[str, list[Finding]],
+        medians: dict[str, float],
+        figures: Figures,
+    ) -> None:
+        self._by_node = by_node
+        self._medians = medians
+        self._figures = figures
+        self.rows = [_summary(n, by_node.get(n, []), figures.brief(n)) for n in nodes]
+
+    @property
+    def problems(self) -> list[NodeSummary]:
+        return [row for row in self.rows if row.problem]
+
+    @property
+    def passing(self) -> list[NodeSummary]:
+        return [row for row in self.rows if not row.problem]
+
+    def section(self, node: str) -> NodeReport:
+        """One node's section, built now from its findings and its figures."""
+        mine = self._by_node.get(node, [])
+        return _node_report(node, self._figures.get(node), mine, self._medians)
+
+    def sections(self, rows: Iterable[NodeSummary]) -> Iterator[NodeReport]:
+        """These nodes' sections, one at a time."""
+        for row in rows:
+            yield self.section(row.node)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[NodeReport]:
+        return self.sections(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> NodeReport: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[NodeReport]: ...
+    def __getitem__(self, index: int | slice) -> NodeReport | list[NodeReport]:
+        if isinstance(index, slice):
+            return list(self.sections(self.rows[index]))
+        return self.section(self.rows[index].node)
+
+
+def _summary(node: str, mine: list[Finding], brief: Brief) -> NodeSummary:
+    """A node's summary, by the rules its section follows (_node_report, troubles_of)."""
+    return NodeSummary(
+        node=node,
+        status=worst(mine) if mine else Status.ERROR,
+        finding_count=len(mine),
+        troubles=troubles_of(mine),
+        missing=[f.message for f in mine if _is_gap(f)],
+        brief=brief,
+    )
 
 
 class ActionGroup(BaseModel):
@@ -119,6 +209,9 @@ class RunInfo(BaseModel):
 
 
 class Report(BaseModel):
+    # `nodes` is built one section at a time (NodeSections), not held as a list.
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     title: str
     generated_at: str
     generated_by: str = f"bringup {__version__}"
@@ -127,7 +220,7 @@ class Report(BaseModel):
     verdict: Verdict
     subjects: list[str]  # columns of the node x subject matrix
     matrix: dict[str, dict[str, Cell]]  # node -> subject -> its cell, as the console shows it
-    nodes: list[NodeReport]
+    nodes: NodeSections | list[NodeReport]  # a list: a report made by hand (tests)
     fleet: list[MetricStats]
     baseline: baseline_mod.Comparison | None = None
     findings: list[Finding]  # the run's and the report's, in report order
@@ -137,6 +230,12 @@ class Report(BaseModel):
     # The per-rail job's figures: nodes x rails against line rate (bringup/report/rails.py).
     rails: RailTable | None = None
 
+    @field_serializer("nodes")
+    def _every_node(self, nodes: Sequence[NodeReport]) -> list[NodeReport]:
+        # A dump of the whole model (small runs, tests) holds every section: report.json
+        # is written a node at a time instead (render.json_pieces).
+        return list(nodes)
+
 
 def build(
     run: RunData,
@@ -145,7 +244,7 @@ def build(
     check_order: list[str],
     baseline: RunData | None = None,
     generated_at: str | None = None,
-    measurements: list[NodeMeasurements] | None = None,
+    measurements: list[NodeMeasurements] | Figures | None = None,
     coverage: list[CoverageRow] | None = None,
     baseline_measurements: list[NodeMeasurements] | None = None,
 ) -> Report:
@@ -155,24 +254,25 @@ def build(
     directory does not hold; `check_order`: check names in the order tables show them;
     `measurements`: measure_fleet(run.facts, profile) when the caller has it already (at a
     thousand nodes measuring twice is a second of the report); `baseline_measurements`
-    the same of the baseline's.
+    the same of the baseline's. A report of Figures (spooled) holds each node's metrics
+    and builds each node's section as it is written (NodeSections).
     """
     limits = tolerances(profile)
     nodes = run.nodes
     if measurements is None:
         measurements = measure_fleet(run.facts, profile)
-    measured = {m.node: m for m in measurements}
-    measured = {n: measured.get(n, NodeMeasurements(node=n)) for n in nodes}
+    figures = measurements if isinstance(measurements, Figures) else Figures.held(measurements)
+    figures = figures.only(nodes)
     findings = [*(run.findings or []), *judged]
     order = {name: i for i, name in enumerate(check_order)}
     # Node, then the check order given, then unknown checks by name. A stable sort:
     # findings of one node and check keep the order the check wrote them in.
     findings.sort(key=lambda f: (f.node, order.get(f.check, len(order)), f.check))
-    fleet = statistics_of(list(measured.values()), limits, findings)
+    fleet = statistics_of(figures.metrics_only(), limits, findings)
     comparison = None
     if baseline is not None:
         comparison = baseline_mod.compare(
-            list(measured.values()),
+            [figures.get(n) for n in nodes],
             baseline_measurements
             if baseline_measurements is not None
             else measure_fleet(baseline.facts, profile),
@@ -187,7 +287,7 @@ def build(
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
         by_node.setdefault(f.node, []).append(f)
-    node_reports = [_node_report(n, measured[n], by_node.get(n, []), medians) for n in nodes]
+    node_reports = NodeSections(nodes, by_node, medians, figures)
     subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
     return Report(
         title=f"bringup acceptance report — {run.path.name}",

@@ -23,7 +23,7 @@ from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape
-from bringup.report.model import NodeReport, Report
+from bringup.report.model import NodeReport, NodeSections, Report
 from bringup.words import plural
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -275,6 +275,10 @@ def html_pieces(report: Report, figures: Plots) -> Iterator[str]:
 FULL_PAGE_NODES = 100
 DETAILED_NODES = 100
 GROUP_ITEMS = 25  # findings listed per action on a large fleet's page; the rest counted
+# A large fleet's table of nodes with a problem, in tables of this many rows: Chromium lays
+# out those below the first screen only when scrolled to (content-visibility). One table
+# of 10,000 rows took 3.0 to 3.4 s to lay out here, in tables of 200 rows 0.7 to 0.9 s.
+PROBLEM_ROWS = 200
 
 
 @dataclass
@@ -285,6 +289,7 @@ class Layout:
     detailed: list[NodeReport]  # the nodes shown in full, in report order
     group_items: int  # findings listed per action group
     subject_counts: dict[str, dict[str, int]]  # subject -> worst status -> nodes
+    problem_rows: int  # rows per table of the nodes with a problem
 
 
 def layout_of(report: Report) -> Layout:
@@ -292,14 +297,19 @@ def layout_of(report: Report) -> Layout:
         verdict = report.verdict
         every = max(1, len(verdict.nodes_failing), *(len(g.findings) for g in verdict.actions))
         every = max(every, *(len(g.findings) for g in verdict.warnings), 0)
-        return Layout(False, list(report.nodes), every, {})
+        return Layout(False, list(report.nodes), every, {}, max(1, len(report.nodes)))
     counts: dict[str, dict[str, int]] = {s: {} for s in report.subjects}
     for row in report.matrix.values():
         for subject, cell in row.items():
             status = cell.status.value
             counts[subject][status] = counts[subject].get(status, 0) + 1
-    detailed = [n for n in report.nodes if n.problem][:DETAILED_NODES]
-    return Layout(True, detailed, GROUP_ITEMS, counts)
+    # Built from the nodes' summaries: only the sections shown in full are built.
+    nodes = report.nodes
+    if isinstance(nodes, NodeSections):
+        detailed = list(nodes.sections(nodes.problems[:DETAILED_NODES]))
+    else:
+        detailed = [n for n in nodes if n.problem][:DETAILED_NODES]
+    return Layout(True, detailed, GROUP_ITEMS, counts, PROBLEM_ROWS)
 
 
 def large_fleet(report: Report) -> bool:
@@ -332,11 +342,13 @@ def json_pieces(report: Report) -> Iterator[str]:
     for i, name in enumerate(sorted(Report.model_fields)):
         yield ("," if i else "") + f"\n  {json.dumps(name)}: "
         value = getattr(report, name)
-        if isinstance(value, list) and value:
-            yield "["
+        if isinstance(value, list | NodeSections) and len(value):
+            yield "["  # the nodes' sections: each built, written and dropped in turn
             for j, item in enumerate(value):
                 yield ("," if j else "") + "\n    " + _item_json(item, "    ")
             yield "\n  ]"
+        elif isinstance(value, NodeSections):
+            yield "[]"
         elif isinstance(value, dict) and value:
             yield "{"
             for j, key in enumerate(sorted(value)):

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
-from bringup.files import InputError, is_link, read_bytes_in, read_in
+from bringup.files import InputError, is_link, read_bytes_in, read_lines_in
 from bringup.findings import Finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.rundir import Manifest, iter_facts
@@ -221,21 +221,21 @@ def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
             f"(judge its facts with `bringup check --replay {path}`)"
         )
         return None, why, []
-    try:
-        text = read_in(path, "findings.jsonl", "findings", lenient=True)
-    except InputError as exc:
-        return None, f"findings.jsonl unreadable ({exc}): no verdict is known", []
     findings: list[Finding] = []
     unreadable: list[int] = []
+    # Read a line at a time (at ten thousand nodes the file is 60 MB: never one string).
     # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,
     # and str.splitlines would cut a line there.
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            findings.append(Finding.model_validate_json(line))
-        except (ValidationError, ValueError):
-            unreadable.append(number)  # cut short by a crash, or edited: judged, not skipped
+    try:
+        for number, line in enumerate(read_lines_in(path, "findings.jsonl", "findings"), 1):
+            if not line.strip():
+                continue
+            try:
+                findings.append(Finding.model_validate_json(line))
+            except (ValidationError, ValueError):
+                unreadable.append(number)  # cut short by a crash, or edited: judged
+    except InputError as exc:
+        return None, f"findings.jsonl unreadable ({exc}): no verdict is known", []
     return findings, None, unreadable
 
 

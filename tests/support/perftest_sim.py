@@ -212,10 +212,16 @@ def with_rails(
     tmp_path: Path,
     slow: dict[str, dict[str, float]],
     flaps: dict[str, str] | None = None,
+    *,
+    interval_s: float = 3,
+    connect_timeout_s: float = 20,
 ) -> dict[str, Path]:
     """Every node of the cluster: its own sysfs tree of 8 rails (the fabric and ibperf
     probes' sys_root, a host variable), stand-in perftest (`slow`: node -> {device: factor}), and a
-    stand-in journalctl (the kernel log window: empty, or one mlx5 link-down line)."""
+    stand-in journalctl (the kernel log window: empty, or one mlx5 link-down line).
+
+    `interval_s` is the fabric probe's counter window; `connect_timeout_s` how long an ibperf
+    client asks its server again (a test whose peer never answers waits that long)."""
     roots: dict[str, Path] = {}
     host_vars: dict[str, dict[str, str]] = {}
     for name in cluster.names:
@@ -226,8 +232,12 @@ def with_rails(
         log = (flaps or {}).get(name, "")
         cluster.install_tool(name, "journalctl", f"#!/bin/sh\nprintf '%s' {json.dumps(log)}\n")
         params = {
-            "fabric": {"sys_root": str(roots[name]), "interval_s": 3},
-            "ibperf": {"connect_timeout_s": 20, "duration_s": 1, "sys_root": str(roots[name])},
+            "fabric": {"sys_root": str(roots[name]), "interval_s": interval_s},
+            "ibperf": {
+                "connect_timeout_s": connect_timeout_s,
+                "duration_s": 1,
+                "sys_root": str(roots[name]),
+            },
         }
         host_vars[name] = {"bringup_probe_params": json.dumps(params)}
     cluster.write_inventory(host_vars=host_vars)

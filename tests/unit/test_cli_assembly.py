@@ -35,10 +35,12 @@ def test_a_command_loads_its_own_module_alone() -> None:
     loaded, out = _loaded("slurm", "--help")
     assert "healthcheck" in out
     # app: the assembly; complete: the value completers the shared options name; tab: the
-    # quick TAB answer the entry point asks first (all three standard library only)
+    # quick TAB answer the entry point asks first; invocation: what common shares with the
+    # health check's lean path (all four standard library only). Not commands.healthcheck:
+    # the entry point loads it for `slurm healthcheck` alone.
     assert loaded == (
         "['bringup.commands.app', 'bringup.commands.common', 'bringup.commands.complete', "
-        "'bringup.commands.slurm', 'bringup.commands.tab']"
+        "'bringup.commands.invocation', 'bringup.commands.slurm', 'bringup.commands.tab']"
     )
 
 

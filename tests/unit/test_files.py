@@ -15,6 +15,7 @@ from bringup.files import (
     copy_tree,
     make_dir,
     read_in,
+    read_lines_in,
     walk_files,
     write_atomic,
 )
@@ -95,6 +96,45 @@ def test_read_in_refuses_a_fifo_at_once(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "findings.jsonl")
     with pytest.raises(InputError, match=r"findings\.jsonl: a FIFO, not a findings file"):
         read_in(tmp_path, "findings.jsonl", "findings")
+
+
+def test_read_lines_in_gives_read_ins_lines_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """findings.jsonl read line by line (the streamed report): the lines read_in's text
+    split at "\n" gives, a multibyte character and a bad byte across the 1 MiB chunk
+    boundary, U+2028 kept inside its line, no newline at the end."""
+    chunk = 1 << 20
+    data = (
+        b'{"a": 1}\n'
+        + b"x" * (chunk - 12)
+        + "\u00e9\u2028".encode()  # é across the first chunk's end
+        + b"\n\xff\xfe half\n\n"
+        + b"y" * chunk
+        + b"\xe2\x82"  # a character cut short across the second chunk's end
+        + b"\nlast, no newline"
+    )
+    (tmp_path / "findings.jsonl").write_bytes(data)
+    whole = read_in(tmp_path, "findings.jsonl", "findings", lenient=True).split("\n")
+    lines = list(read_lines_in(tmp_path, "findings.jsonl", "findings"))
+    assert lines == whole
+    assert len(lines) == 6 and lines[1].endswith("\u00e9\u2028") and lines[-1] == "last, no newline"
+
+
+def test_read_lines_in_refuses_what_read_in_refuses_in_its_words(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "big.jsonl").write_text("1\n" * 50)
+    (tmp_path / "run" / "findings.jsonl").symlink_to(tmp_path / "run" / "big.jsonl")
+    os.mkfifo(tmp_path / "run" / "fifo.jsonl")
+    refused = {
+        ("big.jsonl", 99): r"big\.jsonl: 100 bytes, over the 99 bytes cap",
+        ("findings.jsonl", 1 << 20): r"findings\.jsonl is a symbolic link \(not followed",
+        ("fifo.jsonl", 1 << 20): r"fifo\.jsonl: a FIFO, not a findings file",
+    }
+    for (name, limit), why in refused.items():
+        with pytest.raises(InputError, match=why) as streamed:
+            list(read_lines_in(tmp_path / "run", name, "findings", limit=limit))
+        with pytest.raises(InputError) as whole:
+            read_in(tmp_path / "run", name, "findings", limit=limit)
+        assert str(streamed.value) == str(whole.value)
 
 
 def test_listing_a_run_never_descends_a_symlink(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -450,7 +451,11 @@ def test_a_hung_imex_ctl_is_cut_at_its_deadline(node: Path) -> None:
     _tool(node / "bin", "systemctl", "echo active\n")
     _tool(node / "bin", "nvidia-imex-ctl", "exec sleep 60\n")
     facts = collect_imex(str(node / "etc" / "config.cfg"), 0.5, {})
-    assert facts.domain_error == "`nvidia-imex-ctl -N` timed out after 0.5 s"
+    # The ctl gets what the probe's deadline has left after systemctl (0.4 s was seen on a
+    # loaded machine), never more, and the message says what it was given.
+    said = re.fullmatch(r"`nvidia-imex-ctl -N` timed out after (\d\.\d) s", facts.domain_error)
+    assert said, facts.domain_error
+    assert 0.1 <= float(said.group(1)) <= 0.5
     assert facts.daemon_status is None
 
 

@@ -6,6 +6,7 @@ model gave; its memory grows with the nodes by their summary, not by their facts
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -14,13 +15,15 @@ from pathlib import Path
 import pytest
 
 from bringup import profile
-from bringup.commands.report import build_report, make_report, write
+from bringup.commands.report import FactsDigest, build_report, make_report, write
 from bringup.findings import Finding
+from bringup.measurements import measure
 from bringup.report import escape, junit, render
-from bringup.report.model import Report
+from bringup.report.figures import Figures
+from bringup.report.model import NodeSections, Report
 from bringup.report.rundata import load
 from bringup.rundir import file_name, iter_facts
-from tests.support.report_runs import fleet_run, scale_run
+from tests.support.report_runs import demo_run, fleet_run, scale_run, with_measurements, write_run
 
 B300 = profile.load("b300")
 
@@ -152,13 +155,126 @@ def test_the_reports_memory_grows_by_the_nodes_summary_not_their_facts(tmp_path:
     assert per_node_kb < 180, f"{per_node_kb:.0f} kB per node"
 
 
-def test_a_fleet_past_the_full_page_writes_its_html(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def large_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fleet just past FULL_PAGE_NODES: the large fleet's page."""
+    return scale_run(tmp_path_factory.mktemp("large") / "run", render.FULL_PAGE_NODES + 2)
+
+
+def test_a_fleet_past_the_full_page_writes_its_html(large_run: Path) -> None:
     """Past FULL_PAGE_NODES the page counts each subject's cells by status: a cell is the
     console's Cell (status, count, checks), and the merged main raised AttributeError here."""
     size = render.FULL_PAGE_NODES + 2
-    report = build_report(load(scale_run(tmp_path / "run", size)), B300, generated_at="T")
+    report = build_report(load(large_run), B300, generated_at="T")
     layout = render.layout_of(report)
     assert layout.large
     assert sum(layout.subject_counts["gpu"].values()) == size
     page = "".join(render.html_pieces(report, render.make_plots(report, B300)))
     assert 'id="verdict"' in page
+
+
+def _every_format(report: Report) -> dict[str, str]:
+    plots = render.make_plots(report, B300)
+    return {
+        "json": "".join(render.json_pieces(report)),
+        "md": "".join(render.markdown_pieces(report)),
+        "junit": junit.to_junit(report),
+        "html": "".join(render.html_pieces(report, plots)),
+    }
+
+
+@pytest.fixture(scope="module")
+def measured_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo fleet with a recorded NCCL curve on every node and a dmon timeline on
+    node01: what the HTML plots."""
+    folder = tmp_path_factory.mktemp("measured")
+    return write_run(demo_run(folder / "demo"), folder / "run", with_measurements)
+
+
+@pytest.mark.parametrize("size", [6, render.FULL_PAGE_NODES + 2])
+def test_spooled_figures_write_every_format_byte_for_byte_as_held_ones(
+    size: int, measured_run: Path, large_run: Path
+) -> None:
+    """`bringup report` spools each node's figures as it reads the node (FactsDigest) and
+    builds each node's section as it writes it; the report of the same run with every
+    node's facts and figures held (the exporter's way) is the same text in every format,
+    for a page of every node (curves and timelines plotted) and for a large fleet's."""
+    run = measured_run if size == 6 else large_run
+    held = build_report(load(run), B300, generated_at="T")
+    streamed, _ = make_report(run, None, "b300")
+    streamed.generated_at = "T"
+    assert isinstance(streamed.nodes, NodeSections)
+    assert _every_format(streamed) == _every_format(held)
+
+
+def test_a_nodes_figures_come_back_from_the_spool_as_measured(measured_run: Path) -> None:
+    """Timelines included (the JSON form leaves them out; the HTML plots them)."""
+    facts = load(measured_run).facts
+    whole = measure(facts["b300-node01"], 2.25e15)
+    assert whole.timelines and whole.timelines[0].samples  # the recorded dmon timeline
+    figures = Figures.spooled()
+    figures.add(whole)
+    figures.add(measure(facts["b300-node02"], 2.25e15))
+    back = figures.get("b300-node01")
+    assert back == whole and back is not whole
+    assert figures.names == ["b300-node01", "b300-node02"]
+    assert figures.get("b300-node09").model_dump() == {
+        **Figures().get("b300-node09").model_dump(),
+        "node": "b300-node09",
+    }
+    assert [m.metrics for m in figures.metrics_only()] == [
+        whole.metrics,
+        figures.get("b300-node02").metrics,
+    ]
+    assert figures.brief("b300-node01").gpu_count == whole.identity.gpu_count
+    assert figures.only(["b300-node02"]).names == ["b300-node02"]
+
+
+def _held_kb_per_node(small: Path, large: Path, count: tuple[int, int]) -> float:
+    """What reading a run holds per node (tracemalloc: the report's Python objects)."""
+    held = []
+    for run in (small, small, large):  # the first: every module loaded
+        tracemalloc.start()
+        try:
+            digest = FactsDigest(2.25e15, auto=False)
+            read = load(run, digest)
+            held.append(tracemalloc.get_traced_memory()[0])
+        finally:
+            tracemalloc.stop()
+        del digest, read
+    return (held[2] - held[1]) / 1000 / (count[1] - count[0])
+
+
+def test_reading_a_run_holds_each_nodes_summary_not_its_figures(tmp_path: Path) -> None:
+    """Each node's figures (its identity, curves, NVMe rows, Xid lines, probe summaries,
+    timelines: about 37 kB a node of the scale benchmark's) go to the spool as the node is
+    read; what stays is its findings, its records' headers, its identity marks and its
+    metrics. Before: about 89 kB a node here, now about 52."""
+    small, large = 6, 36
+    per_node = _held_kb_per_node(
+        scale_run(tmp_path / "small", small), scale_run(tmp_path / "large", large), (small, large)
+    )
+    assert per_node < 70, f"{per_node:.0f} kB per node"
+
+
+def test_a_large_fleets_problem_nodes_are_laid_out_a_table_at_a_time(
+    large_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past FULL_PAGE_NODES the table of nodes with a problem is cut into tables of
+    PROBLEM_ROWS rows, each after the first laid out only when scrolled to: at 10,000
+    nodes one table took Chromium 3.0 to 3.4 s, the cut ones 0.7 to 0.9 s (docs/scale.md).
+    Every node with a problem keeps its one row, in order, under the one header."""
+    monkeypatch.setattr(render, "PROBLEM_ROWS", 20)
+    report = build_report(load(large_run), B300, generated_at="T")
+    page = "".join(render.html_pieces(report, render.make_plots(report, B300)))
+    section = page[page.index('<section id="problems">') :]
+    section = section[: section.index("</section>")]
+    problems = [row.node for row in report.nodes.rows if row.problem]
+    assert len(problems) == 85  # every node but the demo's healthy one, of 102
+    assert re.findall(r'<tr><td><a href="#node-(node\d+)">', section) == problems
+    assert section.count("<th>node</th>") == 1
+    assert section.count("<table>") == 5  # 20 + 20 + 20 + 20 + 5
+    assert section.count('<div class="more-problems">') == 4
+    assert (
+        ".more-problems { content-visibility: auto; contain-intrinsic-size: auto 580px; }" in page
+    )

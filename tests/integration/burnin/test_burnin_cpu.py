@@ -22,7 +22,8 @@ from bringup.node.probes.burnin import BurninFacts
 from tests.support.cli import run_cli, valid_envelope
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.burnin
+# DeepSpeed's CPU op, built once a session (tests/conftest.py), not again by the first rank.
+pytestmark = [pytest.mark.burnin, pytest.mark.usefixtures("local_deepspeed_cpu_op")]
 
 PEAK_TFLOPS = 0.05  # an arbitrary CPU "peak" so that MFU is computed (and checkable) here
 

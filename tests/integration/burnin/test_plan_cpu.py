@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.cli import run_cli
 
-pytestmark = pytest.mark.burnin
+# DeepSpeed's CPU op, built once a session (tests/conftest.py), not again by the first rank.
+pytestmark = [pytest.mark.burnin, pytest.mark.usefixtures("local_deepspeed_cpu_op")]
 
 
 @pytest.fixture(scope="module")

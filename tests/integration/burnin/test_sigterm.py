@@ -21,7 +21,8 @@ from bringup.node.protocol import _descendants
 from tests.support.cli import valid_envelope
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.burnin
+# DeepSpeed's CPU op, built once a session (tests/conftest.py), not again by the first rank.
+pytestmark = [pytest.mark.burnin, pytest.mark.usefixtures("local_deepspeed_cpu_op")]
 
 
 def _cmdline(pid: int) -> str:

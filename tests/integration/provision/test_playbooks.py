@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support import FIXTURES
 from tests.support.provision import (
@@ -50,6 +51,52 @@ def test_syntax_check() -> None:
         timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+SELECT = PLAYBOOKS / "roles" / "nvidia_repo" / "tasks" / "select.yml"
+
+
+def _select(tmp_path: Path, wants: dict[str, str], *argv: str) -> tuple[str, str]:
+    """Run the hold/release script of nvidia_repo/tasks/select.yml with sh, against a
+    dpkg-query answering `wants` (package -> selection; any other package is unknown to
+    it) and a dpkg that logs what --set-selections reads: (its stdout, dpkg's log)."""
+    script = yaml.safe_load(SELECT.read_text())[0]["vars"]["nvidia_repo_select_script"]
+    bin_dir, log = tmp_path / "bin", tmp_path / "set-selections.log"
+    bin_dir.mkdir(exist_ok=True)
+    log.write_text("")
+    table = tmp_path / "wants"
+    table.write_text("".join(f"{name} {want}\n" for name, want in wants.items()))
+    (bin_dir / "dpkg-query").write_text(  # dpkg-query -W -f=FORMAT NAME
+        "#!/bin/sh\nfor name do :; done\n"
+        f"awk -v n=\"$name\" '$1 == n {{print $2; found = 1}} END {{exit !found}}' {table}\n"
+    )
+    (bin_dir / "dpkg").write_text(f'#!/bin/sh\n[ "$1" = --set-selections ] && cat >> {log}\n')
+    for tool in ("dpkg-query", "dpkg"):
+        (bin_dir / tool).chmod(0o755)
+    proc = subprocess.run(
+        ["sh", "-c", script, "dpkg-select", *argv],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        timeout=scaled(30),
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, log.read_text()
+
+
+def test_one_dpkg_call_sets_only_the_selections_that_differ(tmp_path: Path) -> None:
+    """The roles' holds and releases: the packages whose selection differs (a package dpkg
+    does not know too, as ansible.builtin.dpkg_selections does) go to dpkg in one
+    --set-selections and are printed (the task is changed); none differ: nothing is
+    printed nor set; check mode prints what would change and sets nothing."""
+    wants = {"nvidia-open": "install", "libnvsdm": "hold", "nvidia-fabricmanager": "install"}
+    names = ["nvidia-open", "libnvsdm", "nvidia-fabricmanager", "not-installed"]
+    changes = "nvidia-open hold\nnvidia-fabricmanager hold\nnot-installed hold\n"
+    assert _select(tmp_path, wants, "apply", "hold", *names) == (changes, changes)
+    assert _select(tmp_path, wants, "check", "hold", *names) == (changes, "")
+    assert _select(tmp_path, wants, "apply", "hold", "libnvsdm") == ("", "")
+    released = "libnvsdm install\n"
+    assert _select(tmp_path, wants, "apply", "install", *names[:3]) == (released, released)
 
 
 def test_every_role_has_one_documented_defaults_file() -> None:

@@ -74,16 +74,46 @@ def _squeue(cluster: SimCluster) -> list[str]:
     return done.stdout.split()
 
 
+def _steps_created(cluster: SimCluster) -> int:
+    """How many job steps slurmctld has created so far (`sdiag`)."""
+    assert cluster.slurm is not None
+    for line in cluster.slurm.client("sdiag").stdout.splitlines():
+        if line.strip().startswith("REQUEST_JOB_STEP_CREATE"):
+            return int(line.split("count:")[1].split()[0])
+    return 0
+
+
 def test_check_slurm_finds_what_check_nodes_finds(
     make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
 ) -> None:
     cluster = make_slurm_cluster(4, faults=FAULTS)
     inventory = str(cluster.inventory)
+    steps_before = _steps_created(cluster)
     over_slurm, slurm_doc = _check(cluster, tmp_path / "slurm", "--slurm", "--nodes", inventory)
     assert over_slurm.returncode == 1, over_slurm.stderr
+    # One wave: a step in which every node says its cache lacks the code, one that brings
+    # it to all four and runs them: not a step (or two, with the upload) per node.
+    assert _steps_created(cluster) - steps_before == 2
     over_ssh, ssh_doc = _check(cluster, tmp_path / "ssh", "--nodes", inventory)
     assert over_ssh.returncode == 1, over_ssh.stderr
     assert _judged(slurm_doc) == _judged(ssh_doc)
+    # The code in every node's cache now: the wave is one step.
+    steps_before = _steps_created(cluster)
+    again, again_doc = _check(cluster, tmp_path / "again", "--slurm", "--nodes", inventory)
+    assert again.returncode == 1, again.stderr
+    assert _steps_created(cluster) - steps_before == 1
+    assert _judged(again_doc) == _judged(slurm_doc)
+    # One node's cached zip changed on the node: it alone says so and is given the zip in
+    # a second step; the others ran from their caches in the first.
+    code = build_node_code()
+    cached = cluster.node("node02").cache_dir / "bringup" / "code" / code.file_name
+    cached.write_bytes(b"PK not the controller's zip")
+    steps_before = _steps_created(cluster)
+    mixed, mixed_doc = _check(cluster, tmp_path / "mixed", "--slurm", "--nodes", inventory)
+    assert mixed.returncode == 1, mixed.stderr
+    assert _steps_created(cluster) - steps_before == 2
+    assert _judged(mixed_doc) == _judged(slurm_doc)
+    assert cached.read_bytes() == code.data
     # Not a run that judged nothing: every node, its planted fault and only it.
     failed = {(f["node"], f["check"]) for f in slurm_doc["findings"] if f["status"] == "FAIL"}
     assert failed == {("node02", "gpu.count"), ("node03", "xid.events")}
@@ -203,7 +233,7 @@ def test_a_node_frozen_mid_probe_is_an_error_at_the_probes_deadline(
         text=True,
     )
     try:
-        running = started(build_node_code())  # the node side's own Python
+        running = storing(build_node_code())  # the node side's own Python
         assert cluster.wait_for_process("node02", running, scaled(60)) is not None
         cluster.freeze("node02")  # the node side says nothing more; its TCP stays open
         stdout, stderr = cli.communicate(timeout=scaled(120))
@@ -229,6 +259,14 @@ def started(code: NodeCode) -> str:
     return f" {code.file_name} {len(code.data)} {code.sha256} "
 
 
+def storing(code: NodeCode) -> str:
+    """The node side of the step that brings the zip (a fresh cluster's first run): it
+    stores the zip, then runs the probes in the same Python. The step before it, where the
+    node said its cache lacked the zip, has the same start but for this last argument and
+    ends at once: a node frozen or killed then is one whose next launch fails."""
+    return f"{started(code)}{code.magic} 1 "
+
+
 def _gone_within(cluster: SimCluster, name: str, text: str, timeout_s: float) -> float | None:
     """Seconds until no process of the node has `text` in its command line; None: still there."""
     from bringup.sim.netns import cmdline
@@ -252,7 +290,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "2"]
     env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
     cli = start_cli(*argv, cwd=REPO, env=env)
-    running = started(build_node_code())
+    running = storing(build_node_code())
     try:
         for name in cluster.names:
             assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
@@ -273,5 +311,97 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
         # The node side and its probe (a session of its own, which neither Slurm's process
         # group nor srun's signal reaches: it dies with the node side).
         assert _gone_within(cluster, name, running, scaled(5.0)) is not None, name
+    running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running_jobs.stdout.split() == []
+
+
+def test_a_node_whose_slurmd_dies_mid_run_is_its_error_and_the_others_complete(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    cluster = make_slurm_cluster(3, nvml=True)
+    assert cluster.slurm is not None
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE)
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "3"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    cli = start_cli(*argv, cwd=REPO, env=env)
+    running = storing(build_node_code())
+    try:
+        for name in cluster.names:  # all three in the one step, each node side running
+            assert cluster.wait_for_process(name, running, scaled(60)) is not None, name
+        # Past the zip on stdin (stored on each node): the probes run, srun has nothing
+        # more to send node02 and goes on waiting for it. (One that dies while srun still
+        # sends it the zip: the next test.)
+        code = build_node_code()
+        for name in cluster.names:
+            stored = cluster.node(name).cache_dir / "bringup" / "code" / code.file_name
+            deadline = time.monotonic() + scaled(60)
+            while not stored.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stored.exists(), name
+        cluster.kill_node_processes("node02")  # slurmd, slurmstepd, the node side: crashed
+        stdout, stderr = cli.communicate(timeout=scaled(120))
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    states = {n: v["state"] for n, v in nodes_of(doc).items()}
+    assert states == {"node01": "complete", "node02": "error", "node03": "complete"}, stderr
+    assert nodes_of(doc)["node02"]["reason"] == (
+        "probe telemetry gave no answer within 30 s (node hung or step stuck)"
+    )
+    errors = {(f["node"], f["check"]) for f in doc["findings"] if f["status"] == "ERROR"}
+    assert ("node02", "node.run") in errors
+    assert not {n for n, _ in errors} - {"node02"}, errors  # the others' verdicts stand
+    running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
+    assert running_jobs.stdout.split() == []  # released, its step with it
+
+
+def test_a_node_that_dies_while_srun_sends_the_zip_is_its_error_the_others_run_again(
+    make_slurm_cluster: Callable[..., SimCluster], tmp_path: Path
+) -> None:
+    """srun ends the whole step when it loses one node's slurmstepd ("aborting, io error
+    with slurmstepd on node 1"): the step's other nodes, cut off without their exit status,
+    run again in one new step and are judged on what they measure."""
+    cluster = make_slurm_cluster(3, nvml=True)
+    assert cluster.slurm is not None
+    # node02's link carries the zip (about 0.7 MB) for over ten seconds: it dies with the
+    # zip in transit, however slowly this loaded machine runs the test.
+    cluster.limit_rate("node02", 500_000)
+    suite = tmp_path / "watch.yaml"
+    suite.write_text(WATCH_SUITE)
+    argv = ["check", "--json", "--profile", str(cluster.profile_path), "--suite", str(suite)]
+    argv += ["--out", str(tmp_path / "run"), "--slurm", "--nodes-count", "3"]
+    env = {**os.environ, **cluster.slurm_env(), "PYTHONPATH": str(REPO)}
+    steps_before = _steps_created(cluster)
+    cli = start_cli(*argv, cwd=REPO, env=env)
+    code = build_node_code()
+    try:
+        assert cluster.wait_for_process("node02", storing(code), scaled(60)) is not None
+        stored = cluster.node("node02").cache_dir / "bringup" / "code" / code.file_name
+        # Frozen first, so that what srun sent it lies unread when it dies: its kernel
+        # answers srun with a reset (srun takes a plain end of stream quietly, and waits).
+        cluster.freeze("node02")
+        time.sleep(scaled(0.5))
+        cluster.kill_node_processes("node02")  # slurmd, slurmstepd: crashed
+        assert not stored.exists()  # the zip was still on its way
+        stdout, stderr = cli.communicate(timeout=scaled(120))
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    doc = json.loads(stdout)
+    states = {n: v["state"] for n, v in nodes_of(doc).items()}
+    assert states == {"node01": "complete", "node02": "error", "node03": "complete"}, stderr
+    reason = nodes_of(doc)["node02"]["reason"]
+    assert reason.startswith(
+        "the node's task ended without its exit status: srun lost the node's slurmstepd: "
+    ), reason
+    errors = {(f["node"], f["check"]) for f in doc["findings"] if f["status"] == "ERROR"}
+    assert ("node02", "node.run") in errors
+    assert not {n for n, _ in errors} - {"node02"}, errors  # the others' verdicts stand
+    # The look for the code, the step that brought it (ended by srun), and node01 and
+    # node03 again in one step: not a step each.
+    assert _steps_created(cluster) - steps_before == 3
     running_jobs = cluster.slurm.client("squeue", "-h", "-t", "PD,R", "-o", "%i")
     assert running_jobs.stdout.split() == []
