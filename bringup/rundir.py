@@ -4,9 +4,10 @@
                          how (provenance: live, demo, replay, resume; the command line) and,
                          once finished, the SHA-256 of every file below (bringup/provenance.py)
     facts/<node>.json    every probe record of the node (written when the node ends)
-    facts/<node>.journal while a fleet run's node runs: each record appended as it
-                         arrives; folded into <node>.json, written once and synced, when
-                         the node ends (a crash leaves it: every reader here reads it in)
+    facts/<node>.journal while a fleet run's node runs: each record appended, and synced
+                         to disk, as it arrives; folded into <node>.json, written once and
+                         synced, when the node ends (a crash leaves it: every reader here
+                         reads it in)
     findings.jsonl       one finding per line, appended as nodes are judged
     raw/<node>/<probe>/  the tool outputs the facts came from
 
@@ -19,13 +20,14 @@ Ctrl-C leaves a directory that `--replay` and `report` can still read. A RunDir 
 by the threads of a fleet run: every write holds its lock.
 
 Why a journal (docs/scale.md#the-facts-files): each probe's record rewrote the node's
-whole facts file and synced it (file and folder), 3.2 to 4.0 ms of the controller's CPU
-per node of five probes; the syncs were most of it. A record is now appended to the
-node's journal, not synced, and the facts file is written and synced once, when the node
-ends (1.8 to 2.3 ms). A crash of the process (killed, out of memory, Ctrl-C) keeps every
-record that arrived: the system writes what was appended. A crash of the machine keeps
-every node that had ended, and of the nodes running then what the system had written of
-their journals: those nodes were not finished, and `--resume` measures what they lack.
+whole facts file and synced it and its folder: the node's file grew with every record
+and was written again each time. A record is now appended to the node's journal and
+synced there (fdatasync: its data, and the file's length), the journal's name synced
+into its folder once; the facts file is written and synced once, when the node ends.
+The guarantee is the same as before: every record is on disk before the run goes on
+with its node (judges, acknowledges or asks for the next), whether the process or the
+whole machine stops (a power loss keeps every record synced; a torn last line is an
+append that had not returned, left out). `--resume` measures what a node lacks.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from bringup.facts import NodeFacts, ProbeRecord
 from bringup.files import (
     InputError,
     append_lines,
-    append_text,
+    append_synced,
     copy_tree,
     is_link,
     open_append,
@@ -414,9 +416,9 @@ class RunDir:
         return sorted(found, key=lambda f: file_name(f.node))
 
     def journal(self, node: str) -> None:
-        """From now on each record of the node is appended to its journal as it arrives,
-        and its facts file is written (and synced) once, by settle(): what a fleet run does
-        for each node it runs. Without it, each record rewrites the node's file."""
+        """From now on each record of the node is appended to its journal, and synced, as it
+        arrives, and its facts file is written (and synced) once, by settle(): what a fleet
+        run does for each node it runs. Without it, each record rewrites the node's file."""
         with self._lock:
             self._held(node)
             self._journaled.add(node)
@@ -484,7 +486,7 @@ class RunDir:
                     fd = open_append(self._journal_path(node), root=self.path)
                     with self._lock:
                         self._in_journal[node] = fd
-                append_text(fd, text)
+                append_synced(fd, text)
             else:
                 write_atomic(self._facts_path(node), text, root=self.path)
         finally:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,52 @@ def test_finishing_a_run_settles_a_node_its_runner_never_did(tmp_path: Path) -> 
     run.finish("complete", 0)
     assert probes_on_disk(run.path) == ["gpu"]
     assert "facts/n1.journal" not in (run.manifest.files_sha256 or {})
+
+
+def test_each_record_is_synced_to_disk_before_add_record_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Main's guarantee, kept: a record is on disk before the run goes on with its node.
+    Each sync is logged with the file it synced (the real sync runs too)."""
+    synced: list[str] = []
+
+    def logged(real: Any) -> Any:
+        def sync(fd: int) -> None:
+            real(fd)
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+
+        return sync
+
+    monkeypatch.setattr(os, "fdatasync", logged(os.fdatasync))
+    monkeypatch.setattr(os, "fsync", logged(os.fsync))
+    run = journaled_run(tmp_path)
+    journal = str(run.path / "facts" / "n1.journal")
+    run.add_record("n1", dict(GPU))
+    # The journal's name into its folder once, then its first record.
+    assert synced[-2:] == [str(run.path / "facts"), journal]
+    synced.clear()
+    run.add_record("n1", dict(XID))
+    assert synced == [journal]  # the second record: its own sync, before the call returned
+
+
+def test_a_power_loss_keeps_every_synced_record_and_leaves_out_the_torn_tail(
+    tmp_path: Path,
+) -> None:
+    """What a machine's crash can leave of a running node: its facts file as the node
+    started, the journal's records every one synced, and after them the part of an append
+    that had not returned (a cut line, then the zeros of blocks never written). Every
+    reader keeps the synced records, and a resumed run starts from them."""
+    run = journaled_run(tmp_path, GPU, XID)
+    journal = run.path / "facts" / "n1.journal"
+    synced = journal.read_bytes()
+    torn = json.dumps({**GPU, "probe": "nvme"}).encode()[:37] + b"\0" * 4096
+    journal.write_bytes(synced + torn)  # the run's RunDir is gone with the machine
+    assert probes_on_disk(run.path) == []
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], []]
+    (entry, _) = list(iter_facts(run.path))
+    assert entry.facts is not None and entry.facts.probes["xid"].error == "journalctl: no access"
+    assert list(rundata.load(run.path).facts["n1"].probes) == ["gpu", "xid"]
+    resumed = RunDir.reopen(run.path)
+    assert probes_on_disk(run.path) == ["gpu", "xid"]
+    assert not journal.exists()
+    assert resumed.facts_of("n1").probes["gpu"].facts == GPU["facts"]
