@@ -289,22 +289,37 @@ class FactsDigest:
 def judge_whole(run: RunDir) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
-    console, the exit code and the report then count the same findings."""
+    console, the exit code and the report then count the same findings.
+
+    The facts are read as the report reads them, node by node into a FactsDigest (each
+    node's figures taken, then only its records' headers kept): at the end of a check of
+    ten thousand nodes, never every node's facts at once (docs/scale.md)."""
+    from bringup import profile as profile_mod
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
 
-    try:
-        data = load(run.path)
-    except RunDataError:
-        return []  # nothing written at all: nothing for a report to read either
     # Judged as the run will stand once closed: its manifest as this process holds it (a
     # burn-in sets its profile in memory), its status final, its exit code these
     # findings' own (not yet written).
     status = "complete" if run.manifest.status == "running" else run.manifest.status
-    data.manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    named = None
+    if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
+        with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it
+            named = profile_mod.load(manifest.profile)
+    peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
+    digest = FactsDigest(peak, auto=named is None)
+    try:
+        data = load(run.path, digest)
+    except RunDataError:
+        return []  # nothing written at all: nothing for a report to read either
+    data.manifest = manifest
     data.manifest_problem = None
     data.planned, data.plan_problem = planned_probes(data.manifest)
-    found = judge_whole_run(data, resolve_profile(None, data), None, judge_run(data))
+    prof = resolve_profile(None, data, digest)
+    digest.remeasure(run.path, prof)  # --profile auto: the nodes' own GPU's peak
+    now = digest.measurements(data)
+    found = judge_whole_run(data, prof, now.metrics_only(), judge_run(data))
     run.add_findings(found)
     return found
 
