@@ -227,7 +227,10 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     from rich.console import Console
 
     from bringup import profile, suite
+    from bringup.commands import common
     from bringup.commands.check import _durations, judge_fleet
+    from bringup.commands.common import finish_run, show_run
+    from bringup.commands.report import judge_whole
     from bringup.fleet.plan import plan_node
     from bringup.fleet.run import run
     from bringup.rundir import RunDir
@@ -249,10 +252,17 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
             plans, rundir, forks=forks, console=Console(file=io.StringIO()), compare=True
         )
     findings = [f for o in outcomes for f in o.findings]
-    with cpu(figures, "fleet_checks_s"):
+    with cpu(figures, "fleet_checks_s"), open(os.devnull, "w") as devnull:
+        # The end of `check` as it runs: the fleet checks, the whole run judged, the run
+        # closed with its verdict's exit code, and the console's findings and verdict.
         findings += judge_fleet(rundir, findings, None, None, outcomes)
-        _durations(rundir)  # what `check` prints at the end
-        rundir.finish("complete", 1)
+        findings += judge_whole(rundir)
+        finish_run(rundir, findings)
+        console, common.out = common.out, Console(file=devnull)
+        try:
+            show_run(rundir, findings, "profile b300", _durations(rundir))
+        finally:
+            common.out = console
     figures.findings = len(findings)
     # ru_maxrss is KiB on Linux: the process's peak, imports and all.
     figures.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -262,11 +272,26 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     return figures
 
 
+# `bringup report` as `python -m bringup.cli report ...` runs it, saying at the end the
+# peak resident memory of its own program (VmHWM: the high-water mark of the memory it
+# mapped since exec). The child's ru_maxrss is not that: Linux carries into it the peak of
+# the process it was started from (the check's, here), so it read max(check, report).
+_REPORT = """
+import runpy, sys
+sys.argv = ["bringup", *sys.argv[1:]]
+try:
+    runpy.run_module("bringup.cli", run_name="__main__")
+finally:
+    status = open("/proc/self/status").read().split("VmHWM:")[1].split()[0]
+    print(f"VmHWM {status}", file=sys.stderr)
+"""
+
+
 def report(run_dir: Path, figures: Figures) -> None:
     """`bringup report RUN --format md,junit,json,html`, as an operator runs it: its own process
     (its CPU and peak memory are the child's, start-up and imports included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    argv = [sys.executable, "-m", "bringup.cli", "report", str(run_dir), "--format"]
+    argv = [sys.executable, "-c", _REPORT, "report", str(run_dir), "--format"]
     formats = "md,junit,json,html"
     done = subprocess.run([*argv, formats], capture_output=True, text=True, check=False)
     if done.returncode not in (0, 1):
@@ -274,7 +299,8 @@ def report(run_dir: Path, figures: Figures) -> None:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     figures.report_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     figures.system_s += after.ru_stime - before.ru_stime
-    figures.report_peak_mb = after.ru_maxrss / 1024
+    peak = done.stderr.rsplit("VmHWM ", 1)[1].split()[0]  # kB
+    figures.report_peak_mb = int(peak) / 1024
 
 
 def lines(f: Figures) -> list[str]:
