@@ -171,6 +171,7 @@ class Figures:
     plan_s: float = 0.0
     run_s: float = 0.0
     fleet_checks_s: float = 0.0
+    console_s: float = 0.0  # what `check` prints: the findings' tables and the verdict
     report_s: float = 0.0
     wall_s: float = 0.0
     peak_mb: float = 0.0  # the check's process
@@ -185,7 +186,7 @@ class Figures:
     @property
     def check_s(self) -> float:
         """`bringup check --nodes`: inventory to judged findings."""
-        return self.inventory_s + self.plan_s + self.run_s + self.fleet_checks_s
+        return self.inventory_s + self.plan_s + self.run_s + self.fleet_checks_s + self.console_s
 
     @property
     def per_node_s(self) -> float:
@@ -252,12 +253,13 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
             plans, rundir, forks=forks, console=Console(file=io.StringIO()), compare=True
         )
     findings = [f for o in outcomes for f in o.findings]
-    with cpu(figures, "fleet_checks_s"), open(os.devnull, "w") as devnull:
+    with cpu(figures, "fleet_checks_s"):
         # The end of `check` as it runs: the fleet checks, the whole run judged, the run
-        # closed with its verdict's exit code, and the console's findings and verdict.
+        # closed with its verdict's exit code; then the console's findings and verdict.
         findings += judge_fleet(rundir, findings, None, None, outcomes)
         findings += judge_whole(rundir)
         finish_run(rundir, findings)
+    with cpu(figures, "console_s"), open(os.devnull, "w") as devnull:
         console, common.out = common.out, Console(file=devnull)
         try:
             show_run(rundir, findings, "profile b300", _durations(rundir))
@@ -318,7 +320,8 @@ def lines(f: Figures) -> list[str]:
         f" read {f.inventory_read_s:.3f} s)",
         f"  plan             {f.plan_s:7.3f} s CPU",
         f"  run + record     {f.run_s:7.3f} s CPU  (fleet.run: transport, run directory, judging)",
-        f"  fleet checks     {f.fleet_checks_s:7.3f} s CPU",
+        f"  fleet checks     {f.fleet_checks_s:7.3f} s CPU  (fleet, whole run, verdict, closing)",
+        f"  console          {f.console_s:7.3f} s CPU  (`check`'s findings tables and verdict)",
         f"  report           {f.report_s:7.3f} s CPU  (`bringup report`: md, junit, json, html;"
         " its own process)",
         f"  of which system  {f.system_s:7.3f} s CPU  (the kernel: files of the run directory)",
