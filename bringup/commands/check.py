@@ -188,7 +188,7 @@ def check(
     from bringup.commands.report import judge_whole
 
     findings += judge_fleet(run, findings, golden_fields, golden, outcomes)
-    findings += judge_whole(run)
+    findings += judge_whole(run, findings)
     code = finish_run(run, findings)
     durations = _durations(run) if outcomes else {}
     if as_json:

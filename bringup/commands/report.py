@@ -327,14 +327,17 @@ class WholeRunDigest(FactsDigest):
         self.peak = peak
 
 
-def judge_whole(run: RunDir) -> list[Finding]:
+def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
     console, the exit code and the report then count the same findings.
 
     The facts are read as the report reads them, node by node (WholeRunDigest: each
     node's metrics taken, then only its records' headers kept): at the end of a check of
-    ten thousand nodes, never every node's facts at once (docs/scale.md)."""
+    ten thousand nodes, never every node's facts at once (docs/scale.md). `held`: the
+    findings the run wrote, as the caller holds them: taken for findings.jsonl's when the
+    file holds as many lines, not read back (a second copy of 290,000 findings at 10,000
+    nodes); else the file is read, as the report reads it."""
     from bringup import profile as profile_mod
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
@@ -350,8 +353,10 @@ def judge_whole(run: RunDir) -> list[Finding]:
             named = profile_mod.load(manifest.profile)
     peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
     digest = WholeRunDigest(peak, auto=named is None)
+    if held is not None and findings_lines(run.path) != len(held):
+        held = None  # not what the file holds: read it
     try:
-        data = load(run.path, digest)
+        data = load(run.path, digest, held)
     except RunDataError:
         return []  # nothing written at all: nothing for a report to read either
     data.manifest = manifest
@@ -362,6 +367,18 @@ def judge_whole(run: RunDir) -> list[Finding]:
     found = judge_whole_run(data, prof, digest.metrics_of(data), judge_run(data))
     run.add_findings(found)
     return found
+
+
+def findings_lines(run_dir: Path) -> int | None:
+    """How many lines findings.jsonl holds (a blank one not counted); None: it cannot be
+    read (the report reads it and says why)."""
+    from bringup.files import InputError, read_lines_in
+
+    try:
+        lines = read_lines_in(run_dir, "findings.jsonl", "findings")
+        return sum(1 for line in lines if line.strip())
+    except InputError:
+        return None
 
 
 def _refuse_incomplete_burnin(path: Path) -> None:

@@ -21,18 +21,22 @@ from tests.support.report_runs import demo_run
 NODES = 120
 
 
-def demo_fleet_of(tmp_path: Path, nodes: int) -> RunDir:
+def demo_fleet_of(tmp_path: Path, nodes: int) -> tuple[RunDir, list[Finding]]:
     """A running check of `nodes` nodes, each one of the demo fleet's recorded nodes in
-    turn (the healthy one and the five faults) under a name of its own, judged."""
+    turn (the healthy one and the five faults) under a name of its own, judged; and the
+    findings written, as the check holds them."""
     demo = load_facts(demo_run(tmp_path / "demo"))
     b300 = profile.load("b300")
     run = RunDir.create(tmp_path / "run", "check", "b300", "demo")
+    held: list[Finding] = []
     for i in range(nodes):
         facts = demo[i % len(demo)].model_copy(update={"node": f"node{i:04d}"})
         run.add_recorded(facts)
-        run.add_findings(judge_node(facts, b300))
+        judged = judge_node(facts, b300)
+        run.add_findings(judged)
+        held += judged
         run.release(f"node{i:04d}")  # judged: the check holds its headers alone
-    return run
+    return run, held
 
 
 def peak_bytes_of(call: object) -> int:
@@ -51,7 +55,7 @@ def said(findings: list[Finding]) -> Counter[tuple[str, str, str, str]]:
 def test_the_whole_run_is_judged_from_each_nodes_figures_never_every_nodes_facts(
     tmp_path: Path,
 ) -> None:
-    run = demo_fleet_of(tmp_path, NODES)
+    run, _ = demo_fleet_of(tmp_path, NODES)
     found: list[Finding] = []
     judged = peak_bytes_of(lambda: found.extend(judge_whole(run)))
     whole = peak_bytes_of(lambda: rundata.load(run.path))  # every node's facts at once
@@ -64,3 +68,23 @@ def test_the_whole_run_is_judged_from_each_nodes_figures_never_every_nodes_facts
     run.finish("complete", 1)
     report, _ = make_report(run.path, None, None)
     assert said(found) == said([f for f in report.findings if is_whole_run(f.check)])
+
+
+def test_the_findings_the_check_holds_are_not_read_back(tmp_path: Path) -> None:
+    run, held = demo_fleet_of(tmp_path, NODES)
+    found: list[Finding] = []
+    judged = peak_bytes_of(lambda: found.extend(judge_whole(run, held)))
+    headers = peak_bytes_of(lambda: rundata.load(run.path, lambda node: node.headers()))
+    # Reading findings.jsonl back is most of what a read keeping the headers alone holds.
+    assert judged < headers / 2, (judged, headers)
+    run.finish("complete", 1)
+    report, _ = make_report(run.path, None, None)
+    assert said(found) == said([f for f in report.findings if is_whole_run(f.check)])
+
+
+def test_findings_held_that_are_not_the_files_are_not_taken_for_them(tmp_path: Path) -> None:
+    """A caller's list that is not what findings.jsonl holds (here, one node's findings
+    left out of it): the file is read, and the node is not said to have none."""
+    run, held = demo_fleet_of(tmp_path, 12)
+    found = judge_whole(run, [f for f in held if f.node != "node0003"])
+    assert found and not [f for f in found if f.node == "node0003"]
