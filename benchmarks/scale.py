@@ -257,7 +257,7 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
         # The end of `check` as it runs: the fleet checks, the whole run judged, the run
         # closed with its verdict's exit code; then the console's findings and verdict.
         findings += judge_fleet(rundir, findings, None, None, outcomes)
-        findings += judge_whole(rundir)
+        findings += judge_whole(rundir, findings)
         finish_run(rundir, findings)
     with cpu(figures, "console_s"), open(os.devnull, "w") as devnull:
         console, common.out = common.out, Console(file=devnull)
