@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -88,8 +91,43 @@ def _adapter(probe: str) -> TypeAdapter[Any]:
     return adapter
 
 
+# A node's records decoded while `decoded_once()` holds: the report reads each node's
+# gpu record three times (its figures, its identity marks, its GPU's profile), and the
+# record's validation was the largest part of reading a node (docs/scale.md).
+_DECODED: ContextVar[dict[int, tuple[ProbeRecord, Any, FactsError | None]] | None] = ContextVar(
+    "_DECODED", default=None
+)
+
+
+@contextmanager
+def decoded_once() -> Iterator[None]:
+    """Within it, each record is validated once: decode() gives the same answer (its
+    facts, or its FactsError) to every reader of the same record object."""
+    token = _DECODED.set({})
+    try:
+        yield
+    finally:
+        _DECODED.reset(token)
+
+
 def decode(record: ProbeRecord) -> Any:
     """The probe's facts dataclass from a record that is ok; FactsError when it does not fit."""
+    memo = _DECODED.get()
+    if memo is None:
+        return _decode(record)
+    held = memo.get(id(record))
+    if held is None or held[0] is not record:  # an id is reused only once its object is gone
+        try:
+            held = (record, _decode(record), None)
+        except FactsError as exc:
+            held = (record, None, exc)
+        memo[id(record)] = held
+    if held[2] is not None:
+        raise held[2]
+    return held[1]
+
+
+def _decode(record: ProbeRecord) -> Any:
     if record.probe not in PROBES:
         raise FactsError(f"unknown probe {record.probe!r}")
     try:

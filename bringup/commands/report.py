@@ -248,6 +248,7 @@ class FactsDigest:
     (`remeasure`)."""
 
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
+        from bringup.report.compact import Compact
         from bringup.report.figures import Figures
 
         self.peak = peak_flops_per_s
@@ -255,17 +256,20 @@ class FactsDigest:
         self.figures = Figures.spooled()
         self.marks: dict[str, list[Mark]] = {}
         self.models: dict[str, profile_mod.Profile | None] = {}
+        self._compact = Compact()  # the headers kept of each node: texts shared
 
     def __call__(self, node: NodeFacts) -> NodeFacts:
         from bringup.checks.auto import judge_node_model
         from bringup.checks.identity import node_marks
+        from bringup.facts import decoded_once
         from bringup.measurements import measure
 
-        self.figures.add(measure(node, self.peak))
-        self.marks[node.node] = node_marks(node)
-        if self.auto:
-            self.models[node.node] = judge_node_model(node)[0]
-        return node.headers()
+        with decoded_once():  # three readers of the node's records: each validated once
+            self.figures.add(measure(node, self.peak))
+            self.marks[node.node] = node_marks(node)
+            if self.auto:
+                self.models[node.node] = judge_node_model(node)[0]
+        return self._compact(node.headers())
 
     def measurements(self, run: RunData) -> Figures:
         """The figures of the run's nodes (as narrowed by --limit)."""
@@ -353,7 +357,7 @@ def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]
             named = profile_mod.load(manifest.profile)
     peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
     digest = WholeRunDigest(peak, auto=named is None)
-    if held is not None and findings_lines(run.path) != len(held):
+    if held is not None and findings_lines(run.path, len(manifest.nodes)) != len(held):
         held = None  # not what the file holds: read it
     try:
         data = load(run.path, digest, held)
@@ -369,13 +373,16 @@ def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]
     return found
 
 
-def findings_lines(run_dir: Path) -> int | None:
+def findings_lines(run_dir: Path, nodes: int) -> int | None:
     """How many lines findings.jsonl holds (a blank one not counted); None: it cannot be
-    read (the report reads it and says why)."""
+    read within the caps the report reads it with (a run of `nodes` nodes), which then
+    says why."""
     from bringup.files import InputError, read_lines_in
+    from bringup.report.rundata import FINDINGS_LINE_BYTES, findings_cap
 
     try:
-        lines = read_lines_in(run_dir, "findings.jsonl", "findings")
+        cap = findings_cap(nodes)
+        lines = read_lines_in(run_dir, "findings.jsonl", "findings", cap, FINDINGS_LINE_BYTES)
         return sum(1 for line in lines if line.strip())
     except InputError:
         return None

@@ -11,7 +11,7 @@ data gives the same report.
 from __future__ import annotations
 
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -400,7 +400,9 @@ def _is_gap(f: Finding) -> bool:
 
 
 def _verdict(findings: list[Finding], run: RunData, coverage: list[CoverageRow]) -> Verdict:
-    counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
+    # One pass, not one per status: at ten thousand nodes the findings are 300,000.
+    tally = Counter(f.status for f in findings)
+    counts = {s.value: tally[s] for s in Status}
     bad = [f for f in findings if f.status.bad]
     # A handover's missing parts are in its coverage table, not listed again here.
     gaps = [f.message for f in findings if _is_gap(f) and not f.node and f.check != COVERAGE]

@@ -22,7 +22,7 @@ from bringup.findings import Finding, Status
 from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
-from bringup.report import escape
+from bringup.report import escape, jsontext
 from bringup.report.model import NodeReport, NodeSections, Report
 from bringup.words import plural
 
@@ -364,4 +364,4 @@ def _item_json(value: object, indent: str) -> str:
     """One value as json.dumps(indent=2, sort_keys=True) writes it `indent` deep (a JSON
     string never holds a raw newline, so each line can be shifted as a whole)."""
     plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else _jsonable(value)
-    return json.dumps(plain, indent=2, sort_keys=True).replace("\n", "\n" + indent)
+    return jsontext.dumps(plain, indent)

@@ -25,9 +25,10 @@ from pydantic import ValidationError
 from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
-from bringup.files import InputError, is_link, read_bytes_in, read_lines_in
+from bringup.files import MAX_BYTES, InputError, is_link, read_bytes_in, read_lines_in
 from bringup.findings import Finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
+from bringup.report.compact import Compact
 from bringup.rundir import Manifest, iter_facts
 
 # What a reader keeps of each node's facts as they are read (report's FactsDigest): the
@@ -110,7 +111,8 @@ def load(path: Path, keep: Keep | None = None, findings: list[Finding] | None = 
             run.manifest_sha256 = manifest_sha256(path)
     run.facts, run.facts_problems = _facts(path, keep)
     if findings is None:
-        run.findings, run.findings_problem, run.unreadable_lines = _findings(path)
+        known = {*run.facts, *run.facts_problems, *(run.manifest.nodes if run.manifest else [])}
+        run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known))
     else:
         run.findings = findings
     if run.manifest is not None:
@@ -217,8 +219,24 @@ def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], 
     return facts, problems
 
 
-def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
-    """The findings, why there are none, and the numbers of the lines that do not parse."""
+# findings.jsonl is read a line at a time, so its size no longer sets the report's memory
+# as a whole file's does; its cap grows with the run's nodes instead (docs/scale.md): at
+# 10,000 nodes of the scale benchmark it is 65 MB, past the 64 MiB of any other file.
+# A node's findings: 5.8 kB of the demo fleet's acceptance suite, 6.5 kB of the scale
+# benchmark's; the cap allows ten times that. One line (one finding) at most 1 MiB.
+FINDINGS_BYTES_PER_NODE = 64 << 10
+FINDINGS_LINE_BYTES = 1 << 20
+
+
+def findings_cap(nodes: int) -> int:
+    """The most of findings.jsonl a run of `nodes` nodes may hold (the manifest's, the
+    facts files'): the cap on any file, or 64 KiB a node when that is more."""
+    return max(MAX_BYTES, nodes * FINDINGS_BYTES_PER_NODE)
+
+
+def _findings(path: Path, nodes: int = 0) -> tuple[list[Finding] | None, str | None, list[int]]:
+    """The findings, why there are none, and the numbers of the lines that do not parse
+    (`nodes`: how many the run knows of, for findings_cap)."""
     if not os.path.lexists(path / "findings.jsonl"):
         why = (
             "findings.jsonl is missing: the run was never judged "
@@ -227,15 +245,19 @@ def _findings(path: Path) -> tuple[list[Finding] | None, str | None, list[int]]:
         return None, why, []
     findings: list[Finding] = []
     unreadable: list[int] = []
+    compact = Compact()
     # Read a line at a time (at ten thousand nodes the file is 60 MB: never one string).
     # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,
     # and str.splitlines would cut a line there.
     try:
-        for number, line in enumerate(read_lines_in(path, "findings.jsonl", "findings"), 1):
+        lines = read_lines_in(
+            path, "findings.jsonl", "findings", findings_cap(nodes), FINDINGS_LINE_BYTES
+        )
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                findings.append(Finding.model_validate_json(line))
+                findings.append(compact(Finding.model_validate_json(line)))
             except (ValidationError, ValueError):
                 unreadable.append(number)  # cut short by a crash, or edited: judged
     except InputError as exc:

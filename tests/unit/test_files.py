@@ -137,6 +137,25 @@ def test_read_lines_in_refuses_what_read_in_refuses_in_its_words(tmp_path: Path)
         assert str(streamed.value) == str(whole.value)
 
 
+def test_read_lines_in_refuses_a_line_past_its_cap_whole_or_unterminated(tmp_path: Path) -> None:
+    """`line_limit` bounds what is held of one line: a line of exactly the cap is read, one
+    byte more is refused (in the middle of the file, or as its last, unterminated text,
+    however the chunks cut it), after the lines before it."""
+    cap = 3 << 20  # past one read's 1 MiB chunk: the line is held across reads
+    for name, text in {
+        "middle.jsonl": "a\n" + "x" * (cap + 1) + "\nb\n",
+        "last.jsonl": "a\n" + "x" * (cap + 1),
+    }.items():
+        (tmp_path / name).write_text(text)
+        lines = read_lines_in(tmp_path, name, "findings", line_limit=cap)
+        assert next(lines) == "a"
+        with pytest.raises(InputError, match=rf"{name}: a line over the 3 MiB cap on one line"):
+            list(lines)
+    (tmp_path / "fits.jsonl").write_text("x" * cap + "\n" + "y" * cap)
+    read = list(read_lines_in(tmp_path, "fits.jsonl", "findings", line_limit=cap))
+    assert [len(line) for line in read] == [cap, cap]
+
+
 def test_listing_a_run_never_descends_a_symlink(tmp_path: Path) -> None:
     """`raw -> /usr/share/doc` listed 4630 files of this machine as the run's evidence."""
     (tmp_path / "raw").symlink_to("/usr/share/doc")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import xmlschema
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from bringup import profile
@@ -136,3 +138,18 @@ def test_plots_draw_mathtext_and_long_names_as_text() -> None:
         )
     assert ">$\\frac{$</text>" in svg
     assert "n" * 39 + "…" in svg and "n" * 40 not in svg
+
+
+@given(st.one_of(st.text(), st.text(min_size=250, max_size=300), st.integers(), st.floats()))
+def test_each_escape_answers_the_same_from_its_cache(text: object) -> None:
+    """printable, markdown and xml keep their answers for short texts (report/escape.py):
+    asked twice, or of a text too long to keep, each gives what its rule gives."""
+    printable = escape._CONTROL.sub("", str(text).replace("\t", " "))
+    rule = {
+        escape.printable: printable,
+        escape.markdown: "".join({**escape._MARKDOWN, "\n": " "}.get(c, c) for c in printable),
+        escape.xml: escape._NOT_XML.sub("", printable),
+    }
+    for function, expected in rule.items():
+        assert function(text) == expected
+        assert function(text) == expected  # the kept answer

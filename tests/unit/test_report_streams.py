@@ -249,12 +249,13 @@ def test_reading_a_run_holds_each_nodes_summary_not_its_figures(tmp_path: Path) 
     """Each node's figures (its identity, curves, NVMe rows, Xid lines, probe summaries,
     timelines: about 37 kB a node of the scale benchmark's) go to the spool as the node is
     read; what stays is its findings, its records' headers, its identity marks and its
-    metrics. Before: about 89 kB a node here, now about 52."""
+    metrics. Before: about 89 kB a node here, then about 52; with the findings' and the
+    headers' texts and fields sets shared (report/compact.py) about 19."""
     small, large = 6, 36
     per_node = _held_kb_per_node(
         scale_run(tmp_path / "small", small), scale_run(tmp_path / "large", large), (small, large)
     )
-    assert per_node < 70, f"{per_node:.0f} kB per node"
+    assert per_node < 30, f"{per_node:.0f} kB per node"
 
 
 def test_a_large_fleets_problem_nodes_are_laid_out_a_table_at_a_time(
@@ -278,3 +279,128 @@ def test_a_large_fleets_problem_nodes_are_laid_out_a_table_at_a_time(
     assert (
         ".more-problems { content-visibility: auto; contain-intrinsic-size: auto 580px; }" in page
     )
+
+
+def test_findings_read_hold_a_third_of_the_memory_and_the_same_values(tmp_path: Path) -> None:
+    """findings.jsonl's findings are validated as ever, then their texts and pydantic's
+    set of the fields each line gave are shared (report/compact.py): 1.5 kB a finding of
+    the scale run before, under 0.5 kB now. Each is the finding its line gives, dumped
+    (whole, or its fields set) the same; a copy or an assignment changes no other."""
+    from bringup.report.rundata import _findings
+
+    run = scale_run(tmp_path / "run", 12)
+    lines = [line for line in (run / "findings.jsonl").read_text().split("\n") if line]
+    older = '{"node": "node0001", "check": "gpu.count", "status": "PASS", "message": "8"}'
+    with (run / "findings.jsonl").open("a") as out:
+        out.write(older + "\n")  # a line of an older bringup: some fields not given
+    lines.append(older)
+    tracemalloc.start()
+    try:
+        read, problem, unreadable = _findings(run)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert problem is None and unreadable == [] and read is not None
+    fresh = [Finding.model_validate_json(line) for line in lines]
+    assert read == fresh
+    for mine, theirs in zip(read, fresh, strict=True):
+        assert mine.model_dump_json() == theirs.model_dump_json()
+        assert mine.model_dump(exclude_unset=True) == theirs.model_dump(exclude_unset=True)
+    assert read[-1].model_fields_set == {"node", "check", "status", "message"}
+    assert held / len(read) < 700, f"{held / len(read):.0f} bytes a finding"
+
+    first, second = read[1], read[2]
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__  # shared
+    copy = first.model_copy(update={"message": "changed"})
+    copy.node = "elsewhere"
+    first.action = "act"  # a field the line set: the shared set holds it already
+    assert second.action != "act" and second.message != "changed"
+    assert second.model_fields_set == set(Finding.model_fields)
+    assert copy.__pydantic_fields_set__ is not first.__pydantic_fields_set__
+
+
+def test_a_nodes_records_are_validated_once_while_the_report_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's three readers of a node (its figures, its identity marks, its GPU's
+    profile) each decoded the gpu record: within facts.decoded_once each record is
+    validated once, every reader gets the same answer (the facts, or the same
+    FactsError), and outside it nothing is kept."""
+    from bringup import facts as facts_mod
+
+    node = next(iter_facts(scale_run(tmp_path / "run", 1))).facts
+    assert node is not None
+    calls: list[str] = []
+    real = facts_mod._decode
+
+    def counted(record: facts_mod.ProbeRecord) -> object:
+        calls.append(record.probe)
+        return real(record)
+
+    monkeypatch.setattr(facts_mod, "_decode", counted)
+    FactsDigest(None, auto=True)(node)
+    assert sorted(calls) == sorted(r.probe for r in node.probes.values() if r.ok)
+
+    gpu = node.probes["gpu"]
+    bad = gpu.model_copy(update={"facts": {"gpus": "not a list"}})
+    calls.clear()
+    with facts_mod.decoded_once():
+        assert facts_mod.decode(gpu) is facts_mod.decode(gpu)
+        for _ in range(2):
+            with pytest.raises(facts_mod.FactsError, match="invalid at"):
+                facts_mod.decode(bad)
+    assert calls == ["gpu", "gpu"]
+    facts_mod.decode(gpu)
+    assert calls == ["gpu", "gpu", "gpu"]  # outside: validated each time, as before
+
+
+def _with_findings_of(run: Path, nodes: int, size: int) -> None:
+    """The run's manifest naming `nodes` nodes, its findings.jsonl padded past `size`
+    bytes with blank lines (each read and passed over) and a last finding after them."""
+    from bringup.rundir import Manifest
+
+    manifest = Manifest.model_validate_json((run / "manifest.json").read_text())
+    names = [f"node{i:05d}" for i in range(nodes)]
+    (run / "manifest.json").write_text(
+        manifest.model_copy(update={"nodes": names}).model_dump_json()
+    )
+    last = Finding(node="node00001", check="gpu.count", status="PASS", message="the last line")
+    blank = " " * (512 << 10) + "\n"
+    with (run / "findings.jsonl").open("a") as out:
+        for _ in range(size // len(blank) + 1):
+            out.write(blank)
+        out.write(last.model_dump_json() + "\n")
+
+
+def test_findings_past_64_mib_are_read_for_a_run_of_nodes_enough(tmp_path: Path) -> None:
+    """findings.jsonl is read a line at a time, its cap 64 KiB a node of the run (the
+    manifest's) or the 64 MiB of any file, whichever is more (docs/scale.md): a 12,000-node
+    run's 70 MB is read to its last line; the same file in a 1,000-node run is refused
+    (every verdict unknown: an ERROR, never ACCEPTED), and so is one line over 1 MiB."""
+    from bringup.report import rundata
+
+    big = 70_000_000
+    assert rundata.findings_cap(1_000) == 64 << 20 < big < rundata.findings_cap(12_000)
+    run = scale_run(tmp_path / "large", 2)
+    _with_findings_of(run, 12_000, big)
+    assert (run / "findings.jsonl").stat().st_size > big
+    read = load(run)
+    assert read.findings_problem is None and read.unreadable_lines == []
+    assert read.findings is not None and read.findings[-1].message == "the last line"
+
+    run = scale_run(tmp_path / "small", 2)
+    _with_findings_of(run, 1_000, big)
+    refused = load(run)
+    assert refused.findings is None
+    assert refused.findings_problem is not None
+    assert "over the 64 MiB cap" in refused.findings_problem
+    report = build_report(refused, B300, generated_at="T")
+    assert not report.verdict.accepted
+    assert any(f.check == "report.findings" and f.status.value == "ERROR" for f in report.findings)
+
+    run = scale_run(tmp_path / "line", 2)
+    with (run / "findings.jsonl").open("a") as out:
+        out.write('{"message": "' + "x" * (1 << 20) + '"}\n')
+    one_line = load(run)
+    assert one_line.findings is None
+    assert "a line over the 1 MiB cap on one line" in (one_line.findings_problem or "")

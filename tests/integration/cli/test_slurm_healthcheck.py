@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,8 +115,13 @@ def test_a_hung_nvidia_smi_is_unfit_within_the_budget(nvml_library: Path, tmp_pa
     done = run_cli("slurm", "healthcheck", "--budget-s", "4", "--out", tmp_path / "r", env=env)
     took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
-    assert took < 4 + scaled(2.5), took  # the budget, plus the interpreter's own start
     assert "did not finish within the 4 s budget (probe gpu stopped after" in done.stdout
+    # The budget is kept on the health check's own clock: the probe stopped within it.
+    stopped = re.search(r"probe gpu stopped after ([0-9.]+) s", done.stdout)
+    assert stopped is not None and float(stopped.group(1)) < 4, done.stdout
+    # The wall time adds the interpreter's start, which a loaded machine stretches: bounded
+    # loosely, far below the hung tool's 597 s and any other deadline of the suite.
+    assert took < 4 + scaled(10), took
     assert _left_running() == []
 
 

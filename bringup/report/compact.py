@@ -1,0 +1,70 @@
+"""What the report keeps of every node, held in a third of the memory.
+
+A report of ten thousand nodes keeps every finding (300,000 at the scale benchmark's 29 a
+node) and every node's records' headers (what ran, when, how it ended, where it came
+from) until its outputs are written. As read, each is a pydantic model whose texts are
+new strings from its JSON line (the node, check, action and most messages repeat across
+the fleet), and each model carries pydantic's record of which fields its input gave: a set
+of the field names, 728 bytes for eight names, half of what a finding held (docs/scale.md).
+
+`Compact` shares both, after validation: equal texts become one string, and a model whose
+input gave every field shares one set of its class's field names. That set is safe to
+share: pydantic adds to it only a field that is assigned (which it holds already), and a
+copy (model_copy) takes a set of its own. A model whose input left fields out keeps its
+own set, so what it was given (`model_fields_set`, `exclude_unset`) stays its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+T = TypeVar("T")
+
+
+class Compact:
+    """Share the texts and the fields sets of the values passed through it (in place)."""
+
+    # A cap on the texts remembered: a fleet whose every message is its own costs at most
+    # this many entries (about 10 MB) for sharing nothing.
+    TEXTS = 100_000
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+        self._every: dict[type[BaseModel], set[str]] = {}
+
+    def __call__(self, value: T) -> T:
+        result: T = self._value(value)
+        return result
+
+    def _value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self._text(value)
+        if kind is dict:
+            return {self._value(key): self._value(item) for key, item in value.items()}
+        if kind is list:
+            return [self._value(item) for item in value]
+        if isinstance(value, BaseModel):
+            self._model(value)
+        return value
+
+    def _model(self, model: BaseModel) -> None:
+        fields = model.__dict__
+        for name, value in fields.items():
+            fields[name] = self._value(value)
+        every = self._every.get(type(model))
+        if every is None:
+            every = self._every[type(model)] = set(type(model).model_fields)
+        if model.__pydantic_fields_set__ == every:
+            # As pydantic sets it, frozen models included.
+            object.__setattr__(model, "__pydantic_fields_set__", every)
+
+    def _text(self, text: str) -> str:
+        shared = self._texts.get(text)
+        if shared is not None:
+            return shared
+        if len(self._texts) < self.TEXTS:
+            self._texts[text] = text
+        return text
