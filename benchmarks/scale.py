@@ -171,6 +171,7 @@ class Figures:
     plan_s: float = 0.0
     run_s: float = 0.0
     fleet_checks_s: float = 0.0
+    console_s: float = 0.0  # what `check` prints: the findings' tables and the verdict
     report_s: float = 0.0
     wall_s: float = 0.0
     peak_mb: float = 0.0  # the check's process
@@ -185,7 +186,7 @@ class Figures:
     @property
     def check_s(self) -> float:
         """`bringup check --nodes`: inventory to judged findings."""
-        return self.inventory_s + self.plan_s + self.run_s + self.fleet_checks_s
+        return self.inventory_s + self.plan_s + self.run_s + self.fleet_checks_s + self.console_s
 
     @property
     def per_node_s(self) -> float:
@@ -227,7 +228,10 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     from rich.console import Console
 
     from bringup import profile, suite
+    from bringup.commands import common
     from bringup.commands.check import _durations, judge_fleet
+    from bringup.commands.common import finish_run, show_run
+    from bringup.commands.report import judge_whole
     from bringup.fleet.plan import plan_node
     from bringup.fleet.run import run
     from bringup.rundir import RunDir
@@ -245,12 +249,22 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     rundir.manifest.suite_source = str(suite_file)  # as `check` records it: the report reads it
     rundir.save_manifest()
     with cpu(figures, "run_s"):
-        outcomes = run(plans, rundir, forks=forks, console=Console(file=io.StringIO()))
+        outcomes = run(
+            plans, rundir, forks=forks, console=Console(file=io.StringIO()), compare=True
+        )
     findings = [f for o in outcomes for f in o.findings]
     with cpu(figures, "fleet_checks_s"):
-        findings += judge_fleet(rundir, findings, None, None)
-        _durations(rundir)  # what `check` prints at the end
-        rundir.finish("complete", 1)
+        # The end of `check` as it runs: the fleet checks, the whole run judged, the run
+        # closed with its verdict's exit code; then the console's findings and verdict.
+        findings += judge_fleet(rundir, findings, None, None, outcomes)
+        findings += judge_whole(rundir, findings)
+        finish_run(rundir, findings)
+    with cpu(figures, "console_s"), open(os.devnull, "w") as devnull:
+        console, common.out = common.out, Console(file=devnull)
+        try:
+            show_run(rundir, findings, "profile b300", _durations(rundir))
+        finally:
+            common.out = console
     figures.findings = len(findings)
     # ru_maxrss is KiB on Linux: the process's peak, imports and all.
     figures.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -260,11 +274,26 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     return figures
 
 
+# `bringup report` as `python -m bringup.cli report ...` runs it, saying at the end the
+# peak resident memory of its own program (VmHWM: the high-water mark of the memory it
+# mapped since exec). The child's ru_maxrss is not that: Linux carries into it the peak of
+# the process it was started from (the check's, here), so it read max(check, report).
+_REPORT = """
+import runpy, sys
+sys.argv = ["bringup", *sys.argv[1:]]
+try:
+    runpy.run_module("bringup.cli", run_name="__main__")
+finally:
+    status = open("/proc/self/status").read().split("VmHWM:")[1].split()[0]
+    print(f"VmHWM {status}", file=sys.stderr)
+"""
+
+
 def report(run_dir: Path, figures: Figures) -> None:
     """`bringup report RUN --format md,junit,json,html`, as an operator runs it: its own process
     (its CPU and peak memory are the child's, start-up and imports included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    argv = [sys.executable, "-m", "bringup.cli", "report", str(run_dir), "--format"]
+    argv = [sys.executable, "-c", _REPORT, "report", str(run_dir), "--format"]
     formats = "md,junit,json,html"
     done = subprocess.run([*argv, formats], capture_output=True, text=True, check=False)
     if done.returncode not in (0, 1):
@@ -272,7 +301,8 @@ def report(run_dir: Path, figures: Figures) -> None:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     figures.report_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     figures.system_s += after.ru_stime - before.ru_stime
-    figures.report_peak_mb = after.ru_maxrss / 1024
+    peak = done.stderr.rsplit("VmHWM ", 1)[1].split()[0]  # kB
+    figures.report_peak_mb = int(peak) / 1024
 
 
 def lines(f: Figures) -> list[str]:
@@ -290,7 +320,8 @@ def lines(f: Figures) -> list[str]:
         f" read {f.inventory_read_s:.3f} s)",
         f"  plan             {f.plan_s:7.3f} s CPU",
         f"  run + record     {f.run_s:7.3f} s CPU  (fleet.run: transport, run directory, judging)",
-        f"  fleet checks     {f.fleet_checks_s:7.3f} s CPU",
+        f"  fleet checks     {f.fleet_checks_s:7.3f} s CPU  (fleet, whole run, verdict, closing)",
+        f"  console          {f.console_s:7.3f} s CPU  (`check`'s findings tables and verdict)",
         f"  report           {f.report_s:7.3f} s CPU  (`bringup report`: md, junit, json, html;"
         " its own process)",
         f"  of which system  {f.system_s:7.3f} s CPU  (the kernel: files of the run directory)",

@@ -358,6 +358,33 @@ def append_lines(path: Path, text: str) -> None:
         out.write(text)
 
 
+def open_append(path: Path, root: Path) -> int:
+    """A file descriptor to append to `path`, a file at or below the directory `root`,
+    made if missing, its name synced into its directory (so the lines append_synced puts
+    on disk can be found after a power loss). Every directory below `root` is opened (or
+    made) as write_atomic opens it, and a symlink at `path` is refused, never followed."""
+    folder = _open_dir_under(root, path.parent)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
+        fd = os.open(path.name, flags, 0o666, dir_fd=folder)
+        with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+            os.fsync(folder)
+        return fd
+    finally:
+        os.close(folder)
+
+
+def append_synced(fd: int, text: str) -> None:
+    """Append whole lines to the file open at `fd` (open_append) and put them on disk
+    (fdatasync) before returning: what returns has been written, as write_atomic's file
+    has. One write where the system allows (a short write is continued); an error, a full
+    disk, raises."""
+    data = text.encode("utf-8")
+    while data:
+        data = data[os.write(fd, data) :]
+    os.fdatasync(fd)
+
+
 def _open_dir(path: Path) -> int:
     """A file descriptor of the directory `path`, made (with its parents) on first use; a
     symlink at `path` itself is refused, never followed."""

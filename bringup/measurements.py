@@ -13,6 +13,7 @@ the names the interfaces agreed on (`mfu`, `tokens_per_s`, a telemetry `Timeline
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -271,6 +272,26 @@ def measure(node: NodeFacts, peak_flops_per_s: float | None = None) -> NodeMeasu
     if xid_facts is not None:
         m.xids = _xids(xid_facts, gpu_facts)
     return m
+
+
+def node_metrics(node: NodeFacts, peak_flops_per_s: float | None = None) -> dict[str, float]:
+    """A node's metrics alone (measure(node, peak).metrics): what the stragglers and the
+    fleet statistics compare. Only the records they come from are read: a check's end
+    judges ten thousand nodes' stragglers without decoding every GPU table and timeline."""
+    probes = {k: v for k, v in node.probes.items() if k in metric_probes()}
+    return measure(node.model_copy(update={"probes": probes}), peak_flops_per_s).metrics
+
+
+@functools.cache
+def metric_probes() -> frozenset[str]:
+    """The probes whose records give a metric in measure(): those whose facts are NVMe or
+    NCCL facts (_nvme, _nccl; nccl decoded whatever the catalog lists), burn-in, GEMM."""
+    from bringup.node.catalog import PROBES
+
+    kinds = (NvmeFacts, NcclFacts)
+    return frozenset(
+        {"nccl", "burnin", "gemm", *(name for name, p in PROBES.items() if p.FACTS in kinds)}
+    )
 
 
 # --- known probes -----------------------------------------------------------------------

@@ -3,7 +3,11 @@
     manifest.json        what ran: version, command, profile, suite, start/end, nodes, status;
                          how (provenance: live, demo, replay, resume; the command line) and,
                          once finished, the SHA-256 of every file below (bringup/provenance.py)
-    facts/<node>.json    every probe record of the node (rewritten after each probe)
+    facts/<node>.json    every probe record of the node (written when the node ends)
+    facts/<node>.journal while a fleet run's node runs: each record appended, and synced
+                         to disk, as it arrives; folded into <node>.json, written once and
+                         synced, when the node ends (a crash leaves it: every reader here
+                         reads it in)
     findings.jsonl       one finding per line, appended as nodes are judged
     raw/<node>/<probe>/  the tool outputs the facts came from
 
@@ -14,10 +18,21 @@ A run of more than SHARD_ABOVE nodes is sharded: `facts/<shard>/<node>.json` and
 Every write is atomic (temp file + rename) or an append of whole lines, so a crash or
 Ctrl-C leaves a directory that `--replay` and `report` can still read. A RunDir is shared
 by the threads of a fleet run: every write holds its lock.
+
+Why a journal (docs/scale.md#the-facts-files): each probe's record rewrote the node's
+whole facts file and synced it and its folder: the node's file grew with every record
+and was written again each time. A record is now appended to the node's journal and
+synced there (fdatasync: its data, and the file's length), the journal's name synced
+into its folder once; the facts file is written and synced once, when the node ends.
+The guarantee is the same as before: every record is on disk before the run goes on
+with its node (judges, acknowledges or asks for the next), whether the process or the
+whole machine stops (a power loss keeps every record synced; a torn last line is an
+append that had not returned, left out). `--resume` measures what a node lacks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -37,8 +52,10 @@ from bringup.facts import NodeFacts, ProbeRecord
 from bringup.files import (
     InputError,
     append_lines,
+    append_synced,
     copy_tree,
     is_link,
+    open_append,
     read_bytes_in,
     read_in,
     read_text,
@@ -251,6 +268,13 @@ class RunDir:
         self._facts: dict[str, NodeFacts] = {}
         self._lock = threading.RLock()
         self._node_locks: dict[str, threading.Lock] = {}  # one per node: its facts file
+        # Nodes whose records go to their journal until settle(); those with records not in
+        # their facts file yet, and the descriptor of each open journal.
+        self._journaled: set[str] = set()
+        self._unsaved: set[str] = set()
+        self._in_journal: dict[str, int] = {}
+        # Nodes let go of once judged (release): their records' headers, the rest on disk.
+        self._released: dict[str, NodeFacts] = {}
 
     @classmethod
     def create(
@@ -292,6 +316,11 @@ class RunDir:
         run = cls(path, manifest)
         for facts in recorded:
             run._facts[facts.node] = facts
+            if os.path.lexists(run._journal_path(facts.node)):
+                # Records a crash left in the journal (read in by load_resumable): into
+                # the facts file now, so the resumed run starts from one file per node.
+                run._save_facts(facts)
+                os.unlink(run._journal_path(facts.node))
         manifest.status = "running"
         manifest.ended_at = None
         manifest.exit_code = None
@@ -358,15 +387,71 @@ class RunDir:
         """A copy of what is recorded for a node so far. Its own map of probe records:
         add_record replaces a record and never changes one, so records need no copy."""
         with self._lock:
-            facts = self._facts.get(node) or self.add_node(node)
+            if node in self._released:  # read back, and let go of again once used
+                return self._read_node(node)
+            facts = self._held(node)
             return facts.model_copy(update={"probes": dict(facts.probes)})
 
-    def recorded(self) -> list[NodeFacts]:
-        """Every node's facts as load_facts() would read them back (in file-name order),
-        without reading a thousand files the run has just written."""
+    def recorded(self, skip: set[str] | frozenset[str] = frozenset()) -> list[NodeFacts]:
+        """Every node's facts as load_facts() would read them back (in file-name order):
+        those held in memory as they are, a node let go of (release) read from its file;
+        none of the nodes in `skip`."""
         with self._lock:
-            ordered = sorted(self._facts.values(), key=lambda f: file_name(f.node))
-            return [f.model_copy(update={"probes": dict(f.probes)}) for f in ordered]
+            held = [
+                f.model_copy(update={"probes": dict(f.probes)})
+                for f in self._facts.values()
+                if f.node not in skip
+            ]
+            released = [node for node in self._released if node not in skip]
+        held += [self._read_node(node) for node in released]
+        return sorted(held, key=lambda f: file_name(f.node))
+
+    def recorded_headers(self) -> list[NodeFacts]:
+        """Every node's records' headers (NodeFacts.headers: what ran, when, how it ended,
+        where it came from), in file-name order: what the end of a run reads of every node
+        (its origin, the probe times) without holding, or reading back, their facts."""
+        with self._lock:
+            found = [f.headers() for f in self._facts.values()]
+            found += list(self._released.values())
+        return sorted(found, key=lambda f: file_name(f.node))
+
+    def journal(self, node: str) -> None:
+        """From now on each record of the node is appended to its journal, and synced, as it
+        arrives, and its facts file is written (and synced) once, by settle(): what a fleet
+        run does for each node it runs. Without it, each record rewrites the node's file."""
+        with self._lock:
+            self._held(node)
+            self._journaled.add(node)
+
+    def settle(self, node: str) -> None:
+        """The node's facts file written with every record its journal holds, then the
+        journal removed (a crash between the two leaves both: the same records, read
+        once). Nothing to do for a node with no journal."""
+        with self._lock:
+            self._journaled.discard(node)
+            fd = self._in_journal.pop(node, None)
+            if fd is not None:
+                os.close(fd)
+            if node not in self._unsaved:
+                return
+            self._unsaved.discard(node)
+            facts = self._facts[node]
+        # Written even when the journal could not be (a full disk, a planted link): the
+        # record was judged from memory, so the file holds it too.
+        self._save_facts(facts)
+        if fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._journal_path(node))
+
+    def release(self, node: str) -> None:
+        """Let go of a judged node's facts: its records' headers stay (recorded_headers),
+        the rest is read back from its file by whoever asks again (facts_of, recorded).
+        A fleet of ten thousand nodes is then never all in memory at once."""
+        self.settle(node)
+        with self._lock:
+            facts = self._facts.pop(node, None)
+            if facts is not None:
+                self._released[node] = facts.headers()
 
     def reset_findings(self) -> None:
         """Start findings.jsonl afresh (a resumed run judges every node again)."""
@@ -381,16 +466,29 @@ class RunDir:
         for name, text in dict(raw).items():
             write_atomic(folder / file_name(str(name)), str(text), root=self.path)
         with self._lock:
-            facts = self._facts.get(node) or self.add_node(node)
+            facts = self._held(node)
             facts.probes[parsed.probe] = parsed
-            text = facts.model_dump_json(indent=2) + "\n"
+            journaled = node in self._journaled
+            if journaled:
+                text = parsed.model_dump_json() + "\n"
+                self._unsaved.add(node)
+            else:
+                text = facts.model_dump_json(indent=2) + "\n"
             # The file is written outside the run's lock, so nodes write theirs side by
             # side; the node's own lock, taken before the run's is let go, keeps two
             # writes of one node in the order their texts were made.
             node_lock = self._node_locks.setdefault(node, threading.Lock())
             node_lock.acquire()
         try:
-            write_atomic(self._facts_path(node), text, root=self.path)
+            if journaled:
+                fd = self._in_journal.get(node)
+                if fd is None:
+                    fd = open_append(self._journal_path(node), root=self.path)
+                    with self._lock:
+                        self._in_journal[node] = fd
+                append_synced(fd, text)
+            else:
+                write_atomic(self._facts_path(node), text, root=self.path)
         finally:
             node_lock.release()
         return parsed
@@ -412,6 +510,8 @@ class RunDir:
     def finish(self, status: str, exit_code: int) -> None:
         """Close the run: its status, and the hash of every evidence file as it is now."""
         with self._lock:
+            for node in sorted(self._unsaved):  # a node its runner never settled
+                self.settle(node)
             self.manifest.status = status
             self.manifest.exit_code = exit_code
             self.manifest.ended_at = now()
@@ -423,11 +523,68 @@ class RunDir:
             text = facts.model_dump_json(indent=2) + "\n"
             write_atomic(self._facts_path(facts.node), text, root=self.path)
 
+    def _held(self, node: str) -> NodeFacts:
+        """The node's facts in memory: read back from its file when it was let go of,
+        made (and written) when the run has none yet. Under the run's lock."""
+        facts = self._facts.get(node)
+        if facts is None and node in self._released:
+            facts = self._facts[node] = self._read_node(node)
+            del self._released[node]
+        return facts or self.add_node(node)
+
+    def _read_node(self, node: str) -> NodeFacts:
+        """A node's facts as its file (and journal) hold them."""
+        relative = f"facts/{node_folder(node, self.manifest.layout)}.json"
+        try:
+            facts = NodeFacts.model_validate_json(read_bytes_in(self.path, relative, "facts"))
+            return with_journal(self.path, relative, facts)
+        except (InputError, ValidationError, ValueError) as exc:
+            raise RunDirError(f"{self.path / relative}: {_one_line(exc)}") from None
+
     def _facts_path(self, node: str) -> Path:
         return self.path / "facts" / f"{node_folder(node, self.manifest.layout)}.json"
 
+    def _journal_path(self, node: str) -> Path:
+        return self.path / "facts" / f"{node_folder(node, self.manifest.layout)}{JOURNAL}"
+
     def _raw_path(self, node: str) -> Path:
         return self.path / "raw" / node_folder(node, self.manifest.layout)
+
+
+# --- the journal: a running node's records, one a line, until its facts file is written ----
+
+JOURNAL = ".journal"  # facts/<node>.journal beside facts/<node>.json; never a *.json name
+
+
+def with_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts:
+    """A node's facts (read from `relative`, a facts file of the run at `path`) with the
+    records its journal holds, if a crash left one: the journal's are the later ones.
+
+    Each line is one record, whole. The lines after the last record that reads are an
+    append a crash cut short (a line without its end, or the zeros a machine's crash can
+    leave where the system had not written yet): never stored, left out. A line that is
+    not a record before one that is was not written by a run: the node's facts are refused
+    (ValidationError, ValueError or InputError), never read without it."""
+    journal = relative.removesuffix(".json") + JOURNAL
+    if not os.path.lexists(path / journal):
+        return facts
+    data = read_bytes_in(path, journal, "facts journal")
+    records: list[ProbeRecord] = []
+    problem: Exception | None = None
+    for line in data.split(b"\n"):
+        try:
+            record = ProbeRecord.model_validate_json(line)
+        except (ValidationError, ValueError) as exc:
+            problem = problem or exc
+            continue
+        if problem is not None:
+            raise problem  # a record after a line that is none: not a journal a run wrote
+        records.append(record)
+    if not records:
+        return facts
+    probes = dict(facts.probes)
+    probes.update((record.probe, record) for record in records)
+    return facts.model_copy(update={"probes": probes})
 
 
 @dataclass(frozen=True)
@@ -451,6 +608,7 @@ def iter_facts(path: Path) -> Iterator[FactsEntry]:
         name = relative.rsplit("/", 1)[-1].removesuffix(".json")
         try:
             node = NodeFacts.model_validate_json(read_bytes_in(path, relative, "facts"))
+            node = with_journal(path, relative, node)
         except (InputError, ValidationError, ValueError) as exc:
             yield FactsEntry(name, relative, None, _one_line(exc))
             continue
@@ -477,6 +635,8 @@ def load_facts(path: Path) -> list[NodeFacts]:
             facts = NodeFacts.model_validate_json(text)
         except ValidationError as exc:
             raise RunDirError(f"{file}: not a facts file ({_first_error(exc)})") from None
+        if path.is_dir():
+            facts = _journaled(path, file, facts)
         if facts.node in where:
             # Two files of one node (flat and sharded, or two shards): which one was
             # measured is not for a reader to guess.
@@ -484,6 +644,17 @@ def load_facts(path: Path) -> list[NodeFacts]:
         where[facts.node] = file
         nodes.append(facts)
     return nodes
+
+
+def _journaled(path: Path, file: Path, facts: NodeFacts) -> NodeFacts:
+    """load_facts' facts of one node with its journal's records; RunDirError naming it."""
+    try:
+        return with_journal(path, file.relative_to(path).as_posix(), facts)
+    except ValidationError as exc:
+        journal = file.with_suffix(JOURNAL)
+        raise RunDirError(f"{journal}: not a facts journal ({_first_error(exc)})") from None
+    except (InputError, ValueError) as exc:
+        raise RunDirError(f"{file.with_suffix(JOURNAL)}: {_one_line(exc)}") from None
 
 
 def load_manifest(path: Path) -> Manifest:

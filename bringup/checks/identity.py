@@ -20,6 +20,7 @@ Pure: over each node's recorded facts.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bringup.checks import finding
@@ -39,7 +40,7 @@ ACTION = (
 _UNKNOWN = {"", "n/a", "[n/a]", "0", "none", "unknown", "not available", "[not available]"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Mark:
     """One identifying value of a node: what it is ("GPU 3 serial") and the value."""
 
@@ -50,13 +51,18 @@ class Mark:
 
 def node_marks(node: NodeFacts) -> list[Mark]:
     """The identifying values the node's gpu and host records show (none where absent)."""
+    return decoded_marks({probe: _decoded(node, probe) for probe in ("gpu", "host")})
+
+
+def decoded_marks(probes: Mapping[str, object]) -> list[Mark]:
+    """node_marks from the node's decoded facts by probe (those that decoded)."""
     marks: list[Mark] = []
-    gpu = _decoded(node, "gpu")
+    gpu = probes.get("gpu")
     if isinstance(gpu, GpuFacts):
         for g in gpu.gpus:
             marks += _mark("GPU serial", f"GPU {g.index} serial", g.serial)
             marks += _mark("GPU UUID", f"GPU {g.index} UUID", g.uuid)
-    host = _decoded(node, "host")
+    host = probes.get("host")
     if isinstance(host, HostFacts):
         marks += _mark("system serial", "system serial", host.identity.system_serial)
         marks += _mark("machine id", "machine id", host.identity.machine_id)

@@ -187,8 +187,8 @@ def check(
         )
     from bringup.commands.report import judge_whole
 
-    findings += judge_fleet(run, findings, golden_fields, golden)
-    findings += judge_whole(run)
+    findings += judge_fleet(run, findings, golden_fields, golden, outcomes)
+    findings += judge_whole(run, findings)
     code = finish_run(run, findings)
     durations = _durations(run) if outcomes else {}
     if as_json:
@@ -209,7 +209,7 @@ def _durations(run: RunDir) -> dict[str, dict[str, float]]:
 
     if not (run.path / "facts").exists():
         return {}
-    return probe_durations(run.recorded())
+    return probe_durations(run.recorded_headers())
 
 
 def _load_golden(path: Path) -> dict[str, Any]:
@@ -227,23 +227,38 @@ def _load_golden(path: Path) -> dict[str, Any]:
 
 
 def judge_fleet(
-    run: RunDir, findings: list[Finding], golden: dict[str, Any] | None, source: Path | None
+    run: RunDir,
+    findings: list[Finding],
+    golden: dict[str, Any] | None,
+    source: Path | None,
+    outcomes: list[NodeOutcome] | None = None,
 ) -> list[Finding]:
     """Judgements over all nodes of the run, once every node is in: one machine per node,
     the odd node out, and each node against the golden manifest; recorded in the run
-    directory."""
-    from bringup.checks.consistency import fleet_fields, judge_consistency, judge_golden
-    from bringup.checks.identity import judge_identity
+    directory. A node the run judged (`outcomes`) is compared by the values taken then
+    (its facts let go of); any other node of the run by its recorded facts."""
+    from bringup.checks.consistency import judge_consistency, judge_golden
+    from bringup.checks.identity import judge_marks
+    from bringup.fleet.run import fleet_values
+    from bringup.rundir import file_name
 
     if not (run.path / "facts").exists():
         return []
-    recorded = run.recorded()
-    fleet = fleet_fields(recorded)
+    values = {
+        o.node: (o.fields, o.marks)
+        for o in outcomes or []
+        if o.fields is not None and o.marks is not None
+    }
+    values |= {f.node: fleet_values(f) for f in run.recorded(skip=set(values))}
+    # In the order of the run's files, as the facts were read back before.
+    ordered = sorted(values, key=file_name)
+    fleet = {node: values[node][0] for node in ordered}
     flagged: dict[str, set[str]] = {}
     for f in findings:
         if f.status.bad or f.status.name == "WARN":
             flagged.setdefault(f.node, set()).add(f.check)
-    found = judge_identity(recorded) + judge_consistency(fleet, flagged)
+    marks = {node: values[node][1] for node in ordered}
+    found = judge_marks(marks) + judge_consistency(fleet, flagged)
     if golden is not None:
         found += judge_golden(golden, fleet, str(source))
     run.add_findings(found)
@@ -495,7 +510,12 @@ def probe_fleet(
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
         outcomes = run_fleet(
-            plans, run, forks=chosen.forks, caps=chosen.caps, console=progress_console()
+            plans,
+            run,
+            forks=chosen.forks,
+            caps=chosen.caps,
+            console=progress_console(),
+            compare=command == "check",  # its fleet checks: the values taken at judging
         )
         findings = [f for o in outcomes for f in o.findings]
         if "ibperf" in suite_chosen.jobs and nodes.remote and len(nodes.hosts) >= 2:

@@ -150,7 +150,7 @@ def run_origin(run: RunDir) -> Origin:
     """Where the facts of a run came from, from every record it holds (and its manifest)."""
     from bringup.facts import origin
 
-    return origin(run.recorded(), run.manifest.provenance)
+    return origin(run.recorded_headers(), run.manifest.provenance)
 
 
 def print_json(doc: dict[str, Any] | list[Any]) -> None:

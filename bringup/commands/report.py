@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from bringup.checks.identity import Mark
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
+    from bringup.measurements import NodeMeasurements
     from bringup.report.figures import Figures
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
@@ -290,27 +291,101 @@ class FactsDigest:
         self.peak = peak
 
 
-def judge_whole(run: RunDir) -> list[Finding]:
+class WholeRunDigest(FactsDigest):
+    """What judge_whole takes of each node as its facts are read: its metrics alone (the
+    stragglers compare nothing else) and, under --profile auto, its GPU's profile; then
+    its records' headers, as the report keeps them."""
+
+    def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
+        super().__init__(peak_flops_per_s, auto)
+        self.metrics: dict[str, dict[str, float]] = {}
+
+    def __call__(self, node: NodeFacts) -> NodeFacts:
+        from bringup.checks.auto import judge_node_model
+        from bringup.measurements import node_metrics
+
+        self.metrics[node.node] = node_metrics(node, self.peak)
+        if self.auto:
+            self.models[node.node] = judge_node_model(node)[0]
+        return node.headers()
+
+    def metrics_of(self, run: RunData) -> list[NodeMeasurements]:
+        """The metrics of the run's nodes, in node-name order (Figures.metrics_only)."""
+        from bringup.measurements import NodeMeasurements
+
+        measured = sorted(n for n in self.metrics if n in run.facts)
+        return [NodeMeasurements(node=n, metrics=self.metrics[n]) for n in measured]
+
+    def remeasure(self, run_dir: Path, prof: profile_mod.Profile | None) -> None:
+        """Measure again, with the profile's peak, the nodes whose burn-in the MFU reads."""
+        from bringup.measurements import node_metrics
+        from bringup.rundir import iter_facts
+
+        peak = prof.gpu.bf16_dense_tflops * 1e12 if prof is not None else None
+        if peak == self.peak:
+            return
+        for entry in iter_facts(run_dir):
+            node = entry.facts
+            if node is not None and node.node in self.metrics and "burnin" in node.probes:
+                self.metrics[node.node] = node_metrics(node, peak)
+        self.peak = peak
+
+
+def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
-    console, the exit code and the report then count the same findings."""
+    console, the exit code and the report then count the same findings.
+
+    The facts are read as the report reads them, node by node (WholeRunDigest: each
+    node's metrics taken, then only its records' headers kept): at the end of a check of
+    ten thousand nodes, never every node's facts at once (docs/scale.md). `held`: the
+    findings the run wrote, as the caller holds them: taken for findings.jsonl's when the
+    file holds as many lines, not read back (a second copy of 290,000 findings at 10,000
+    nodes); else the file is read, as the report reads it."""
+    from bringup import profile as profile_mod
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
 
-    try:
-        data = load(run.path)
-    except RunDataError:
-        return []  # nothing written at all: nothing for a report to read either
     # Judged as the run will stand once closed: its manifest as this process holds it (a
     # burn-in sets its profile in memory), its status final, its exit code these
     # findings' own (not yet written).
     status = "complete" if run.manifest.status == "running" else run.manifest.status
-    data.manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    named = None
+    if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
+        with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it
+            named = profile_mod.load(manifest.profile)
+    peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
+    digest = WholeRunDigest(peak, auto=named is None)
+    if held is not None and findings_lines(run.path, len(manifest.nodes)) != len(held):
+        held = None  # not what the file holds: read it
+    try:
+        data = load(run.path, digest, held)
+    except RunDataError:
+        return []  # nothing written at all: nothing for a report to read either
+    data.manifest = manifest
     data.manifest_problem = None
     data.planned, data.plan_problem = planned_probes(data.manifest)
-    found = judge_whole_run(data, resolve_profile(None, data), None, judge_run(data))
+    prof = resolve_profile(None, data, digest)
+    digest.remeasure(run.path, prof)  # --profile auto: the nodes' own GPU's peak
+    found = judge_whole_run(data, prof, digest.metrics_of(data), judge_run(data))
     run.add_findings(found)
     return found
+
+
+def findings_lines(run_dir: Path, nodes: int) -> int | None:
+    """How many lines findings.jsonl holds (a blank one not counted); None: it cannot be
+    read within the caps the report reads it with (a run of `nodes` nodes), which then
+    says why."""
+    from bringup.files import InputError, read_lines_in
+    from bringup.report.rundata import FINDINGS_LINE_BYTES, findings_cap
+
+    try:
+        cap = findings_cap(nodes)
+        lines = read_lines_in(run_dir, "findings.jsonl", "findings", cap, FINDINGS_LINE_BYTES)
+        return sum(1 for line in lines if line.strip())
+    except InputError:
+        return None
 
 
 def _refuse_incomplete_burnin(path: Path) -> None:

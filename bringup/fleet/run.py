@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
-from bringup.facts import NodeFacts
-from bringup.findings import Finding, Status
+from bringup.facts import NodeFacts, decode_record
+from bringup.findings import Expected, Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress, Silent
 from bringup.fleet.transport import (
@@ -56,8 +56,13 @@ from bringup.fleet.transport import (
 from bringup.profile import AUTO, Profile
 from bringup.rundir import Override, RunDir
 
-if TYPE_CHECKING:  # rich loads only for a console that shows something
+if TYPE_CHECKING:
+    # rich loads only for a console that shows something; the fleet checks' types are
+    # loaded by fleet_values only: the health check judges without them
     from rich.console import Console
+
+    from bringup.checks.consistency import Fields
+    from bringup.checks.identity import Mark
 
 DEFAULT_FORKS = 64
 State = Literal["complete", "unreachable", "error", "interrupted"]
@@ -122,6 +127,71 @@ class NodeOutcome:
     reason: str | None = None
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    # What the fleet-wide checks compare of the node (checks/consistency.py,
+    # checks/identity.py), taken when it was judged (run(compare=True)): its facts are
+    # let go of then. None: not taken.
+    fields: dict[str, Fields] | None = None
+    marks: list[Mark] | None = None
+
+
+class Shared:
+    """Values many nodes of a run hold alike, held once: a probe's fields equal to another
+    node's (a fleet of identical nodes, which the consistency check expects, keeps one copy
+    of their two hundred fields), the words marks repeat ("GPU 3 serial"), the texts and
+    expectations of findings (a check's message, action and threshold on every healthy
+    node). Nothing in it is changed once in: the checks read fields, they never write
+    them, and an expectation is frozen."""
+
+    def __init__(self, compare: bool = False) -> None:
+        self.compare = compare  # take each judged node's fleet values (fleet_values)
+        self._fields: dict[tuple[tuple[str, Any], ...], Fields] = {}
+        self._text: dict[str, str] = {}
+        self._expected: dict[tuple[tuple[type, Any], ...], Expected] = {}
+        self._names: dict[frozenset[str], set[str]] = {}
+
+    def fields(self, fields: Fields) -> Fields:
+        return self._fields.setdefault(tuple(fields.items()), fields)
+
+    def text(self, text: str) -> str:
+        return self._text.setdefault(text, text)
+
+    def finding(self, finding: Finding) -> Finding:
+        """The finding, its texts and expectation swapped for equal ones already held:
+        the same values (each of the same type: 1 is not 1.0), one copy in memory. So is
+        pydantic's set of the fields it was given (728 bytes a finding, more than all its
+        values): nothing sets a judged finding's fields, and a copy gets its own set."""
+        names = finding.__pydantic_fields_set__
+        shared = self._names.setdefault(frozenset(names), names)
+        object.__setattr__(finding, "__pydantic_fields_set__", shared)
+        held = finding.__dict__
+        for name in ("node", "check", "message", "unit", "action"):
+            if isinstance(held[name], str):
+                held[name] = self.text(held[name])
+        expected = held["expected"]
+        if expected is not None and not isinstance(expected.value, list):
+            key = tuple((type(v), v) for v in expected.__dict__.values())
+            held["expected"] = self._expected.setdefault(key, expected)
+        return finding
+
+
+def fleet_values(
+    facts: NodeFacts, shared: Shared | None = None
+) -> tuple[dict[str, Fields], list[Mark]]:
+    """What the fleet checks compare of one node, each record decoded once."""
+    from bringup.checks.consistency import node_fields
+    from bringup.checks.identity import Mark, decoded_marks
+
+    shared = shared or Shared()
+    decoded = {}
+    for name, record in facts.probes.items():
+        value, error = decode_record(record)
+        if error is None:
+            decoded[name] = value
+    fields = {probe: shared.fields(mine) for probe, mine in node_fields(decoded).items()}
+    marks = [
+        Mark(shared.text(m.kind), shared.text(m.where), m.value) for m in decoded_marks(decoded)
+    ]
+    return fields, marks
 
 
 def outcome_findings(
@@ -232,16 +302,20 @@ def run(
     forks: int = DEFAULT_FORKS,
     console: Console | Silent | None = None,
     caps: NodeCaps | None = None,
+    compare: bool = False,
 ) -> list[NodeOutcome]:
     """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
 
     Plans without a profile (snapshot) are recorded, not judged: no findings are written.
+    `compare`: each judged node's outcome carries what the fleet checks compare of it
+    (`check`'s judge_fleet), its facts being let go of once it is judged.
     """
     rundir.add_nodes([p.node for p in plans])
     for plan in plans:  # a transport that starts nodes together learns every request first
         if isinstance(plan.runner, Gathered) and not plan.skip:
             plan.runner.announce(plan.request, plan.deadline_s, max(1, forks))
     stop = threading.Event()
+    shared = Shared(compare)
     if console is None:
         from rich.console import Console
 
@@ -255,7 +329,9 @@ def run(
     with progress, ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
         pending: set[Future[NodeOutcome]] = set()
         for plan in plans:
-            future = pool.submit(_run_node, plan, rundir, stop, progress, caps or NodeCaps())
+            future = pool.submit(
+                _run_node, plan, rundir, stop, progress, caps or NodeCaps(), shared
+            )
             pending.add(future)
             future.add_done_callback(done.put)
         try:
@@ -278,7 +354,7 @@ def run(
                     outcomes[outcome.node] = outcome
     for plan in plans:
         if plan.node not in outcomes:  # never started: Ctrl-C came first
-            outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0)
+            outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0, shared)
     ordered = [outcomes[p.node] for p in plans]
     progress.print_summary([o.state for o in ordered])
     if stop.is_set():
@@ -292,19 +368,21 @@ def _run_node(
     stop: threading.Event,
     progress: FleetProgress,
     caps: NodeCaps,
+    shared: Shared,
 ) -> NodeOutcome:
     """One node from connect to findings. Never raises: every failure is an outcome."""
     started = time.monotonic()
     if stop.is_set():
-        return _finish(plan, rundir, "interrupted", None, 0.0)
+        return _finish(plan, rundir, "interrupted", None, 0.0, shared)
     if plan.skip:
-        return _finish(plan, rundir, "complete", None, 0.0, progress)
+        return _finish(plan, rundir, "complete", None, 0.0, shared, progress)
     names = [s["name"] for s in plan.request["probes"]]
     gate = RecordGate(plan.node, names, caps)
     answered = 0
     state: State = "complete"
     reason: str | None = None
     replay_written = False
+    rundir.journal(plan.node)  # each record appended as it arrives; its facts file at the end
 
     def on_stage(what: str) -> None:
         nonlocal replay_written
@@ -347,7 +425,7 @@ def _run_node(
         # (and stops reading it), not when the generator is collected.
         with contextlib.suppress(Exception):  # closing a dead session must not lose the node
             getattr(records, "close", lambda: None)()
-    return _finish(plan, rundir, state, reason, time.monotonic() - started, progress)
+    return _finish(plan, rundir, state, reason, time.monotonic() - started, shared, progress)
 
 
 def _finish(
@@ -356,15 +434,19 @@ def _finish(
     state: State,
     reason: str | None,
     seconds: float,
+    shared: Shared,
     progress: FleetProgress | None = None,
 ) -> NodeOutcome:
-    findings: list[Finding] = []
+    rundir.settle(plan.node)  # its facts file, every record in it, before it is judged
+    outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
-        findings = outcome_findings(plan, facts, state, reason)
+        outcome.findings = [shared.finding(f) for f in outcome_findings(plan, facts, state, reason)]
         rundir.record_overrides(plan.node, judged_overrides(plan, facts))
-        rundir.add_findings(findings)
-    outcome = NodeOutcome(plan.node, state, reason, findings, round(seconds, 3))
+        rundir.add_findings(outcome.findings)
+        if shared.compare:
+            outcome.fields, outcome.marks = fleet_values(facts, shared)
+    rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:
         progress.finished(outcome.node, outcome.state)
     return outcome

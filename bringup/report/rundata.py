@@ -86,12 +86,13 @@ class RunData:
         return sorted(names)
 
 
-def load(path: Path, keep: Keep | None = None) -> RunData:
+def load(path: Path, keep: Keep | None = None, findings: list[Finding] | None = None) -> RunData:
     """Read a run directory (or a bundle); RunDataError when it holds neither manifest,
     facts nor findings.
 
     `keep`: each node's facts pass through it as they are read, and what it returns is
-    kept (a bundle's nodes once their parts' records are merged)."""
+    kept (a bundle's nodes once their parts' records are merged). `findings`: those of
+    findings.jsonl as the run writing it holds them (the end of a check): not read back."""
     if not path.is_dir():
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
@@ -109,8 +110,11 @@ def load(path: Path, keep: Keep | None = None) -> RunData:
         with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
             run.manifest_sha256 = manifest_sha256(path)
     run.facts, run.facts_problems = _facts(path, keep)
-    known = {*run.facts, *run.facts_problems, *(run.manifest.nodes if run.manifest else [])}
-    run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known))
+    if findings is None:
+        known = {*run.facts, *run.facts_problems, *(run.manifest.nodes if run.manifest else [])}
+        run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known))
+    else:
+        run.findings = findings
     if run.manifest is not None:
         run.planned, run.plan_problem = planned_probes(run.manifest)
     return run

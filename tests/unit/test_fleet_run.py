@@ -3,6 +3,7 @@ runner per node)."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Iterator
@@ -172,3 +173,77 @@ def test_threads_judging_their_first_nodes_together_build_each_validator_once(
     for thread in threads:
         thread.join()
     assert len(built) == 1
+
+
+# --- what a run holds once its nodes are judged --------------------------------------------
+
+
+def test_the_fleet_checks_judge_the_values_taken_at_judging_as_they_judge_the_facts(
+    tmp_path: Path,
+) -> None:
+    """Twelve nodes answering with the demo fleet's records (each demo node twice: shared
+    serials; one copy of the healthy node with another VBIOS): once the run ends it holds no node's
+    facts, and the fleet checks over the values each node left in its outcome are the
+    same findings, in the same order, as over the facts read back from the run."""
+    from bringup.commands.check import judge_fleet
+    from bringup.sim.demo import demo_nodes
+
+    demo = [[r.model_dump(mode="json") for r in n.probes.values()] for n in demo_nodes()]
+    odd = copy.deepcopy(demo[0])  # the healthy node with another VBIOS on GPU 0: odd one out
+    next(r for r in odd if r["probe"] == "gpu")["facts"]["gpus"][0]["vbios_version"] = "97.0"
+
+    def answering(records: list[dict[str, Any]]) -> fleet.Runner:
+        def runner(
+            request: dict[str, Any], deadline: float, stop: threading.Event, on_stage: fleet.Stage
+        ) -> Iterator[dict[str, Any]]:
+            on_stage("running")
+            asked = {s["name"] for s in request["probes"]}
+            yield from (dict(r) for r in records if r["probe"] in asked)
+
+        return runner
+
+    suite = load_suite("acceptance")
+    profile = load_profile("b300")
+    plans = []
+    for i in range(12):
+        records = odd if i == 6 else demo[i % len(demo)]
+        plan = plan_node(Host(f"n{i:02d}", "127.0.0.1"), answering(records), suite, profile)
+        recorded = {r["probe"] for r in records}
+        plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] in recorded]}
+        plans.append(plan)
+    run = RunDir.create(tmp_path / "run", "check", "b300", "acceptance")
+    outcomes = fleet.run(plans, run, forks=4, compare=True)
+    assert run._facts == {}  # every node judged and let go of: only headers are held
+    findings = [f for o in outcomes for f in o.findings]
+    taken = judge_fleet(run, findings, None, None, outcomes)
+    read_back = judge_fleet(run, findings, None, None)
+    assert {f.check for f in taken} == {"fleet.identity", "fleet.consistency"}
+    assert [f.model_dump() for f in taken] == [f.model_dump() for f in read_back]
+
+
+def test_findings_held_once_keep_every_value_and_type() -> None:
+    """What a run keeps of every node's findings: equal texts, expectations and field
+    sets held once, each finding's values (and their types: 8 is not 8.0) as judged."""
+    from bringup.findings import Finding, Status
+
+    def made(node: str, expected: object) -> Finding:
+        return Finding(
+            node=node,
+            check="gpu.count",
+            status=Status.PASS,
+            message="8 GPUs",
+            value=8,
+            expected=expected,
+            unit="GPUs",
+            action="reseat the GPU",
+        )
+
+    shared = fleet.Shared()
+    judged = [made("n1", ">= 8"), made("n2", ">= 8"), made("n3", ">= 8.0")]
+    before = [f.model_dump_json() for f in judged]
+    held = [shared.finding(f) for f in judged]
+    assert [f.model_dump_json() for f in held] == before
+    assert held[0].expected is held[1].expected and held[2].expected is not held[0].expected
+    assert held[0].__pydantic_fields_set__ is held[1].__pydantic_fields_set__
+    copied = held[0].model_copy(update={"node": "n4"})  # a copy has its own: n2 unchanged
+    assert copied.node == "n4" and held[1].model_dump_json() == before[1]

@@ -18,7 +18,6 @@ are restored, each node's namespace holds only its sshd.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import threading
@@ -32,6 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
+from bringup.facts import NodeFacts
+from bringup.files import InputError
+from bringup.rundir import with_journal
 from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
 from tests.support.cli import nodes_of
@@ -99,9 +101,13 @@ def _suite(path: Path, data: Path) -> Path:
 
 
 def _facts(run_dir: Path, node: str) -> dict[str, Any] | None:
+    """The node's records as every reader of the run reads them: its facts file, with the
+    records its journal holds while the node runs (bringup/rundir.py)."""
+    relative = f"facts/{node}.json"
     try:
-        return json.loads((run_dir / "facts" / f"{node}.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        facts = NodeFacts.model_validate_json((run_dir / relative).read_text())
+        return with_journal(run_dir, relative, facts).model_dump(mode="json")
+    except (OSError, ValueError, InputError):  # not written yet, or its journal just settled
         return None
 
 
