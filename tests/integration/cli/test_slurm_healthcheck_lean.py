@@ -43,6 +43,7 @@ SINFO = "#!/bin/sh\necho 'idle none'\n"
 SCONTROL = '#!/bin/sh\nfor a in "$@"; do printf "%s|" "$a"; done >> "$SCONTROL_LOG"\n'
 SCONTROL += 'echo >> "$SCONTROL_LOG"\n'
 HANGS = "#!/bin/sh\nexec sleep 597\n"
+JOURNALCTL = "#!/bin/sh\necho '-- No entries --'\n"
 RUN_NAME = re.compile(r"[0-9]{8}T[0-9]{6}Z-healthcheck(-[0-9]+)?")
 STOPPED = re.compile(r"stopped after [0-9.]+ s")  # the share left after the start: varies
 
@@ -113,11 +114,17 @@ def _same(text: str) -> str:
 
 
 def _env(library: Path, state: Path, path_first: Path | None = None) -> dict[str, str]:
+    """The children's environment: the simulated NVML, and one kernel log for both runs.
+
+    The xid probe reads this machine's kernel log, which grows between the two runs a test
+    compares (2216 lines, then 2237: the --json document counts them), so both read a
+    journalctl that answers as the real one does when the window holds nothing."""
     env = {**os.environ, **library_env(library, state), "PYTHONPATH": str(REPO)}
     env.pop("SLURMD_NODENAME", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if path_first is not None:
-        env["PATH"] = f"{path_first}:{env['PATH']}"
+    kernel_log = _bin(state.parent, {"journalctl": JOURNALCTL})
+    first = dict.fromkeys(str(p) for p in (path_first, kernel_log) if p is not None)
+    env["PATH"] = ":".join([*first, env["PATH"]])
     return env
 
 
