@@ -18,7 +18,12 @@ whatever else this machine runs. The phases:
 - the probes together: one run with every probe, as `check --nodes` sends them;
 - `slurm healthcheck`: the whole command (controller and node side) against the simulated
   NVML, where the tree has it: as a prolog runs it (`--profile auto`, the default) and
-  with the profile named (`--profile b300`).
+  with the profile named (`--profile b300`). With `--baseline`, the trees' runs take
+  turns (this checkout, the baseline, this checkout, ...), so that a load that comes and
+  goes weighs on each alike; the load averages at the start and the end are printed. With
+  `--instructions` (valgrind installed), the instructions the health check's own process
+  executes (`--profile auto`, one run under cachegrind, the hash seed fixed): a figure the
+  load of the machine does not move, where CPU seconds move by ±0.03 s on a loaded one.
 
 Bytecode is written and used, as on an installed controller and in a node's cache:
 PYTHONDONTWRITEBYTECODE is dropped from the environment (set, every run would compile the
@@ -40,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -189,19 +195,49 @@ def base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def healthcheck(
-    tree: Path, base: Path, nvml: dict[str, str], repeat: int, profile: str
-) -> Cost | None:
-    """`bringup slurm healthcheck` (prolog suite) of `tree`, or None where it has none."""
-    if not (tree / "bringup" / "fleet" / "healthcheck.py").is_file() or not nvml:
+def healthchecks(
+    trees: list[Path], base: Path, nvml: dict[str, str], repeat: int, profile: str
+) -> list[Cost | None]:
+    """`bringup slurm healthcheck` (prolog suite) of each tree (None where it has none),
+    the trees' runs alternated: whatever else loads this machine weighs on each alike."""
+    commands: dict[Path, tuple[list[str], dict[str, str]]] = {}
+    for tree in trees:
+        if not (tree / "bringup" / "fleet" / "healthcheck.py").is_file() or not nvml:
+            continue
+        env = {**base_env(), **nvml, "PYTHONPATH": str(tree)}
+        argv = [sys.executable, "-m", "bringup.cli", "slurm", "healthcheck", "--node", "n1"]
+        argv += ["--profile", profile, "--out", str(base / f"hc-{tree.name}")]
+        warm = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
+        if warm.returncode in (0, 1):  # else this tree's health check has no such option
+            commands[tree] = (argv, env)
+    runs: dict[Path, list[Cost]] = {tree: [] for tree in commands}
+    for _ in range(repeat):
+        for tree, (argv, env) in commands.items():
+            runs[tree].append(timed(argv, env, cwd=tree))
+    return [median(runs[tree]) if tree in runs else None for tree in trees]
+
+
+def instructions(tree: Path, base: Path, nvml: dict[str, str], profile: str) -> int | None:
+    """Instructions the health check's own process of `tree` executes (valgrind's
+    cachegrind), or None where it cannot be counted. Unlike its CPU seconds the figure does
+    not move with the load of the machine; its forks (the node side, the probes) are left
+    out, each counting on from its parent's figure at the fork."""
+    if shutil.which("valgrind") is None or not nvml:
         return None
-    env = {**base_env(), **nvml, "PYTHONPATH": str(tree)}
-    argv = [sys.executable, "-m", "bringup.cli", "slurm", "healthcheck", "--node", "n1"]
-    argv += ["--profile", profile, "--out", str(base / f"hc-{tree.name}")]
-    warm = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
-    if warm.returncode not in (0, 1):  # this tree's health check has no such profile option
+    logs = Path(tempfile.mkdtemp(prefix="valgrind-", dir=base))
+    # a generous budget: under valgrind the command runs some fifty times slower
+    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    argv += [f"--log-file={logs}/%p", sys.executable, "-m", "bringup.cli", "slurm", "healthcheck"]
+    argv += ["--node", "n1", "--profile", profile, "--budget-s", "600"]
+    argv += ["--out", str(base / f"hc-{tree.name}")]
+    # the same hash seed each run: set and dict orders, and so the work, do not vary
+    env = {**base_env(), **nvml, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    done = subprocess.run(argv, capture_output=True, env=env, cwd=tree, check=False)
+    logged = sorted(logs.iterdir(), key=lambda f: int(f.name))  # the first pid: the command
+    found = re.search(r"I\s+refs:\s+([\d,]+)", logged[0].read_text()) if logged else None
+    if done.returncode not in (0, 1) or found is None:
         return None
-    return median([timed(argv, env, cwd=tree) for _ in range(repeat)])
+    return int(found.group(1).replace(",", ""))
 
 
 # One run of the tree's own SSH transport against a simulated node (as root, --ssh).
@@ -289,6 +325,11 @@ def main() -> None:
     parser.add_argument(
         "--ssh", action="store_true", help="also runs over SSH on a simulated node (root)"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also counts the health check's instructions (valgrind): steady under load",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bringup-nodeside-") as tmp:
         base = Path(tmp)
@@ -297,15 +338,22 @@ def main() -> None:
         results: list[dict[str, Cost]] = []
         with ExitStack() as stack:
             trees = [stack.enter_context(tree_of(rev, base)) for rev in [None, *args.baseline]]
+            loads = [os.getloadavg()]
             for tree in trees:
-                costs = measure_tree(tree, base, nvml, args.repeat, tuple(args.probes))
-                for profile in ("auto", "b300"):
-                    check = healthcheck(tree, base, nvml, args.repeat, profile)
+                results.append(measure_tree(tree, base, nvml, args.repeat, tuple(args.probes)))
+            for profile in ("auto", "b300"):
+                checks = healthchecks(trees, base, nvml, args.repeat, profile)
+                for costs, check in zip(results, checks, strict=True):
                     if check is not None:
                         costs[f"slurm healthcheck -p {profile}"] = check
-                results.append(costs)
+            counted: list[int | None] = []
+            if args.instructions:
+                counted = [instructions(tree, base, nvml, "auto") for tree in trees]
+            loads.append(os.getloadavg())
             by_ssh = over_ssh(trees, args.repeat, "xid") if args.ssh else []
         print(f"node side per run, CPU s (wall s); median of {args.repeat}; {os.cpu_count()} CPUs")
+        shown = " -> ".join(" ".join(f"{x:.2f}" for x in load) for load in loads)
+        print(f"load average (1, 5, 15 min) at the start and the end: {shown}")
         print(f"{'phase':<36}" + "".join(f"{n[:22]:>24}" for n in names))
         phases = list(dict.fromkeys(p for r in results for p in r))
         for phase in phases:
@@ -314,6 +362,10 @@ def main() -> None:
                 f"{c.cpu_s:>11.3f} ({c.wall_s:>6.3f} s)" if c else f"{'-':>24}" for c in cells
             )
             print(f"{phase:<36}{text}")
+        if counted:
+            label = "slurm healthcheck -p auto, instr."
+            text = "".join(f"{f'{n / 1e6:,.0f} M' if n else '-':>24}" for n in counted)
+            print(f"{label:<36}{text}  (its own process, valgrind; not its forks)")
         if by_ssh:
             print("over SSH, the node's CPU s (sshd, login shell, node side) and SSH sessions")
             for phase in by_ssh[0]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bringup.checks.catalog import judge_node
+from bringup.checks import Check
+from bringup.checks.catalog import checks_of_probes, judge_node
 from bringup.facts import FactsError, NodeFacts, decode
 from bringup.findings import Finding, Status
 from bringup.node import gpu_ids
@@ -181,17 +182,17 @@ def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
     done = {f.check for f in judged}
     failed = {k: r for k, r in node.probes.items() if not r.ok}
     measured = {k: r for k, r in node.probes.items() if r.ok}
+    # The checks of the node's probes: every finding below is one of theirs.
+    checks = checks_of_probes(node.probes)
     unrun = judge_node(node.model_copy(update={"probes": failed}), NO_PROFILE)
     unjudged = judge_node(node.model_copy(update={"probes": measured}), _stand_in())
     found = [
         *judged,
         *[f for f in unrun if f.check not in done],
-        *_not_judged([f for f in unjudged if f.check not in done], said),
+        *_not_judged([f for f in unjudged if f.check not in done], said, checks),
     ]
     # In the catalog's order, as a node judged by a profile: a probe's first check first.
-    from bringup.checks import catalog
-
-    order = {c.name: i for i, c in enumerate(catalog.CHECKS)}
+    order = {c.name: i for i, c in enumerate(checks)}
     return [said, *sorted(found, key=lambda f: order.get(f.check, len(order)))]
 
 
@@ -202,15 +203,13 @@ def _stand_in() -> Profile:
     return load(available()[0])
 
 
-def _not_judged(findings: list[Finding], said: Finding) -> list[Finding]:
+def _not_judged(findings: list[Finding], said: Finding, checks: list[Check]) -> list[Finding]:
     """Each finding of a measured probe as an ERROR: its figure kept, no threshold, no pass.
 
     The message names the check (so that a console does not fold them into one line as it
     does the checks of a probe that could not run) and why nothing judged it.
     """
-    from bringup.checks import catalog
-
-    described = {c.name: c.description for c in catalog.CHECKS}
+    described = {c.name: c.description for c in checks}
     out = []
     for f in findings:
         what = described.get(f.check, f.check)

@@ -9,7 +9,7 @@ it more CPU than its probes (benchmarks/node_side.py).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bringup.checks import Check, finding
@@ -61,7 +61,15 @@ def checks_for(probe: str, profile_free_only: bool = False) -> list[Check]:
 
 def all_checks() -> list[Check]:
     """Every check, every subject's module loaded: the report's table, the docs, tests."""
-    return [c for module in dict.fromkeys(CHECK_MODULES.values()) for c in _checks_of(module)]
+    return checks_of_probes(CHECK_MODULES)
+
+
+def checks_of_probes(probes: Iterable[str]) -> list[Check]:
+    """Every check of the subjects that judge these probes, in the order of all_checks():
+    only those subjects' modules load (a health check judges two probes)."""
+    wanted = {CHECK_MODULES[p] for p in probes if p in CHECK_MODULES}
+    modules = [m for m in dict.fromkeys(CHECK_MODULES.values()) if m in wanted]
+    return [c for module in modules for c in _checks_of(module)]
 
 
 def __getattr__(name: str) -> Any:

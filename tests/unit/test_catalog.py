@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import bringup.checks
-from bringup.checks.catalog import CHECK_MODULES, CHECKS, checks_for
+from bringup.checks.catalog import CHECK_MODULES, CHECKS, checks_for, checks_of_probes
 from bringup.node.catalog import PROBES
 
 
@@ -118,3 +118,15 @@ def test_judging_a_probe_loads_its_subject_alone() -> None:
         [sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "['xid.events', 'xid.sxid'] ['bringup.checks.xid']"
+
+
+def test_the_checks_of_some_probes_keep_the_catalogs_order() -> None:
+    """checks_of_probes (a node judged with no profile that fits orders its findings by it)
+    gives the checks of all_checks() whose subject judges one of the probes, in its order."""
+    everything = [c.name for c in CHECKS]
+    for probes in [("gpu", "xid"), ("xid", "gpu"), ("telemetry",), ("nvme", "gpu", "p2p"), ()]:
+        wanted = {CHECK_MODULES[p] for p in probes}
+        subjects = {p for p, module in CHECK_MODULES.items() if module in wanted}
+        expected = [name for name in everything if name.split(".")[0] in subjects]
+        assert [c.name for c in checks_of_probes(probes)] == expected, probes
+    assert [c.name for c in checks_of_probes([*CHECK_MODULES, "no-such-probe"])] == everything

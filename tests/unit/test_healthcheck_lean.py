@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 
+from bringup.checks.catalog import CHECK_MODULES
 from bringup.cli import app
 from bringup.commands import healthcheck
 from tests.support import REPO
@@ -51,6 +52,9 @@ def _loaded(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str
     return done, set(json.loads(listed.read_text()))
 
 
+CHECK_SUBJECTS = {f"bringup.checks.{module}" for module in CHECK_MODULES.values()}
+
+
 def _top(modules: set[str]) -> set[str]:
     return {m for m in modules if m in AVOIDED or m.split(".")[0] in AVOIDED}
 
@@ -62,6 +66,10 @@ def test_the_health_check_runs_without_typer_click_or_rich(tmp_path: Path) -> No
     assert done.stdout.startswith("n1: unfit: bringup: gpu."), done.stdout
     assert "bringup.checks.gpu" in loaded  # it judged, in this process
     assert sorted(_top(loaded)) == []
+    # No profile fits a node whose GPU did not answer: its findings are still only those of
+    # the two probes it ran, and only their subjects' checks load.
+    subjects = {m.split(".")[2] for m in loaded if m.count(".") == 2 and m in CHECK_SUBJECTS}
+    assert subjects == {"gpu", "xid"}
 
 
 def test_a_line_it_does_not_read_goes_to_the_app(tmp_path: Path) -> None:
