@@ -91,6 +91,10 @@ def provision(
         fail(str(exc))
     run = create_run(out_dir, "provision", None, None, probes=["provision"])
     progress, result = run_playbooks(request, run, progress_console())
+    if progress.refused is not None:
+        # A playbook or role file Ansible cannot parse is bad input, not a node's failure;
+        # what ran before it stays in the run directory.
+        fail(f"ansible-playbook stopped: {progress.refused} (run directory: {run.path})")
     code = exit_code(result)
     state = run.manifest.status
     run.finish("complete" if state == "running" else state, code)

@@ -54,6 +54,19 @@ SECRET_NAME = re.compile(r"(api_?key|password|passwd|secret|token)", re.IGNORECA
 MESSAGE_CHARS = 300
 # What OpenSSH adds to a module's stderr (the script module's), not the module's words.
 SSH_NOISE = re.compile(r"^Shared connection to \S+ closed\.$")
+# ansible-playbook's own error, as ansible-core 2.19 on prints it ("[ERROR]: message" then
+# "Origin: file:line:column") and as it did before ("ERROR! message", then "The error
+# appears to be in 'file': line N, column M, but may be elsewhere ...").
+ANSIBLE_ERROR = re.compile(r"^(?:\[ERROR\]:|ERROR!)\s*(?P<message>.*)$")
+ORIGIN = re.compile(r"^Origin:\s*(?P<where>\S.*)$")
+APPEARS = re.compile(
+    r"The error appears to be in '(?P<file>.+)': line (?P<line>\d+), column (?P<col>\d+)"
+)
+OWN_OUTPUT_LINES = 200  # of ansible-playbook's own error output kept: its message and where
+# ansible-playbook's exit codes for input it refuses (ansible.errors.ExitCode): 4 a playbook
+# or role file it cannot parse, 5 bad options. 4 also means "unreachable hosts", but that
+# one comes after the play's recap; a parse error stops the play before it.
+REFUSED_RC = (4, 5)
 
 
 class ProvisionError(Exception):
@@ -88,6 +101,9 @@ class NodeResult:
     failed_task: str | None = None
     message: str | None = None
     finished: bool = False  # the play's final stats included this node
+    # Set when the play is over without a recap for this node: "error" (ansible-playbook
+    # stopped: a file it cannot parse, a crash) or "interrupted" (Ctrl-C).
+    cut_short: str | None = None
     changed_tasks: list[str] = field(default_factory=list)
     tasks: list[TaskResult] = field(default_factory=list)
 
@@ -102,7 +118,7 @@ class NodeResult:
         if self.failed_task is not None:
             return "failed"
         if not self.finished:
-            return "running"
+            return self.cut_short or "running"
         return "changed" if self.changed else "ok"
 
 
@@ -172,6 +188,34 @@ def _one_line(value: object) -> str:
     return " ".join((value if isinstance(value, str) else json.dumps(value)).split())
 
 
+def ansible_error(lines: list[str]) -> str | None:
+    """ansible-playbook's own error (its output lines) as one line: where, as Ansible names
+    it (file:line:column), then what it said; None when it reported no error.
+
+    What it said is the paragraph just before the line that says where (before 2.19 a
+    parse error starts with a paragraph on JSON, then the YAML one), or the first
+    paragraph when no line says where; the source excerpt after it is left out.
+    """
+    starts = [i for i, line in enumerate(lines) if ANSIBLE_ERROR.match(line.strip())]
+    if not starts:
+        return None
+    block = [line.strip() for line in lines[starts[0] :]]
+    block[0] = ANSIBLE_ERROR.sub(r"\g<message>", block[0])
+    where = None
+    for i, text in enumerate(block):
+        if origin := ORIGIN.match(text):
+            where = origin["where"].strip()
+        elif appears := APPEARS.search(text):
+            where = f"{appears['file']}:{appears['line']}:{appears['col']}"
+        if where is not None:
+            block = block[:i]
+            break
+    paragraphs = [p for p in "\n".join(block).split("\n\n") if p.strip()]
+    said = _one_line(paragraphs[-1] if where else paragraphs[0]) if paragraphs else ""
+    text = f"{where}: {said or 'no message'}" if where else said or "no message"
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
 class Progress:
     """Per-node state built from ansible-runner events (no I/O: the display reads it)."""
 
@@ -179,7 +223,12 @@ class Progress:
         self.nodes: dict[str, NodeResult] = {n: NodeResult(n) for n in nodes}
         self.task = ""
         self.stats_seen = False
-        self.last_error = ""  # ansible-playbook's own error output (syntax, options)
+        # ansible-playbook's own error output (a file it cannot parse, a bad option), from
+        # its first error line on: it arrives as text, one event or one line at a time.
+        self.own_output: list[str] = []
+        # Set when the play is over: why ansible-playbook refused the input (a playbook or
+        # role file it cannot parse, bad options), one line; None when it did not.
+        self.refused: str | None = None
 
     def node(self, name: str) -> NodeResult:
         if name not in self.nodes:
@@ -196,11 +245,8 @@ class Progress:
         if kind == "playbook_on_stats":
             self._stats(data)
             return None
-        if kind in ("error", "verbose") and event.get("stdout"):
-            # ansible-playbook's own messages (bad option, syntax error) arrive as text.
-            text = " ".join(str(event["stdout"]).split())
-            if "ERROR" in text:
-                self.last_error = text[:MESSAGE_CHARS]
+        if kind in ("error", "verbose"):
+            self._own_output(str(event.get("stdout") or ""))
             return None
         host = data.get("host")
         if not host or not kind.startswith("runner_on_"):
@@ -231,6 +277,32 @@ class Progress:
             node.unreachable, node.failed_task, node.message = True, label, message
             return node
         return None
+
+    def _own_output(self, text: str) -> None:
+        """Keep ansible-playbook's own output from its first error line on (bounded)."""
+        lines = text.splitlines() or [""]  # an empty event is a blank line of the output
+        if not self.own_output:
+            starts = [i for i, line in enumerate(lines) if ANSIBLE_ERROR.match(line.strip())]
+            if not starts:
+                return
+            lines = lines[starts[0] :]
+        self.own_output += lines[: OWN_OUTPUT_LINES - len(self.own_output)]
+
+    @property
+    def error(self) -> str | None:
+        """ansible-playbook's own error, one line naming the file and line it names."""
+        return ansible_error(self.own_output)
+
+    def end(self, rc: int | None, interrupted: bool) -> None:
+        """The play is over: a node it never finished is no longer "running", and a
+        playbook Ansible refused (REFUSED_RC before any recap) says why."""
+        reason = self.error or f"ansible-playbook exited {rc} before its recap"
+        for node in self.nodes.values():
+            if not node.finished and node.failed_task is None:
+                node.cut_short = "interrupted" if interrupted else "error"
+                node.message = node.message or reason
+        if not interrupted and not self.stats_seen and rc in REFUSED_RC:
+            self.refused = reason
 
     def _stats(self, data: dict[str, Any]) -> None:
         """The play's recap: the authoritative counts per node."""
@@ -277,7 +349,9 @@ def findings(progress: Progress, check_mode: bool, rc: int | None) -> list[Findi
                 )
             )
         elif not node.finished:
-            reason = progress.last_error or f"ansible-playbook exited {rc} before its recap"
+            reason = (
+                node.message or progress.error or f"ansible-playbook exited {rc} before its recap"
+            )
             result.append(
                 Finding(
                     node=node.node,
@@ -500,6 +574,8 @@ def summary_table(progress: Progress, check_mode: bool) -> Table:
         table.add_column(column, no_wrap=column not in ("failed at / why",))
     for node in progress.nodes.values():
         why = f"[{node.failed_task}] {node.message or ''}" if node.failed_task else ""
+        if not node.finished and not node.failed_task:
+            why = node.message or ""
         ignored = node.ignored_tasks()
         if not why and ignored:
             why = f"ignored: [{ignored[0].task}] {ignored[0].message}"
@@ -563,6 +639,7 @@ def provision(request: Request, run: RunDir, err: Console) -> tuple[Progress, li
     started, t0 = now(), time.monotonic()
     rc: int | None = None
     status = "failed"
+    interrupted = False
     with Live(progress_table(progress, request.check_mode), console=err, transient=True) as live:
 
         def on_event(event: dict[str, Any]) -> None:
@@ -578,8 +655,10 @@ def provision(request: Request, run: RunDir, err: Console) -> tuple[Progress, li
             status, rc = run_playbook(request, run.path / "ansible", on_event)
         except KeyboardInterrupt:
             run.manifest.status = "interrupted"
+            interrupted = True
             err.print("[yellow]interrupted: keeping what was recorded[/]")
     took = time.monotonic() - t0
+    progress.end(rc, interrupted or status in ("canceled", "timeout"))
     for node in progress.nodes.values():
         record_node(run, node, request, started, took)
     result = findings(progress, request.check_mode, rc)

@@ -9,11 +9,15 @@ from bringup.findings import Status
 from bringup.fleet.provision import (
     Progress,
     ProvisionError,
+    ansible_error,
     findings,
     parse_extra_vars,
     parse_tags,
     result_message,
 )
+from tests.support import FIXTURES
+
+ANSIBLE = FIXTURES / "ansible"  # ansible-playbook's own error output, SOURCES.md there
 
 
 def _event(kind: str, host: str | None = None, **data: object) -> dict[str, object]:
@@ -216,3 +220,80 @@ def test_the_message_is_apts_verdict_not_the_ssh_noise_after_it() -> None:
         "non-zero return code — E: Unable to locate package a; "
         "E: Unable to locate package libnvsdm-580"
     )
+
+
+# --- ansible-playbook's own errors: a file it cannot parse ------------------------------
+
+ROLE_FILE = "/tmp/suite-rec/playbooks/roles/node_tools/tasks/main.yml"
+INCLUDED = "/tmp/suite-rec/broken.yml"
+SAID_216 = "Syntax Error while loading YAML. mapping values are not allowed in this context"
+SAID_219 = (
+    "YAML parsing failed: Colons in unquoted values must be followed by a non-space character."
+)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("role-parse-error-216.txt", f"{ROLE_FILE}:4:15: {SAID_216}"),
+        ("role-parse-error-219.txt", f"{ROLE_FILE}:4:15: {SAID_219}"),
+        ("include-parse-error-216.txt", f"{INCLUDED}:4:15: {SAID_216}"),
+        ("include-parse-error-219.txt", f"{INCLUDED}:4:15: {SAID_219}"),
+    ],
+)
+def test_ansible_error_is_where_then_what_as_each_version_says_it(
+    fixture: str, expected: str
+) -> None:
+    """Before 2.19 the YAML paragraph follows one on JSON; the excerpt after is left out."""
+    assert ansible_error((ANSIBLE / fixture).read_text().splitlines()) == expected
+
+
+def test_ansible_error_without_a_place_is_its_first_paragraph() -> None:
+    lines = ["ERROR! the playbook: site.yml could not be found", "", "more"]
+    assert ansible_error(lines) == "the playbook: site.yml could not be found"
+    assert ansible_error(["[WARNING]: a warning", "PLAY [x] ***"]) is None
+
+
+def test_a_role_ansible_cannot_parse_before_the_play_is_refused() -> None:
+    """Before the play, ansible-runner passes the error on as verbose events, one a line
+    (blank lines as empty ones); no node ran, and none is left "running"."""
+    progress = Progress(["node01", "node02"])
+    progress.feed(_event("verbose") | {"stdout": "[WARNING]: noise before the error"})
+    for line in (ANSIBLE / "role-parse-error-216.txt").read_text().splitlines():
+        progress.feed(_event("verbose") | {"stdout": line})
+    progress.end(rc=4, interrupted=False)
+    assert progress.refused == f"{ROLE_FILE}:4:15: {SAID_216}"
+    assert {n.status for n in progress.nodes.values()} == {"error"}
+    result = findings(progress, check_mode=False, rc=4)
+    assert {f.status for f in result} == {Status.ERROR}
+    assert result[0].message == f"provisioning did not finish: {ROLE_FILE}:4:15: {SAID_216}"
+
+
+def test_a_file_ansible_cannot_parse_mid_play_keeps_what_ran() -> None:
+    """Mid-play the error is one `error` event; the task before it stays recorded."""
+    progress = Progress(["node01"])
+    task = {"task": "Say hello first", "role": None}
+    progress.feed(_event("runner_on_ok", "node01", res={"changed": False}, **task))
+    text = (ANSIBLE / "include-parse-error-219.txt").read_text()
+    progress.feed(_event("error", task="Read the driver's state") | {"stdout": text})
+    progress.end(rc=4, interrupted=False)
+    assert progress.refused == f"{INCLUDED}:4:15: {SAID_219}"
+    node = progress.nodes["node01"]
+    assert (node.status, node.message) == ("error", progress.refused)
+    assert [(t.task, t.status) for t in node.tasks] == [("Say hello first", "ok")]
+
+
+def test_a_play_that_stopped_otherwise_is_an_error_not_a_refusal() -> None:
+    """A crash (250), Ctrl-C, or a recap (4 is also "unreachable hosts") is no bad input."""
+    crash = Progress(["node01"])
+    crash.end(rc=250, interrupted=False)
+    assert crash.refused is None and crash.nodes["node01"].status == "error"
+    assert crash.nodes["node01"].message == "ansible-playbook exited 250 before its recap"
+    stopped = Progress(["node01"])
+    stopped.end(rc=None, interrupted=True)
+    assert stopped.refused is None and stopped.nodes["node01"].status == "interrupted"
+    recap = Progress(["node01", "node02"])
+    recap.feed(_event("playbook_on_stats", dark={"node01": 1}, ok={"node02": 5}))
+    recap.end(rc=4, interrupted=False)
+    assert recap.refused is None
+    assert [n.status for n in recap.nodes.values()] == ["unreachable", "ok"]

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +185,67 @@ def test_ngc_key_never_reaches_a_file_or_log(cluster: SimCluster, tmp_path: Path
     assert any("job_events" in str(p) for p in files)
     leaked = [str(p) for p in files if key.encode() in p.read_bytes()]
     assert leaked == []
+
+
+# A playbook of the user's that runs one task on the node, then loads a role's file that
+# Ansible cannot parse: the file is read only then (include_tasks), mid-play.
+MID_PLAY = """\
+- name: Load a role's tasks mid-play
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say hello first
+      ansible.builtin.debug:
+        msg: hello
+    - name: Read the driver's state
+      ansible.builtin.include_tasks: roles/nvidia_driver/tasks/read_state.yml
+"""
+MID_PLAY_INCLUDE = "Read the driver's state"
+
+
+@pytest.mark.parametrize(
+    ("playbook", "broken"),
+    [
+        # site.yml's roles are read before the play: Ansible stops before any task.
+        ("site.yml", "roles/node_tools/tasks/main.yml"),
+        # an included file is read when the play gets there, after a task ran.
+        ("mid_play.yml", "roles/nvidia_driver/tasks/read_state.yml"),
+    ],
+)
+def test_a_role_file_ansible_cannot_parse_is_one_line_and_exit_2(
+    cluster: SimCluster, tmp_path: Path, playbook: str, broken: str
+) -> None:
+    """Broken YAML in a role's file (a copy of the shipped playbooks, run as --playbook):
+    Ansible's parse error, with the file and line it names, on one line; exit 2; the node
+    is not left "running", and what ran is kept."""
+    books = tmp_path / "playbooks"
+    shutil.copytree(PLAYBOOKS, books)
+    (books / "mid_play.yml").write_text(MID_PLAY)
+    bad = books / broken
+    lines = bad.read_text().splitlines(keepends=True)
+    lines.insert(3, "- name: Say it: loud\n")  # line 4: a colon YAML cannot take unquoted
+    bad.write_text("".join(lines))
+    run = tmp_path / "run"
+    # --check: these nodes share this machine's filesystem.
+    result = run_provision(
+        "--nodes", str(cluster.inventory), "--limit", "node01", "--check",
+        "--playbook", str(books / playbook), "--out", str(run),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "Traceback" not in line
+    # Where, as Ansible names it, then its words (2.19: "YAML parsing failed: Colons in
+    # unquoted values ...", before: "Syntax Error while loading YAML. mapping values ...").
+    assert f"ansible-playbook stopped: {bad}:4:15: " in line and "YAML" in line, line
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert (manifest["status"], manifest["exit_code"]) == ("refused", 2)
+    record = json.loads((run / "facts/node01.json").read_text())["probes"]["provision"]
+    assert record["ok"] is False and record["facts"]["status"] == "error"
+    assert f"{bad}:4:15" in record["error"]
+    [finding] = [json.loads(x) for x in (run / "findings.jsonl").read_text().splitlines()]
+    assert finding["status"] == "ERROR" and f"{bad}:4:15" in finding["message"]
+    tasks = (run / "raw/node01/provision/tasks.jsonl").read_text().splitlines()
+    ran = [json.loads(x)["task"] for x in tasks]
+    # Mid-play, the task before is kept, and the include (Ansible reports it ok: the file
+    # is read after it).
+    assert ran == ([] if playbook == "site.yml" else ["Say hello first", MID_PLAY_INCLUDE]), ran
