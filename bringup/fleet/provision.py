@@ -293,10 +293,11 @@ class Progress:
         """ansible-playbook's own error, one line naming the file and line it names."""
         return ansible_error(self.own_output)
 
-    def end(self, rc: int | None, interrupted: bool) -> None:
+    def end(self, rc: int | None, interrupted: bool, why: str | None = None) -> None:
         """The play is over: a node it never finished is no longer "running", and a
-        playbook Ansible refused (REFUSED_RC before any recap) says why."""
-        reason = self.error or f"ansible-playbook exited {rc} before its recap"
+        playbook Ansible refused (REFUSED_RC before any recap) says why. `why`: what
+        stopped it, where bringup knows better than the exit status."""
+        reason = why or self.error or f"ansible-playbook exited {rc} before its recap"
         for node in self.nodes.values():
             if not node.finished and node.failed_task is None:
                 node.cut_short = "interrupted" if interrupted else "error"
@@ -503,6 +504,7 @@ def run_playbook(
 ) -> tuple[str, int | None]:
     """Run the playbook with ansible-runner; events go to on_event. Returns (status, rc)."""
     import ansible_runner  # imported here: a second to import, only provisioning needs it
+    import pexpect
 
     cmdline = ["--check"] if request.check_mode else []
     # The shipped settings and roles, also for a playbook of the user's (--playbook).
@@ -532,9 +534,22 @@ def run_playbook(
             suppress_env_files=True,
             event_handler=lambda event: on_event(event) or True,
         )
+    except pexpect.TIMEOUT:
+        # Once ansible-playbook has exited, ansible-runner waits a hard-coded 5 s for the
+        # rest of its output and raises past that (ansible/ansible-runner#1343, seen on a
+        # loaded machine), the play's exit status unread.
+        return OUTPUT_LOST, None
     finally:
         scrubber.close()
     return str(runner.status), runner.rc
+
+
+# run_playbook's status when ansible-runner lost the end of the play's output, and why
+OUTPUT_LOST = "output lost"
+LOST_WHY = (
+    "ansible-runner lost the end of ansible-playbook's output (it waits 5 s for it after "
+    "the play ends: ansible/ansible-runner#1343); the play's result is unknown, run again"
+)
 
 
 # --- display --------------------------------------------------------------------------
@@ -658,7 +673,8 @@ def provision(request: Request, run: RunDir, err: Console) -> tuple[Progress, li
             interrupted = True
             err.print("[yellow]interrupted: keeping what was recorded[/]")
     took = time.monotonic() - t0
-    progress.end(rc, interrupted or status in ("canceled", "timeout"))
+    lost = LOST_WHY if status == OUTPUT_LOST else None
+    progress.end(rc, interrupted or status in ("canceled", "timeout"), lost)
     for node in progress.nodes.values():
         record_node(run, node, request, started, took)
     result = findings(progress, request.check_mode, rc)

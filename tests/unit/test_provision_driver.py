@@ -3,16 +3,26 @@ and its option checks (tests/integration/provision runs `bringup provision` itse
 
 from __future__ import annotations
 
-import pytest
+import io
+from pathlib import Path
+from typing import Any
 
+import pytest
+from rich.console import Console
+
+from bringup.commands.common import create_run
+from bringup.data import data_dir
 from bringup.findings import Status
 from bringup.fleet.provision import (
+    LOST_WHY,
     Progress,
     ProvisionError,
+    Request,
     ansible_error,
     findings,
     parse_extra_vars,
     parse_tags,
+    provision,
     result_message,
 )
 from tests.support import FIXTURES
@@ -297,3 +307,40 @@ def test_a_play_that_stopped_otherwise_is_an_error_not_a_refusal() -> None:
     recap.end(rc=4, interrupted=False)
     assert recap.refused is None
     assert [n.status for n in recap.nodes.values()] == ["unreachable", "ok"]
+
+
+def test_output_ansible_runner_lost_is_each_unfinished_nodes_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ansible-runner raises pexpect's TIMEOUT when the play's last output takes over its
+    hard-coded 5 s after ansible-playbook exits (ansible/ansible-runner#1343; seen under
+    load, `bringup provision` then printed a traceback). What the events said is kept;
+    a node they never finished is an ERROR saying why, never provisioned."""
+    import ansible_runner
+    import pexpect
+
+    def runner_losing_the_end(**kwargs: Any) -> None:
+        task = {"task": "Install the node tools", "role": "node_tools"}
+        for event in (
+            _event("playbook_on_task_start", **task),
+            _event("runner_on_ok", "node01", res={"changed": False}, **task),
+            _event("runner_on_failed", "node02", res={"msg": "E: apt"}, **task),
+        ):
+            kwargs["event_handler"](event)
+        raise pexpect.TIMEOUT("Timeout exceeded.")
+
+    monkeypatch.setattr(ansible_runner, "run", runner_losing_the_end)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("node01\nnode02\n")
+    request = Request(
+        inventory=inventory,
+        nodes=["node01", "node02"],
+        playbook=data_dir("playbooks") / "site.yml",
+    )
+    run = create_run(tmp_path / "runs", "provision", None, None, probes=["provision"])
+    progress, result = provision(request, run, Console(file=io.StringIO()))
+    node01, node02 = progress.nodes["node01"], progress.nodes["node02"]
+    assert (node01.status, node01.message) == ("error", LOST_WHY)
+    assert (node02.status, node02.failed_task) == ("failed", "node_tools : Install the node tools")
+    assert {f.node: f.status for f in result} == {"node01": Status.ERROR, "node02": Status.FAIL}
+    assert progress.refused is None
