@@ -20,6 +20,7 @@ written (through a FIFO) and stores it without the environment, so no key touche
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -457,6 +458,9 @@ def _search_path() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
+SCRUBBER = "bringup-env-scrubber"  # its thread's name
+
+
 class _EnvScrubber:
     """Keeps ansible-runner from storing the environment (and so any key in it) on disk.
 
@@ -471,12 +475,15 @@ class _EnvScrubber:
         self.path = artifact_dir / "command"
         artifact_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.mkfifo(self.path, 0o600)
-        self._thread = threading.Thread(target=self._take, daemon=True)
+        self._thread = threading.Thread(target=self._take, name=SCRUBBER, daemon=True)
         self._thread.start()
 
     def _take(self) -> None:
-        with open(self.path) as fifo:  # blocks until ansible-runner opens it to write
-            text = fifo.read()
+        try:
+            with open(self.path) as fifo:  # blocks until ansible-runner opens it to write
+                text = fifo.read()
+        except FileNotFoundError:  # close() gave up waiting for this thread and tidied
+            return
         try:
             doc = json.loads(text)
         except ValueError:
@@ -485,14 +492,15 @@ class _EnvScrubber:
         write_atomic(self.path, json.dumps(kept) + "\n")
 
     def close(self) -> None:
-        """Unblock the reader if ansible-runner never wrote (it failed before), then tidy."""
-        if self._thread.is_alive():
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
-                os.close(fd)
-            except OSError:
-                pass
-            self._thread.join(timeout=5)
+        """Unblock the reader if ansible-runner never wrote (it failed before), then tidy.
+
+        The reader may not have opened the FIFO yet (a thread just started): opening it to
+        write fails until it has (ENXIO), so this tries again until the reader is done."""
+        deadline = time.monotonic() + 5
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # ENXIO: no reader yet
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+            self._thread.join(timeout=0.05)
         if self.path.exists() and stat.S_ISFIFO(self.path.stat().st_mode):
             self.path.unlink()
 

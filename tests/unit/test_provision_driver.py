@@ -4,6 +4,7 @@ and its option checks (tests/integration/provision runs `bringup provision` itse
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from bringup.data import data_dir
 from bringup.findings import Status
 from bringup.fleet.provision import (
     LOST_WHY,
+    SCRUBBER,
     Progress,
     ProvisionError,
     Request,
@@ -309,6 +311,9 @@ def test_a_play_that_stopped_otherwise_is_an_error_not_a_refusal() -> None:
     assert [n.status for n in recap.nodes.values()] == ["unreachable", "ok"]
 
 
+# The FIFO that keeps the environment off disk (_EnvScrubber) is read by a thread: it must
+# end cleanly when ansible-runner never wrote it (an error in that thread fails the test).
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_output_ansible_runner_lost_is_each_unfinished_nodes_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,3 +349,6 @@ def test_output_ansible_runner_lost_is_each_unfinished_nodes_error_not_a_traceba
     assert (node02.status, node02.failed_task) == ("failed", "node_tools : Install the node tools")
     assert {f.node: f.status for f in result} == {"node01": Status.ERROR, "node02": Status.FAIL}
     assert progress.refused is None
+    # The thread that reads the FIFO ansible-runner never wrote has ended, not left
+    # blocked on a FIFO no one will open (close() once tried a single time, then gave up).
+    assert [t for t in threading.enumerate() if t.name == SCRUBBER] == []

@@ -50,17 +50,21 @@ def _hanging_smi(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def _left_running(wait_s: float = 2.0) -> list[int]:
-    """The hung tools still alive after `wait_s` (a SIGKILLed process takes a moment to go)."""
+def _left_running(bin_dir: Path, wait_s: float = 2.0) -> list[int]:
+    """The hung tools this test started (their PATH holds its `bin_dir`) still alive after
+    `wait_s` (a SIGKILLed process takes a moment to go). Another test's, or another suite's
+    running beside this one, are not this test's to judge."""
     end = time.monotonic() + wait_s
+    mark = str(bin_dir).encode()
     while True:
         found = []
         for entry in Path("/proc").iterdir():
             try:
                 cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+                ours = cmd == "sleep 597" and mark in (entry / "environ").read_bytes()
             except (OSError, ValueError):
                 continue
-            if cmd == "sleep 597":
+            if ours:
                 found.append(int(entry.name))
         if not found or time.monotonic() > end:
             return found
@@ -122,7 +126,7 @@ def test_a_hung_nvidia_smi_is_unfit_within_the_budget(nvml_library: Path, tmp_pa
     # The wall time adds the interpreter's start, which a loaded machine stretches: bounded
     # loosely, far below the hung tool's 597 s and any other deadline of the suite.
     assert took < 4 + scaled(10), took
-    assert _left_running() == []
+    assert _left_running(tmp_path / "bin") == []
 
 
 def test_the_local_transports_deadline_ends_every_process_it_started(tmp_path: Path) -> None:
@@ -137,7 +141,7 @@ def test_the_local_transports_deadline_ends_every_process_it_started(tmp_path: P
         assert time.monotonic() - started < 3 + scaled(2)  # the hung tool sleeps 597 s
     finally:
         os.environ["PATH"] = old
-    assert _left_running() == []
+    assert _left_running(tmp_path / "bin") == []
 
 
 # What the health check must not load (issue 31): it runs at every job start, and each of
