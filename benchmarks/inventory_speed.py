@@ -24,14 +24,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import scale  # noqa: E402  (scale.py writes the inventory)
+from node_side import tree_of  # noqa: E402  (a baseline's private worktree)
 
 READ = """\
 import json, os, sys
@@ -49,22 +49,6 @@ digest = __import__("hashlib").sha256("\\n".join(rows).encode()).hexdigest()
 print(json.dumps({"import_s": cpu(start, imported), "read_s": cpu(imported, done),
                   "hosts": len(hosts), "digest": digest, "module": inventory.__file__}))
 """
-
-
-@contextmanager
-def tree_of(rev: str | None, base: Path) -> Iterator[Path]:
-    """This checkout, or REV checked out in a private worktree (removed afterwards)."""
-    if rev is None:
-        yield REPO
-        return
-    path = base / f"tree-{rev.replace('/', '_')}"
-    subprocess.run(
-        ["git", "worktree", "add", "-q", "--detach", str(path), rev], cwd=REPO, check=True
-    )
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=REPO, check=False)
 
 
 def read_once(tree: Path, path: Path) -> dict[str, float]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bringup.sim.nvml import NvmlSimError, build_library
 from tests.support.cli import run_cli
 
 
@@ -36,3 +37,13 @@ def run(
 @pytest.fixture(scope="session")
 def cli() -> Callable[..., Result]:
     return run
+
+
+@pytest.fixture(scope="session")
+def nvml_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """libnvidia-ml.so.1 built from nvml_sim.c for the health check's tests; skipped where
+    there is no cc or no nvml.h."""
+    try:
+        return build_library(tmp_path_factory.mktemp("nvmlsim"))
+    except NvmlSimError as exc:
+        pytest.skip(f"cannot build the simulated NVML: {exc}")

@@ -17,20 +17,12 @@ import pytest
 from bringup.fleet.local import run_local
 from bringup.fleet.transport import TransportError
 from bringup.sim.faults import nvml_state
-from bringup.sim.nvml import NvmlSimError, build_library, library_env, write_state
+from bringup.sim.nvml import library_env, write_state
 from tests.support import REPO
 from tests.support.cli import run_cli, valid_envelope
 from tests.support.timing import scaled
 
 HANGS = "#!/bin/sh\nexec sleep 597\n"  # a driver call that never returns
-
-
-@pytest.fixture(scope="module")
-def nvml_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return build_library(tmp_path_factory.mktemp("nvmlsim"))
-    except NvmlSimError as exc:
-        pytest.skip(f"cannot build the simulated NVML: {exc}")
 
 
 def _env(library: Path, state: Path, path_first: Path | None = None) -> dict[str, str]:

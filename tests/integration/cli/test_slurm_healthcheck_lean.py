@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bringup.sim.faults import nvml_state
-from bringup.sim.nvml import NvmlSimError, build_library, library_env, write_state
+from bringup.sim.nvml import library_env, write_state
 from tests.support import REPO
 from tests.support.timing import scaled
 
@@ -46,14 +46,6 @@ HANGS = "#!/bin/sh\nexec sleep 597\n"
 JOURNALCTL = "#!/bin/sh\necho '-- No entries --'\n"
 RUN_NAME = re.compile(r"[0-9]{8}T[0-9]{6}Z-healthcheck(-[0-9]+)?")
 STOPPED = re.compile(r"stopped after [0-9.]+ s")  # the share left after the start: varies
-
-
-@pytest.fixture(scope="module")
-def nvml_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return build_library(tmp_path_factory.mktemp("nvmlsim"))
-    except NvmlSimError as exc:
-        pytest.skip(f"cannot build the simulated NVML: {exc}")
 
 
 def _bin(tmp_path: Path, tools: dict[str, str]) -> Path:
