@@ -28,6 +28,7 @@ Pure: over what the reader found (`RunContents`, which RunData provides).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -82,7 +83,7 @@ def judge_completeness(run: RunContents) -> list[Finding]:
                 line,
                 action="rerun the missing probes on this node, then report again",
             )
-            nodes.append(f.model_copy(update={"node": node}))
+            nodes.append(replace(f, node=node))
     # The run's exit code is explained by its findings or by the other gaps (a check
     # records these same gaps, and its exit code says them).
     files = _findings_file(run, replay, [*whole, *plan, *nodes])

@@ -26,7 +26,7 @@ from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.files import MAX_BYTES, InputError, is_link, read_bytes_in, read_lines_in
-from bringup.findings import Finding
+from bringup.findings import Finding, read_finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.report.compact import Compact
 from bringup.rundir import Manifest, iter_facts
@@ -257,7 +257,7 @@ def _findings(path: Path, nodes: int = 0) -> tuple[list[Finding] | None, str | N
             if not line.strip():
                 continue
             try:
-                findings.append(compact(Finding.model_validate_json(line)))
+                findings.append(compact(read_finding(line)))
             except (ValidationError, ValueError):
                 unreadable.append(number)  # cut short by a crash, or edited: judged
     except InputError as exc:
