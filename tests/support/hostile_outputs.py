@@ -128,9 +128,7 @@ def check_report_outputs(base: Path, text: str, fields: dict[str, str]) -> None:
     assert summary["verdict"]["accepted"] is False
 
     findings = [
-        read_finding(line)
-        for line in (run / "findings.jsonl").read_text().split("\n")
-        if line
+        read_finding(line) for line in (run / "findings.jsonl").read_text().split("\n") if line
     ]
     nodes = sorted({f.node for f in findings})
     for shown in (nodes, [*nodes, "other"]):  # one node's table, and the fleet's view

@@ -367,9 +367,7 @@ def _with_findings_of(run: Path, nodes: int, size: int) -> None:
     (run / "manifest.json").write_text(
         manifest.model_copy(update={"nodes": names}).model_dump_json()
     )
-    last = Finding(
-        node="node00001", check="gpu.count", status=Status.PASS, message="the last line"
-    )
+    last = Finding(node="node00001", check="gpu.count", status=Status.PASS, message="the last line")
     blank = " " * (512 << 10) + "\n"
     with (run / "findings.jsonl").open("a") as out:
         for _ in range(size // len(blank) + 1):
