@@ -251,8 +251,11 @@ def finding_line(f: Finding) -> str:
     """The finding as one line of findings.jsonl (no newline): its finding_json in
     compact JSON, written byte for byte as pydantic wrote it before (the files of older
     runs and of newer ones are alike): texts unescaped past ASCII, 1e-05 written 0.00001,
-    1e-07 written 1e-7, a number that is not finite (no JSON number) null."""
-    return _json_text(finding_json(f))
+    1e-07 written 1e-7, a number that is not finite (no JSON number) null. A text that
+    is no Unicode (a lone surrogate) raises ValueError, before any line is written."""
+    line = _json_text(finding_json(f))
+    line.encode("utf-8")  # UnicodeEncodeError: as pydantic refused to write it
+    return line
 
 
 def _json_text(value: object) -> str:

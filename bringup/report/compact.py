@@ -38,6 +38,7 @@ class Compact:
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
         self._frozen: dict[tuple[Any, ...], Any] = {}
+        self._shapes: dict[type, tuple[tuple[str, ...], bool]] = {}  # fields, frozen
         self._every: dict[type[BaseModel], set[str]] = {}
 
     def __call__(self, value: T) -> T:
@@ -71,13 +72,18 @@ class Compact:
 
     def _dataclass(self, value: Any) -> Any:
         kind = type(value)
-        values = {f.name: self._value(getattr(value, f.name)) for f in dataclasses.fields(kind)}
-        for name, item in values.items():
+        shape = self._shapes.get(kind)
+        if shape is None:
+            names = tuple(f.name for f in dataclasses.fields(kind))
+            shape = self._shapes[kind] = (names, kind.__dataclass_params__.frozen)
+        names, frozen = shape
+        values = [self._value(getattr(value, name)) for name in names]
+        for name, item in zip(names, values, strict=True):
             # The same value, shared: a frozen one (an expectation) too.
             object.__setattr__(value, name, item)
-        if not kind.__dataclass_params__.frozen:
+        if not frozen:
             return value
-        key = (kind, *((type(item), item) for item in values.values()))
+        key = (kind, *((type(item), item) for item in values))
         try:
             shared = self._frozen.get(key)
         except TypeError:  # a list among its values (an expectation "one of"): its own

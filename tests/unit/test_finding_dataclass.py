@@ -286,6 +286,15 @@ def _fields(f: Finding) -> dict[str, Any]:
     return {"check": f.check, "status": f.status, "message": f.message, "value": f.value}
 
 
+def test_a_text_that_is_no_unicode_is_refused_as_pydantic_refused_it() -> None:
+    """A lone surrogate (a node's JSON may hold "\\ud800") has no UTF-8: no line of it."""
+    given = {"check": "gpu.name", "status": Status.FAIL, "message": "GPU \ud800"}
+    with pytest.raises(ValueError):
+        MainFinding(**given).model_dump_json()
+    with pytest.raises(ValueError):
+        finding_line(Finding(**given))
+
+
 def test_the_two_rules_of_the_validators_hold_for_the_tools_findings() -> None:
     """A text expectation is typed; a typed one without a unit takes the finding's."""
     f = Finding(
