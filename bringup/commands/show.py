@@ -11,12 +11,14 @@ would raise), with control characters removed (no escape sequence reaches the te
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -35,6 +37,8 @@ from bringup.findings import (
 from bringup.report.escape import printable
 
 if TYPE_CHECKING:
+    from rich.style import Style
+
     from bringup.provenance import Origin
 
 STYLES = {
@@ -87,7 +91,9 @@ def node_table(findings: list[Finding], title: str) -> Table:
     return table
 
 
-def fleet_matrix(findings: list[Finding], nodes: list[str], width: int = 80) -> list[Table]:
+def fleet_matrix(
+    findings: list[Finding], nodes: list[str], width: int = 80
+) -> list[RenderableType]:
     """Node × subject matrix: each cell the worst status of the checks of that node's probe
     and how many checks have it ("PASS 12"), the checks behind a bad one below it.
 
@@ -99,25 +105,129 @@ def fleet_matrix(findings: list[Finding], nodes: list[str], width: int = 80) -> 
     """
     cells = matrix_cells(findings)
     subjects = list(dict.fromkeys(subject for _, subject in cells))
-    texts = {key: _cell(cell) for key, cell in cells.items()}
+    # A fleet's cells repeat ("PASS 12" on every healthy node): each distinct one made once.
+    keys = {where: (cell.status, cell.count, tuple(cell.checks)) for where, cell in cells.items()}
+    texts = {keys[where]: _cell(cell) for where, cell in cells.items()}
+    longest = {key: max(len(line) for line in _lines(text)) for key, text in texts.items()}
     node_width = max([len("node"), *(len(printable(n)) for n in nodes)])
 
     def column_width(subject: str) -> int:
-        lines = [subject, *(line for node in nodes for line in _lines(texts.get((node, subject))))]
-        return min(_CELL_MAX, max(len(line) for line in lines))
+        held = (keys.get((node, subject)) for node in nodes)
+        widest = max((longest[key] for key in held if key is not None), default=0)
+        return min(_CELL_MAX, max(len(subject), widest))
 
-    tables: list[Table] = []
+    tables: list[RenderableType] = []
     for chunk in _chunks(subjects, column_width, width - node_width - _COLUMN_EDGES - 1):
         title = "node × check" if not tables else "node × check (continued)"
-        table = Table(title=title, title_justify="left")
-        table.add_column("node", no_wrap=True)
-        for subject in chunk:
-            table.add_column(plain(subject), max_width=_CELL_MAX, overflow="fold")
-        for node in nodes:
-            row = [texts.get((node, s)) or Text("–", style="dim") for s in chunk]
-            table.add_row(plain(node), *row)
-        tables.append(table)
+        rows = [(node, tuple(keys.get((node, s)) for s in chunk)) for node in nodes]
+        tables.append(MatrixTable(title, chunk, rows, texts))
     return tables
+
+
+CellKey = tuple[Status, int, tuple[str, ...]]  # a matrix cell's status, count and checks
+Row = tuple[CellKey | None, ...]  # a node's cells in a table of the matrix
+
+
+class MatrixTable:
+    """One table of the matrix, printed as rich prints its Table, each distinct row laid out
+    by rich once.
+
+    At ten thousand nodes rich measuring and laying out every cell of every row was most
+    of `check`'s console time (docs/scale.md), while the rows repeat: a healthy node's
+    cells are every healthy node's. rich lays out a table of the header and one row per
+    distinct set of cells, with a placeholder as wide as the widest name in the node
+    column; each node's row is then its set's lines with the node's name in the
+    placeholder's place. Where that could differ from rich's own layout of every row (a
+    name of two lines, a table wider than the console, which rich narrows by content)
+    rich lays out every row."""
+
+    def __init__(
+        self,
+        title: str,
+        subjects: list[str],
+        rows: list[tuple[str, Row]],
+        texts: dict[CellKey, Text],
+    ) -> None:
+        self.title = title
+        self.subjects = subjects
+        self.rows = rows
+        self.texts = texts
+
+    def table(self, rows: list[tuple[Text, Row]]) -> Table:
+        """The rich Table of these rows."""
+        table = Table(title=self.title, title_justify="left")
+        table.add_column("node", no_wrap=True)
+        for subject in self.subjects:
+            table.add_column(plain(subject), max_width=_CELL_MAX, overflow="fold")
+        for node, cells in rows:
+            shown = [self.texts[key].copy() if key else Text("–", style="dim") for key in cells]
+            table.add_row(node, *shown)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        names = [printable(node) for node, _ in self.rows]
+        laid_out = self._laid_out(console, options, names)
+        if laid_out is None:
+            yield from console.render(self.table([(plain(n), r) for n, r in self.rows]), options)
+            return
+        head, by_row, foot = laid_out
+        width = max([len("node"), *map(cell_len, names)])
+        yield from _with_ends(head)
+        for name, (_, row) in zip(names, self.rows, strict=True):
+            before, style, after, below = by_row[row]
+            yield from before
+            yield Segment(name + " " * (width - cell_len(name)), style)
+            yield from after
+            yield Segment.line()
+            yield from _with_ends(below)
+        yield from _with_ends(foot)
+
+    def _laid_out(
+        self, console: Console, options: ConsoleOptions, names: list[str]
+    ) -> tuple[list[list[Segment]], dict[Row, _Laid], list[list[Segment]]] | None:
+        """rich's lines of the table's head, of each distinct row (its first line split at
+        the node's name) and of its foot; None where rich must lay out every row."""
+        width = max([len("node"), *map(cell_len, names)])
+        distinct = list(dict.fromkeys(row for _, row in self.rows))
+        if not distinct or any("\n" in n for n in names) or len(distinct) >= 10**width:
+            return None
+        marks = [f"{index:0{width}d}" for index in range(len(distinct))]
+        sample = self.table([(Text(mark), row) for mark, row in zip(marks, distinct, strict=True)])
+        if sample.__rich_measure__(console, options.update_width(1 << 20)).maximum > (
+            options.max_width
+        ):
+            return None  # rich would narrow the columns by their content: every row's
+        lines = list(Segment.split_lines(console.render(sample, options)))
+        placeholders = set(marks)
+        found = [
+            (s.text, i) for i, line in enumerate(lines) for s in line if s.text in placeholders
+        ]
+        starts = dict(found)
+        order = sorted(starts.values())
+        if len(found) != len(marks) or len(starts) != len(marks) or order[-1] >= len(lines) - 1:
+            # A cell that reads like a placeholder, or not the head, the rows and a foot of
+            # one line: rich lays out every row.
+            return None
+        ends = dict(zip(order, [*order[1:], len(lines) - 1], strict=True))
+        by_row: dict[Row, _Laid] = {}
+        for mark, row in zip(marks, distinct, strict=True):
+            start = starts[mark]
+            first = lines[start]
+            at = next(i for i, s in enumerate(first) if s.text == mark)
+            below = lines[start + 1 : ends[start]]
+            by_row[row] = (first[:at], first[at].style, first[at + 1 :], below)
+        return lines[: order[0]], by_row, lines[-1:]
+
+
+# A distinct row as rich laid it out: its first line before and after the node's name, the
+# name's style, and the row's lines below it.
+_Laid = tuple[list[Segment], "Style | None", list[Segment], list[list[Segment]]]
+
+
+def _with_ends(lines: list[list[Segment]]) -> Iterator[Segment]:
+    for line in lines:
+        yield from line
+        yield Segment.line()
 
 
 # A cell's widest line: longer check names fold onto the next line (never cut with "…").
