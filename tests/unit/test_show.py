@@ -312,7 +312,7 @@ def test_a_wide_suite_prints_alike_in_both_tables() -> None:
     ("nodes", "check", "width"),
     [
         (["node01", "two\nlines"], "gpu.count", 80),  # a name of two lines
-        (["node01", "node02"], "gpu.0001", 80),  # a check that reads like a placeholder
+        (["node01", "node02"], "gpu.000000", 80),  # a check that reads like a placeholder
         (["n" * 90, "node02"], "gpu.count", 80),  # wider than the console: rich narrows it
     ],
 )
