@@ -107,7 +107,8 @@ def fleet_matrix(
     subjects = list(dict.fromkeys(subject for _, subject in cells))
     # A fleet's cells repeat ("PASS 12" on every healthy node): each distinct one made once.
     keys = {where: (cell.status, cell.count, tuple(cell.checks)) for where, cell in cells.items()}
-    texts = {keys[where]: _cell(cell) for where, cell in cells.items()}
+    distinct = {keys[where]: cell for where, cell in cells.items()}
+    texts = {key: _cell(cell) for key, cell in distinct.items()}
     longest = {key: max(len(line) for line in _lines(text)) for key, text in texts.items()}
     node_width = max([len("node"), *(len(printable(n)) for n in nodes)])
 
@@ -264,10 +265,19 @@ def _cell(cell: Cell) -> Text:
     return text
 
 
-def problems_by_action(findings: list[Finding]) -> Group | None:
+# Past this many nodes the console lists the first LISTED nodes under each action, and the
+# first LISTED unreachable nodes, and counts the rest (report.md and findings.jsonl have
+# every one): ten thousand lines of "where" are read by nobody, and laying them out was
+# most of the console's time at that size (docs/scale.md). Smaller runs print every node.
+FULL_UP_TO = 1000
+LISTED = 25
+
+
+def problems_by_action(findings: list[Finding], listed: int | None = None) -> Group | None:
     """The failing findings grouped by the action that fixes them, worst first: each
-    status and action, and under it where (each node's messages, dim). None when there
-    is nothing to do: no empty table."""
+    status and action, and under it where (each node's messages, dim; with `listed`, the
+    first so many nodes and how many more). None when there is nothing to do: no empty
+    table."""
     shown = one_per_probe(findings)
     bad = [f for f in shown if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
     if not bad:
@@ -281,31 +291,38 @@ def problems_by_action(findings: list[Finding]) -> Group | None:
     ordered = sorted(groups.items(), key=lambda kv: -worst(kv[1]).rank)
     for action, group in ordered:
         text = plain(action)
-        text.append(printable("\n" + _where(group)), style="dim")
+        text.append(printable("\n" + _where(group, listed=listed)), style="dim")
         grid.add_row(status_text(worst(group)), text)
     return Group(Text("what to do"), Padding(grid, (0, 0, 0, 2)))
 
 
-def _where(group: list[Finding], shown: int = 2) -> str:
-    """Each node's messages, at most `shown` per node so eight alike GPUs stay one line."""
+def _where(group: list[Finding], shown: int = 2, listed: int | None = None) -> str:
+    """Each node's messages, at most `shown` per node so eight alike GPUs stay one line;
+    with `listed`, the first so many nodes and a line counting the others."""
     by_node: dict[str, list[str]] = defaultdict(list)
     for f in group:
         by_node[f.node].append(f"{f.check}: {f.message}" if is_probe_line(f) else f.message)
     lines = []
-    for node, messages in by_node.items():
+    for node, messages in list(by_node.items())[:listed]:
         more = f" (+{len(messages) - shown} more)" if len(messages) > shown else ""
         lines.append(f"{node}: {'; '.join(messages[:shown])}{more}")
+    if listed is not None and len(by_node) > listed:
+        lines.append(f"(+{len(by_node) - listed} more nodes: report.md lists each)")
     return "\n".join(lines)
 
 
-def unreachable_table(findings: list[Finding]) -> Table:
-    """The nodes that could not be reached, each with its reason and what to do."""
+def unreachable_table(findings: list[Finding], listed: int | None = None) -> Table:
+    """The nodes that could not be reached, each with its reason and what to do (with
+    `listed`, the first so many and a row counting the others)."""
     table = Table(title="unreachable", title_justify="left", expand=True)
     table.add_column("node", no_wrap=True)
     table.add_column("reason", ratio=2)
     table.add_column("action", ratio=1)
-    for f in findings:
+    for f in findings[:listed]:
         table.add_row(plain(f.node), plain(f.message), plain(f.action or ""))
+    if listed is not None and len(findings) > listed:
+        more = f"(+{len(findings) - listed} more nodes: report.md lists each)"
+        table.add_row(Text("…"), Text(more, style="dim"), Text(""))
     return table
 
 
@@ -313,19 +330,21 @@ def show_findings(out: Console, findings: list[Finding], nodes: list[str], title
     """The verdict of a run as every command prints it: one node's table or the fleet's.
 
     One node: a row per finding. Several: the node × subject matrix, what to do grouped by
-    action, and the unreachable nodes with their reasons. Then the status counts.
+    action, and the unreachable nodes with their reasons (past FULL_UP_TO nodes, the first
+    LISTED of each, and how many more). Then the status counts.
     """
     if len(nodes) == 1:
         out.print(node_table(findings, f"{nodes[0]} — {title}"))
     else:
+        listed = LISTED if len(nodes) > FULL_UP_TO else None
         for table in fleet_matrix(findings, nodes, out.width):
             out.print(table)
-        todo = problems_by_action(findings)
+        todo = problems_by_action(findings, listed)
         if todo is not None:
             out.print(todo)
         unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
         if unreachable:
-            out.print(unreachable_table(unreachable))
+            out.print(unreachable_table(unreachable, listed))
     out.print(summary_line(findings))
 
 

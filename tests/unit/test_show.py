@@ -17,6 +17,8 @@ from rich.table import Table
 
 from bringup.checks.catalog import checks_for, judge_node
 from bringup.commands.show import (
+    FULL_UP_TO,
+    LISTED,
     MatrixTable,
     fleet_matrix,
     node_table,
@@ -346,3 +348,43 @@ def test_ten_thousand_rows_are_laid_out_as_few_distinct_ones() -> None:
     text = printed(table, 80, False)
     assert text.count("\n") == 4 + 10_000 + 10 + 1  # head, a row a node, a FAIL's 2nd line, foot
     assert "│ node01007 │ FAIL 1 │ PASS 1 │" in text and "│           │ count  │        │" in text
+
+
+def fleet_failing(count: int, status: Status = Status.FAIL) -> tuple[list[Finding], list[str]]:
+    nodes = [f"node{i:05d}" for i in range(count)]
+    check = "node.reachable" if status is Status.UNREACHABLE else "gpu.count"
+    findings = [
+        Finding(node=n, check=check, status=status, message=f"{n} is short", action="reseat")
+        for n in nodes
+    ]
+    return findings, nodes
+
+
+def shown(findings: list[Finding], nodes: list[str]) -> str:
+    console = Console(record=True, width=120, color_system=None)
+    show_findings(console, findings, nodes, "check")
+    return console.export_text()
+
+
+def test_up_to_a_thousand_nodes_what_to_do_names_every_node() -> None:
+    findings, nodes = fleet_failing(FULL_UP_TO)
+    text = shown(findings, nodes)
+    assert all(f"{n}: {n} is short" in text for n in nodes)
+    assert "more nodes" not in text
+
+
+def test_past_a_thousand_nodes_each_action_names_its_first_nodes_and_counts_the_rest() -> None:
+    findings, nodes = fleet_failing(FULL_UP_TO + 1)
+    text = shown(findings, nodes)
+    assert [n for n in nodes if f"{n}: {n} is short" in text] == nodes[:LISTED]
+    assert f"(+{FULL_UP_TO + 1 - LISTED} more nodes: report.md lists each)" in text
+    assert all(f"│ {n} │" in text for n in nodes)  # the matrix keeps a row a node
+    assert f"{FULL_UP_TO + 1} FAIL" in text
+
+
+def test_past_a_thousand_nodes_the_unreachable_table_names_its_first_nodes() -> None:
+    findings, nodes = fleet_failing(FULL_UP_TO + 1, Status.UNREACHABLE)
+    text = shown(findings, nodes)
+    text = text[text.index("\nunreachable") :]
+    assert [n for n in nodes if f"{n} is short" in text] == nodes[:LISTED]
+    assert f"(+{FULL_UP_TO + 1 - LISTED} more nodes: report.md lists each)" in text
