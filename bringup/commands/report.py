@@ -109,8 +109,10 @@ def restrict(run: RunData, limit: str) -> set[str]:
     kept = set(select_nodes(every, limit, f"the nodes of {run.path}"))
     run.facts = {n: f for n, f in run.facts.items() if n in kept}
     run.facts_problems = {n: p for n, p in run.facts_problems.items() if n in kept}
-    if run.findings is not None:
+    if isinstance(run.findings, list):
         run.findings = [f for f in run.findings if shown_for(f, kept)]
+    elif run.findings is not None:
+        run.findings = run.findings.filtered(lambda f: shown_for(f, kept))
     if run.manifest is not None:
         nodes = [n for n in run.manifest.nodes if n in kept]
         run.manifest = run.manifest.model_copy(update={"nodes": nodes})
@@ -128,8 +130,11 @@ def drop_recorded_whole_run(run: RunData) -> None:
     judges it again from the facts, by the same functions."""
     from bringup.checks.whole_run import is_whole_run
 
-    if run.findings is not None:
+    if isinstance(run.findings, list):
         run.findings = [f for f in run.findings if not is_whole_run(f.check)]
+    elif run.findings is not None and any(is_whole_run(c) for c in run.findings.checks):
+        # Read back and spooled anew: `make_report` leaves them out as it reads instead.
+        run.findings = run.findings.filtered(lambda f: not is_whole_run(f.check))
 
 
 def judge_run(run: RunData) -> list[Finding]:
@@ -193,7 +198,7 @@ def build_report(
     # What `check` recorded of the whole run is judged again here, by the same function.
     drop_recorded_whole_run(run)
     lacking = judge_run(run) if complete is None else list(complete)
-    if not any(f.check == IDENTITY for f in run.findings or []):
+    if IDENTITY not in checks_of(run):
         # One machine, one node: judged here too for a run whose check did not (a run of
         # an older bringup); a run that judged it holds its findings already.
         if digest is not None:
@@ -234,6 +239,21 @@ def build_report(
         coverage=coverage,
         baseline_measurements=then,
     )
+
+
+def checks_of(run: RunData) -> set[str]:
+    """The checks the run's findings name."""
+    if isinstance(run.findings, list):
+        return {f.check for f in run.findings}
+    return set(run.findings.checks) if run.findings is not None else set()
+
+
+def dropped(f: Finding) -> bool:
+    """A finding of findings.jsonl the report leaves out as it reads: what `check`
+    recorded of the whole run, judged again here (drop_recorded_whole_run)."""
+    from bringup.checks.whole_run import is_whole_run
+
+    return is_whole_run(f.check)
 
 
 class FactsDigest:
@@ -418,10 +438,14 @@ def make_report(
     digest = _digest_for(run_dir, profile_name)
     baseline_digest = _digest_for(baseline_dir, profile_name) if baseline_dir else None
     try:
-        run = load(run_dir, digest)
+        run = load(run_dir, digest, skip=dropped)
         baseline = load(baseline_dir, baseline_digest) if baseline_dir is not None else None
     except RunDataError as exc:
         fail(str(exc))
+    except OSError as exc:
+        # The findings and figures are spooled to an anonymous temporary file as read
+        # (report/findingstore.py, report/figures.py): a full or missing temporary folder.
+        fail(f"cannot spool the report's data to a temporary file ({exc.strerror}): set TMPDIR")
     drop_recorded_whole_run(run)  # judged again below, never taken from the file
     complete = None
     if limit:
@@ -434,9 +458,12 @@ def make_report(
     for each, folder in ((digest, run_dir), (baseline_digest, baseline_dir)):
         if each is not None and folder is not None:
             each.remeasure(folder, prof)
-    built = build_report(
-        run, prof, baseline, complete=complete, digest=digest, baseline_digest=baseline_digest
-    )
+    try:
+        built = build_report(
+            run, prof, baseline, complete=complete, digest=digest, baseline_digest=baseline_digest
+        )
+    except OSError as exc:
+        fail(f"cannot read the report's data back from its temporary file ({exc.strerror})")
     return built, prof
 
 
@@ -579,10 +606,12 @@ def verdict_lines(built: Report, skip: tuple[str, ...] = ()) -> list[str]:
     sent can act on the terminal.
     """
     from bringup.report.escape import one_line
+    from bringup.report.findingstore import in_report_order
 
     counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
     lines = [one_line(f"{built.verdict.line}: {counts or 'no findings'}")]
-    for f in built.findings:
+    # The report.* findings are held (`noted`): the others are not read back for this.
+    for f in in_report_order(built.findings).noted:
         if f.check.startswith("report.") and f.check not in skip:
             where = f" ({f.node})" if f.node else ""
             lines.append("  " + one_line(f"{f.status.value} {f.check}{where}: {f.message}"))

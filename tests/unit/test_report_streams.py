@@ -404,3 +404,170 @@ def test_findings_past_64_mib_are_read_for_a_run_of_nodes_enough(tmp_path: Path)
     one_line = load(run)
     assert one_line.findings is None
     assert "a line over the 1 MiB cap on one line" in (one_line.findings_problem or "")
+
+
+def _finding(node: str, check: str, status: str, message: str = "m") -> Finding:
+    return Finding(node=node, check=check, status=status, message=message)
+
+
+def test_findings_spooled_by_node_come_back_as_written(tmp_path: Path) -> None:
+    """findings.jsonl's findings go to an anonymous temporary file as they are read, a
+    node's in chunks (report/findingstore.py): each node's come back in the order written,
+    all of them in that order too, equal to what was added; only the WARN-or-worse ones
+    and the whole run's own (report.*, fleet.*) stay in memory."""
+    from bringup.report import findingstore
+
+    written = [
+        _finding("a", "gpu.count", "PASS"),
+        _finding("b", "gpu.count", "FAIL"),
+        _finding("a", "gpu.ecc", "WARN"),
+        *(_finding("c", "gpu.ecc", "PASS", str(i)) for i in range(findingstore.CHUNK + 3)),
+        _finding("", "report.run", "ERROR"),
+        _finding("a", "fleet.gemm", "PASS"),
+        _finding("a,b", "fabric.pair", "SKIP"),
+    ]
+    spool = findingstore.FindingsSpool.of_findings(written)
+    assert list(spool) == written
+    assert len(spool) == len(written) and spool.count("c") == findingstore.CHUNK + 3
+    assert spool.of("a") == [written[0], written[2], written[-2]]
+    assert [f.message for f in spool.of("c")] == [str(i) for i in range(findingstore.CHUNK + 3)]
+    assert spool.of("nobody") == []
+    assert spool.nodes == {"a", "b", "c", "", "a,b"}
+    assert spool.noted == [written[1], written[2], written[-3], written[-2]]
+
+    more = spool.extended([_finding("a", "gpu.count", "ERROR")])
+    assert len(more) == len(spool) + 1 and len(spool) == len(written)  # the run's unchanged
+    assert more.of("a")[-1].status.value == "ERROR" and spool.of("a") == [
+        written[0],
+        written[2],
+        written[-2],
+    ]
+    kept = more.filtered(lambda f: f.node != "c")
+    assert kept.nodes == {"a", "b", "", "a,b"} and kept.of("c") == []
+
+    ordered = findingstore.ReportFindings(more, ["gpu.ecc", "gpu.count"])
+    assert ordered.nodes == ["", "a", "a,b", "b", "c"]
+    assert [(f.check, f.status.value) for f in ordered.of("a")] == [
+        ("gpu.ecc", "WARN"),
+        ("gpu.count", "PASS"),
+        ("gpu.count", "ERROR"),
+        ("fleet.gemm", "PASS"),
+    ]
+    assert ordered.bad_count == 3
+
+
+def _old_report_parts(report: Report, nodes: list[str]) -> dict[str, object]:
+    """What build() made of the whole list of findings before they were spooled: the
+    verdict's counts and groups, the matrix, the subjects, the nodes' summary rows and the
+    checks' medians, by the code of that time (report/model.py, statistics.py at 72cdf2d)."""
+    import statistics as stats
+
+    from bringup.findings import Status, matrix_cells, worst
+    from bringup.report import model
+
+    findings = list(report.findings)
+    tally = {s: sum(1 for f in findings if f.status == s) for s in Status}
+    bad = [f for f in findings if f.status.bad]
+    subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
+    cells = matrix_cells(findings)
+    by_node: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_node.setdefault(f.node, []).append(f)
+    per_check: dict[str, dict[str, list[float]]] = {}
+    for f in findings:
+        if f.node and isinstance(f.value, int | float) and not isinstance(f.value, bool):
+            per_check.setdefault(f.check, {}).setdefault(f.node, []).append(float(f.value))
+    medians = {
+        check: stats.median(v[0] for v in values.values())
+        for check, values in per_check.items()
+        if len(values) >= 2 and all(len(v) == 1 for v in values.values())
+    }
+    assert isinstance(report.nodes, NodeSections)
+    return {
+        "counts": {s.value: n for s, n in tally.items() if n},
+        "accepted": bool(findings) and not bad and not report.verdict.reasons,
+        "nodes_failing": sorted({f.node or "(run)" for f in bad}),
+        "actions": model._groups(bad),
+        "warnings": model._groups([f for f in findings if f.status == Status.WARN]),
+        "subjects": subjects,
+        "matrix": {n: {s: cells[(n, s)] for s in subjects if (n, s) in cells} for n in nodes},
+        "rows": [
+            model._summary(n, by_node.get(n, []), report.nodes._figures.brief(n)) for n in nodes
+        ],
+        "medians": medians,
+        "worst": {n: worst(by_node[n]) for n in nodes if n in by_node},
+    }
+
+
+@pytest.mark.parametrize("size", [6, render.FULL_PAGE_NODES + 2])
+def test_what_the_whole_run_needs_is_taken_as_the_findings_pass(
+    size: int, measured_run: Path, large_run: Path
+) -> None:
+    """The verdict's counts and action groups, the matrix, the subjects, each node's
+    summary row and the checks' medians are taken in one pass over the spooled findings,
+    a node at a time; each is what the whole list of findings gave (the code before)."""
+    run = measured_run if size == 6 else large_run
+    report, _ = make_report(run, None, "b300")
+    nodes = [row.node for row in report.nodes.rows]
+    old = _old_report_parts(report, nodes)
+    verdict = report.verdict
+    assert verdict.counts == old["counts"] and verdict.accepted == old["accepted"]
+    assert verdict.nodes_failing == old["nodes_failing"]
+    assert verdict.actions == old["actions"] and verdict.warnings == old["warnings"]
+    assert report.subjects == old["subjects"] and report.matrix == old["matrix"]
+    assert isinstance(report.nodes, NodeSections)
+    assert report.nodes.rows == old["rows"] and report.nodes._medians == old["medians"]
+    assert verdict.actions and old["medians"]  # something compared
+    # In report order: node, then the catalog's check order (a stable sort of the file's).
+    from bringup.checks.catalog import CHECKS
+
+    order = {check.name: i for i, check in enumerate(CHECKS)}
+    every = list(report.findings)
+    assert every == sorted(every, key=lambda f: (f.node, order.get(f.check, len(order)), f.check))
+    lines = (run / "findings.jsonl").read_text().split("\n")
+    own = [Finding.model_validate_json(line) for line in lines if line.strip()]
+    whole = ("report.", "fleet.")
+    assert [f for f in every if not f.check.startswith(whole)] == sorted(
+        (f for f in own if not f.check.startswith(whole)),
+        key=lambda f: (f.node, order.get(f.check, len(order)), f.check),
+    )
+
+
+def test_completeness_from_the_spool_is_completeness_from_the_list(tmp_path: Path) -> None:
+    """checks/completeness.py reads of the findings only which nodes have any and the
+    bad ones, which the spool holds: a node whose findings were cut, an unreachable node
+    and a failed probe whose ERRORs were cut are judged alike from either."""
+    import dataclasses
+
+    from bringup.checks.completeness import judge_completeness
+
+    run = scale_run(tmp_path / "run", 12)
+    path = run / "findings.jsonl"
+    lines = path.read_text().split("\n")
+    kept = [line for line in lines if '"node0003"' not in line]  # node0003: never judged
+    kept = [line for line in kept if not ('"node0005"' in line and '"ERROR"' in line)]
+    path.write_text("\n".join(kept))
+    read = load(run)
+    assert read.findings is not None and not isinstance(read.findings, list)
+    held = dataclasses.replace(read, findings=list(read.findings))
+    spooled = judge_completeness(read)
+    assert spooled == judge_completeness(held)
+    said = [f.message for f in spooled if f.node == "node0003"]
+    assert said == ["no findings for this node: its facts were never judged"]
+
+
+def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The findings and figures are spooled to an anonymous temporary file: a full or
+    missing temporary folder is one clear line and exit 2, never a traceback."""
+    import tempfile
+
+    from tests.support.cli import invoke
+
+    run = scale_run(tmp_path / "run", 2)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    result = invoke("report", run, "--format", "md")
+    assert result.exit_code == 2, result.output
+    assert "cannot spool the report's data to a temporary file" in result.output
+    assert "Traceback" not in result.output
