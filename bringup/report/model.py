@@ -31,7 +31,7 @@ from bringup.report.findingstore import FindingsSpool, ReportFindings
 from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rails import RailTable
 from bringup.report.rails import load as load_rails
-from bringup.report.rundata import RunData
+from bringup.report.rundata import RunData, measured
 from bringup.report.statistics import CheckMedians, MetricStats, statistics_of
 from bringup.rundir import Override
 
@@ -370,11 +370,12 @@ def _run_info(run: RunData) -> RunInfo:
     derived = run_origin(run)
     info.derived_mode = derived.mode
     info.origin = _origin(info, derived)
-    times = sorted(
-        r.started_at for facts in run.facts.values() for r in facts.probes.values() if r.started_at
-    )
-    if times:
-        info.measured_from, info.measured_to = times[0], times[-1]
+    # Each node's, as read (its facts as held may be only what the report keeps of them).
+    found = (run.measured.get(node) or measured(facts) for node, facts in run.facts.items())
+    spans = [span for span in found if span is not None]
+    if spans:
+        info.measured_from = min(first for first, _ in spans)
+        info.measured_to = max(last for _, last in spans)
     manifest = run.manifest
     if manifest is None:
         return info

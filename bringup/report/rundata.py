@@ -66,6 +66,9 @@ class RunData:
     findings_problem: str | None = None  # why `findings` is None
     unreadable_lines: list[int] = field(default_factory=list)  # findings.jsonl, from 1
     facts_problems: dict[str, str] = field(default_factory=dict)  # node -> its file's fault
+    # node -> its records' earliest and latest start, taken before `keep` (which may
+    # leave the times out of what it keeps of a node).
+    measured: dict[str, tuple[str, str]] = field(default_factory=dict)
     planned: list[str] | None = None  # the probes of the run's suite; None: not known
     plan_problem: str | None = None  # why `planned` is None (with a manifest)
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
@@ -115,6 +118,7 @@ def load(
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
         run = _bundle(path)
+        run.measured = {n: span for n, f in run.facts.items() if (span := measured(f))}
         if keep is not None:
             run.facts = {name: keep(facts) for name, facts in run.facts.items()}
         return run
@@ -127,7 +131,7 @@ def load(
     if run.manifest is not None:
         with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
             run.manifest_sha256 = manifest_sha256(path)
-    run.facts, run.facts_problems = _facts(path, keep)
+    run.facts, run.facts_problems, run.measured = _facts(path, keep)
     if findings is None:
         known = {*run.facts, *run.facts_problems, *(run.manifest.nodes if run.manifest else [])}
         run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known), skip)
@@ -206,14 +210,23 @@ def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
         return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 
-def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], dict[str, str]]:
+def measured(facts: NodeFacts) -> tuple[str, str] | None:
+    """The earliest and latest start of a node's records; None: none records one."""
+    times = [r.started_at for r in facts.probes.values() if r.started_at]
+    return (min(times), max(times)) if times else None
+
+
+def _facts(
+    path: Path, keep: Keep | None = None
+) -> tuple[dict[str, NodeFacts], dict[str, str], dict[str, tuple[str, str]]]:
     facts: dict[str, NodeFacts] = {}
     problems: dict[str, str] = {}
+    spans: dict[str, tuple[str, str]] = {}
     folder = path / "facts"
     if is_link(folder):
         # Never followed: the facts would be whatever the link points to.
         problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
-        return facts, problems
+        return facts, problems, spans
     # Both layouts (facts/<node>.json, facts/<shard>/<node>.json), one node at a time;
     # facts/ unreadable: every node then shows as having no facts.
     where: dict[str, str] = {}
@@ -231,10 +244,14 @@ def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], 
                 f"{where[node]}): neither is shown"
             )
             facts.pop(node, None)
+            spans.pop(node, None)
             continue
         where[node] = entry.relative
+        span = measured(entry.facts)
+        if span is not None:
+            spans[node] = span
         facts[node] = keep(entry.facts) if keep is not None else entry.facts
-    return facts, problems
+    return facts, problems, spans
 
 
 # findings.jsonl is read a line at a time, so its size no longer sets the report's memory

@@ -571,3 +571,33 @@ def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_exit_2(
     assert result.exit_code == 2, result.output
     assert "cannot spool the report's data to a temporary file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_identity_marks_on_disk_are_judged_as_the_whole_fleets() -> None:
+    """Each node's identity marks are spooled, a hash of each held (SpooledMarks): the
+    nodes that share a value are read back and judged, and the findings are judge_marks's
+    of every node's marks, for the whole fleet and for a --limit view of it."""
+    from bringup.checks.identity import Mark, judge_marks
+    from bringup.commands.report import SpooledMarks
+
+    def marks(i: int) -> list[Mark]:
+        own = [Mark("GPU serial", f"GPU {g} serial", f"S{i}-{g}") for g in range(8)]
+        own.append(Mark("system serial", "system serial", f"SYS{i}"))
+        return own
+
+    fleet = {f"node{i:03d}": marks(i) for i in range(40)}
+    for i in (3, 17, 29):  # a cloned image: one machine id on three nodes
+        fleet[f"node{i:03d}"].append(Mark("machine id", "machine id", "cafe"))
+    fleet["node008"].append(Mark("GPU serial", "GPU 7 serial", "S9-7"))  # node009's GPU 7
+    fleet["node011"].append(Mark("system serial", "system serial", "SYS11"))  # its own twice
+    fleet["node012"].append(Mark("machine id", "machine id", "S12-0"))  # another kind's value
+    spooled = SpooledMarks()
+    for node, mine in fleet.items():
+        spooled.add(node, mine)
+    names = list(fleet)
+    found = spooled.judge(names)
+    assert found == judge_marks(fleet)
+    assert sorted(f.node for f in found) == ["node003", "node008", "node009", "node017", "node029"]
+    some = names[::2]
+    assert spooled.judge(some) == judge_marks({n: fleet[n] for n in some})
+    assert spooled.judge(["node003"]) == []
