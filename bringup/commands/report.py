@@ -530,9 +530,9 @@ def make_report(
 
     if baseline_dir is not None and baseline_dir.is_dir():
         _refuse_incomplete_burnin(baseline_dir)
-    digest = _digest_for(run_dir, profile_name)
-    baseline_digest = _digest_for(baseline_dir, profile_name) if baseline_dir else None
     try:
+        digest = _digest_for(run_dir, profile_name)
+        baseline_digest = _digest_for(baseline_dir, profile_name) if baseline_dir else None
         run = load(run_dir, digest, skip=dropped)
         baseline = load(baseline_dir, baseline_digest) if baseline_dir is not None else None
     except RunDataError as exc:

@@ -45,6 +45,7 @@ class FindingsSpool:
         self._chunks: list[tuple[int, int]] = []  # (offset, length) in the file, in order
         self._by_node: dict[str, list[int]] = {}  # f.node -> its chunks
         self._counts: dict[str, int] = {}  # f.node -> its findings
+        self._total = 0
         self._pending: list[Finding] = []  # the chunk being gathered, of one node
         self.checks: set[str] = set()
         self.noted: list[Finding] = []
@@ -59,9 +60,10 @@ class FindingsSpool:
     def add(self, f: Finding) -> None:
         pending = self._pending
         if pending and (pending[0].node != f.node or len(pending) >= CHUNK):
-            self._flush()
-        pending.append(f)
+            self._flush()  # a new chunk
+        self._pending.append(f)
         self._counts[f.node] = self._counts.get(f.node, 0) + 1
+        self._total += 1
         self.checks.add(f.check)
         if noted(f):
             self.noted.append(f)
@@ -104,10 +106,10 @@ class FindingsSpool:
             yield from self._chunk(index)
 
     def __len__(self) -> int:
-        return sum(self._counts.values())
+        return self._total
 
     def __bool__(self) -> bool:
-        return bool(self._counts)
+        return self._total > 0
 
     def extended(self, more: Iterable[Finding]) -> FindingsSpool:
         """These findings and `more` after them, on the same file; this one unchanged."""
@@ -117,6 +119,7 @@ class FindingsSpool:
         copy._chunks = list(self._chunks)
         copy._by_node = {node: list(chunks) for node, chunks in self._by_node.items()}
         copy._counts = dict(self._counts)
+        copy._total = self._total
         copy.checks = set(self.checks)
         copy.noted = list(self.noted)
         for f in more:
