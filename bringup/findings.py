@@ -208,6 +208,8 @@ class Finding:
 
     def __post_init__(self) -> None:
         # Run for the tool's own findings and for each one read_finding validates.
+        if type(self.status) is not Status:  # "FAIL" given: the Status, as pydantic made it
+            self.status = Status(self.status)
         if isinstance(self.expected, str):
             self.expected = Expected.parse(self.expected)
         # One unit for value and expected unless the check said otherwise.
