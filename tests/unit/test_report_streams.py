@@ -287,11 +287,12 @@ def test_a_large_fleets_problem_nodes_are_laid_out_a_table_at_a_time(
 
 
 def test_findings_read_hold_a_third_of_the_memory_and_the_same_values(tmp_path: Path) -> None:
-    """findings.jsonl's findings are validated as ever, then their texts and
-    expectations are shared (report/compact.py): 1.5 kB a finding of the scale run as
-    pydantic models, 0.45 kB with pydantic's fields sets shared, 125 bytes as slotted
-    dataclasses (issue 31). Each is the finding its line gives, written back the same; a copy or an
-    assignment changes no other."""
+    """findings.jsonl's findings are validated as ever, spooled by node, and the ones held
+    (WARN or worse) share their texts and expectations (report/compact.py): 1.5 kB a
+    finding of the scale run as pydantic models, 0.45 kB with pydantic's fields sets
+    shared, 0.30 kB spooled, 102 bytes spooled as slotted dataclasses (issue 31). Each is
+    the finding its line gives, written back the same; a copy or an assignment changes no
+    other."""
     from bringup.report.rundata import _findings
 
     run = scale_run(tmp_path / "run", 12)
