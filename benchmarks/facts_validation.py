@@ -9,8 +9,9 @@ median of `--repeat` fresh interpreters (CPU: user + system of the child), so a 
 pays what a health check pays at every job start:
 
 - import: `import msgspec` against `from pydantic import TypeAdapter`, less `python -c pass`;
-- first record: the validator made for the probe's type and the record read once (what a
-  health check pays for each probe it judges);
+- first record: the validator made for the probe's type and the record read once, both
+  libraries imported and warmed on a small type of their own (what a health check pays
+  for each probe it judges);
 - each next record: the same record read again, microseconds, timed in one process.
 
 With `--instructions` (valgrind installed) the import and first-record figures are also
@@ -48,12 +49,21 @@ IMPORTS = {
 }
 
 # One child: the probe's record (argv[2], argv[3]: its JSON) read once by the validator
-# named in argv[1]; "base": both imported, nothing read.
+# named in argv[1]; "base": nothing read. Both libraries are imported and have read one
+# small dataclass of their own first (pydantic loads most of its machinery at its first
+# TypeAdapter, which a health check pays for its other models anyway): what is left is
+# what a probe's own type costs, as each probe judged in a health check pays it.
 FIRST = """\
-import json, sys
+import dataclasses, json, sys
 import msgspec
 from pydantic import TypeAdapter
 from bringup.node.catalog import PROBES
+@dataclasses.dataclass
+class Warm:
+    n: int
+    x: list[float] | None = None
+msgspec.convert({"n": 1}, Warm, strict=True)
+TypeAdapter(Warm).validate_python({"n": 1})
 probe, data = sys.argv[2], json.loads(sys.argv[3])
 facts_type = PROBES[probe].FACTS
 if sys.argv[1] == "msgspec":
