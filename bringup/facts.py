@@ -9,6 +9,7 @@ themselves and refuses what does not fit (docs/json.md, "How a probe's facts are
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -78,6 +79,9 @@ class FactsError(ValueError):
 
 T = TypeVar("T")
 
+_READY: set[type] = set()  # the facts types msgspec has read once: its schema of each made
+_FIRST_READ = threading.Lock()
+
 
 def validate_facts(probe: str, facts_type: type[T], data: object) -> T:
     """`data` (JSON as read: dicts, lists, str, int, float, bool, None) as the probe's facts
@@ -90,7 +94,15 @@ def validate_facts(probe: str, facts_type: type[T], data: object) -> T:
     msgspec keeps what it learns of each type on the type, so the first record of a probe
     pays for its schema and the next ones do not."""
     try:
-        return msgspec.convert(data, facts_type, strict=True)
+        if facts_type in _READY:
+            return msgspec.convert(data, facts_type, strict=True)
+        # The first read of a type builds msgspec's schema of it. Under a lock: a fleet
+        # run's threads judge their first nodes together, and each would build its own.
+        with _FIRST_READ:
+            try:
+                return msgspec.convert(data, facts_type, strict=True)
+            finally:
+                _READY.add(facts_type)
     except msgspec.ValidationError as exc:
         raise FactsError(f"facts of probe {probe!r} invalid {_where(exc)}") from None
 
