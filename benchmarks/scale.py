@@ -211,7 +211,9 @@ def cpu(figures: Figures, name: str) -> Iterator[None]:
         figures.system_s += system
 
 
-def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figures:
+def measure(
+    nodes: int, forks: int, out: Path, latency_s: float = 0.02, with_report: bool = True
+) -> Figures:
     figures = Figures(nodes=nodes)
     started = time.perf_counter()
     with cpu(figures, "inventory_import_s"):
@@ -269,7 +271,8 @@ def measure(nodes: int, forks: int, out: Path, latency_s: float = 0.02) -> Figur
     # ru_maxrss is KiB on Linux: the process's peak, imports and all.
     figures.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     del plans, outcomes, findings, rundir
-    report(out / "run", figures)
+    if with_report:
+        report(out / "run", figures)
     figures.wall_s = time.perf_counter() - started
     return figures
 
@@ -357,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         help="each record arrives this long after the one before (0: every node at once)",
     )
     parser.add_argument("--keep", type=Path, help="write the inventory and run here")
+    parser.add_argument(
+        "--no-report",
+        action="store_true",
+        help="the check alone: `bringup report` not run (its figures print as 0)",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when over a target")
     parser.add_argument("--json", action="store_true", help="one size's figures as JSON")
     args = parser.parse_args(argv)
@@ -377,6 +385,8 @@ def in_child(nodes: int, args: argparse.Namespace) -> Figures:
     that of the larger size before it (a process's peak never goes down)."""
     argv = [sys.executable, __file__, "--nodes", str(nodes), "--forks", str(args.forks)]
     argv += ["--latency-ms", str(args.latency_ms), "--json"]
+    if args.no_report:
+        argv.append("--no-report")
     if args.keep is not None:
         argv += ["--keep", str(args.keep / str(nodes))]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -388,9 +398,9 @@ def in_child(nodes: int, args: argparse.Namespace) -> Figures:
 def measure_one(nodes: int, args: argparse.Namespace) -> Figures:
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-        return measure(nodes, args.forks, args.keep, args.latency_ms / 1000)
+        return measure(nodes, args.forks, args.keep, args.latency_ms / 1000, not args.no_report)
     with tempfile.TemporaryDirectory() as tmp:
-        return measure(nodes, args.forks, Path(tmp), args.latency_ms / 1000)
+        return measure(nodes, args.forks, Path(tmp), args.latency_ms / 1000, not args.no_report)
 
 
 if __name__ == "__main__":

@@ -282,6 +282,25 @@ def write_atomic(
     is followed: one at the final name is replaced by the file. With `root` (a run
     directory), every directory between it and `path` is opened (or made) the same way.
     """
+    folder = _open_dir(path.parent) if root is None else _open_dir_under(root, path.parent)
+    try:
+        write_atomic_at(folder, path.name, data, mode)
+    finally:
+        os.close(folder)
+
+
+def write_atomic_at(
+    folder: int,
+    name: str,
+    data: str | bytes | Iterable[str],
+    mode: int = 0o666,
+    sync_folder: bool = True,
+) -> None:
+    """write_atomic's file `name` in the directory open at `folder` (open_folder): a
+    writer of many files in one directory opens it once, not once a file.
+    `sync_folder=False` leaves the new name's sync to the caller (sync_folder(), once for
+    many files): the file's own bytes are synced before the rename either way, so the
+    name, once on disk, never points at a file without them."""
     pieces: Iterable[bytes]
     if isinstance(data, bytes):
         pieces = (data,)
@@ -289,24 +308,33 @@ def write_atomic(
         pieces = (data.encode("utf-8"),)
     else:
         pieces = _chunks(data)
-    folder = _open_dir(path.parent) if root is None else _open_dir_under(root, path.parent)
+    tmp, fd = _create_temporary(folder, name, mode)
     try:
-        tmp, fd = _create_temporary(folder, path.name, mode)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                for piece in pieces:
-                    out.write(piece)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=folder)
-            raise
-        with contextlib.suppress(OSError):  # some file systems cannot sync a directory
-            os.fsync(folder)
-    finally:
-        os.close(folder)
+        with os.fdopen(fd, "wb") as out:
+            for piece in pieces:
+                out.write(piece)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    if sync_folder:
+        sync_dir(folder)
+
+
+def sync_dir(folder: int) -> None:
+    """The names in the directory open at `folder` put on disk (fsync of the directory)."""
+    with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+        os.fsync(folder)
+
+
+def open_folder(root: Path, path: Path) -> int:
+    """A descriptor of the directory `path`, at or below the directory `root`, opened (or
+    made) as write_atomic opens it: no symbolic link followed below `root`. The caller
+    closes it."""
+    return _open_dir_under(root, path)
 
 
 def copy_tree(
@@ -356,33 +384,6 @@ def append_lines(path: Path, text: str) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
     with os.fdopen(os.open(path, flags, 0o666), "a", encoding="utf-8") as out:
         out.write(text)
-
-
-def open_append(path: Path, root: Path) -> int:
-    """A file descriptor to append to `path`, a file at or below the directory `root`,
-    made if missing, its name synced into its directory (so the lines append_synced puts
-    on disk can be found after a power loss). Every directory below `root` is opened (or
-    made) as write_atomic opens it, and a symlink at `path` is refused, never followed."""
-    folder = _open_dir_under(root, path.parent)
-    try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
-        fd = os.open(path.name, flags, 0o666, dir_fd=folder)
-        with contextlib.suppress(OSError):  # some file systems cannot sync a directory
-            os.fsync(folder)
-        return fd
-    finally:
-        os.close(folder)
-
-
-def append_synced(fd: int, text: str) -> None:
-    """Append whole lines to the file open at `fd` (open_append) and put them on disk
-    (fdatasync) before returning: what returns has been written, as write_atomic's file
-    has. One write where the system allows (a short write is continued); an error, a full
-    disk, raises."""
-    data = text.encode("utf-8")
-    while data:
-        data = data[os.write(fd, data) :]
-    os.fdatasync(fd)
 
 
 def _open_dir(path: Path) -> int:

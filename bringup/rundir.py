@@ -4,10 +4,12 @@
                          how (provenance: live, demo, replay, resume; the command line) and,
                          once finished, the SHA-256 of every file below (bringup/provenance.py)
     facts/<node>.json    every probe record of the node (written when the node ends)
-    facts/<node>.journal while a fleet run's node runs: each record appended, and synced
-                         to disk, as it arrives; folded into <node>.json, written once and
-                         synced, when the node ends (a crash leaves it: every reader here
-                         reads it in)
+    facts/journal.NNNNNN.jsonl
+                         while a fleet run runs: each record of every running node
+                         appended, and synced to disk, as it arrives (bringup/journal.py);
+                         folded into <node>.json, written once and synced, when the node
+                         ends (a crash leaves it: every reader here reads it in)
+    facts/<node>.journal the same, one per node, in runs made before the run's journal
     findings.jsonl       one finding per line, appended as nodes are judged
     raw/<node>/<probe>/  the tool outputs the facts came from
 
@@ -21,13 +23,13 @@ by the threads of a fleet run: every write holds its lock.
 
 Why a journal (docs/scale.md#the-facts-files): each probe's record rewrote the node's
 whole facts file and synced it and its folder: the node's file grew with every record
-and was written again each time. A record is now appended to the node's journal and
-synced there (fdatasync: its data, and the file's length), the journal's name synced
-into its folder once; the facts file is written and synced once, when the node ends.
-The guarantee is the same as before: every record is on disk before the run goes on
-with its node (judges, acknowledges or asks for the next), whether the process or the
-whole machine stops (a power loss keeps every record synced; a torn last line is an
-append that had not returned, left out). `--resume` measures what a node lacks.
+and was written again each time. A record is now appended to the run's journal and
+synced there (fdatasync: its data, and the file's length; one sync for every record
+waiting then, bringup/journal.py); the facts file is written and synced once, when the
+node ends. The guarantee is the same as before: every record is on disk before the run
+goes on with its node (judges, acknowledges or asks for the next), whether the process
+or the whole machine stops (a power loss keeps every record synced; a torn last line is
+an append that had not returned, left out). `--resume` measures what a node lacks.
 """
 
 from __future__ import annotations
@@ -52,16 +54,18 @@ from bringup.facts import NodeFacts, ProbeRecord
 from bringup.files import (
     InputError,
     append_lines,
-    append_synced,
     copy_tree,
     is_link,
-    open_append,
+    open_folder,
     read_bytes_in,
     read_in,
     read_text,
+    sync_dir,
     write_atomic,
+    write_atomic_at,
 )
 from bringup.findings import Finding
+from bringup.journal import JournalError, JournalRead, RunJournal, read_journal
 from bringup.provenance import Provenance, Resumed, evidence_hashes
 
 
@@ -268,11 +272,13 @@ class RunDir:
         self._facts: dict[str, NodeFacts] = {}
         self._lock = threading.RLock()
         self._node_locks: dict[str, threading.Lock] = {}  # one per node: its facts file
-        # Nodes whose records go to their journal until settle(); those with records not in
-        # their facts file yet, and the descriptor of each open journal.
+        # Nodes whose records go to the run's journal until settle(), and those with
+        # records not in their facts file yet.
         self._journaled: set[str] = set()
         self._unsaved: set[str] = set()
-        self._in_journal: dict[str, int] = {}
+        self._journal = RunJournal(path, path / "facts")
+        # The facts folders written into (facts/, or each facts/<shard>/), each opened once.
+        self._folders: dict[str, int] = {}
         # Nodes let go of once judged (release): their records' headers, the rest on disk.
         self._released: dict[str, NodeFacts] = {}
 
@@ -314,13 +320,19 @@ class RunDir:
         each with the time the node measured it."""
         manifest, recorded = load_resumable(path)
         run = cls(path, manifest)
+        journal = read_journal(path)  # read whole by load_resumable: JournalError there
         for facts in recorded:
             run._facts[facts.node] = facts
-            if os.path.lexists(run._journal_path(facts.node)):
+            older = os.path.lexists(run._journal_path(facts.node))  # an older run's
+            if journal.of(facts.node) or older:
                 # Records a crash left in the journal (read in by load_resumable): into
                 # the facts file now, so the resumed run starts from one file per node.
                 run._save_facts(facts)
+            if older:
                 os.unlink(run._journal_path(facts.node))
+        # The run journal's records are in the facts files now, each synced.
+        for relative in journal.files:
+            os.unlink(path / relative)
         manifest.status = "running"
         manifest.ended_at = None
         manifest.exit_code = None
@@ -358,13 +370,18 @@ class RunDir:
         """Every node of a fleet run, in inventory order, before any answers (one write)."""
         with self._lock:
             self.expect(len(nodes))
+            written: set[int] = set()
             for node in nodes:
                 if node not in self._facts:
                     facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
                     self._facts[node] = facts
-                    self._save_facts(facts)
+                    written.add(self._save_facts(facts, sync_folder=False))
                 if node not in self.manifest.nodes:
                     self.manifest.nodes.append(node)
+            # Each folder's new names synced once, not once a node, before the manifest
+            # names the nodes.
+            for folder in written:
+                sync_dir(folder)
             self.save_manifest()
 
     def add_recorded(self, facts: NodeFacts, source: Path | None = None) -> None:
@@ -424,14 +441,11 @@ class RunDir:
             self._journaled.add(node)
 
     def settle(self, node: str) -> None:
-        """The node's facts file written with every record its journal holds, then the
-        journal removed (a crash between the two leaves both: the same records, read
-        once). Nothing to do for a node with no journal."""
+        """The node's facts file written, and synced, with every record the run's journal
+        took of it, then a line in the journal saying so (a crash between the two leaves
+        both: the same records, read once). Nothing to do for a node with none."""
         with self._lock:
             self._journaled.discard(node)
-            fd = self._in_journal.pop(node, None)
-            if fd is not None:
-                os.close(fd)
             if node not in self._unsaved:
                 return
             self._unsaved.discard(node)
@@ -439,9 +453,7 @@ class RunDir:
         # Written even when the journal could not be (a full disk, a planted link): the
         # record was judged from memory, so the file holds it too.
         self._save_facts(facts)
-        if fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._journal_path(node))
+        self._journal.settled(node)  # its lines in the journal need not be read again
 
     def release(self, node: str) -> None:
         """Let go of a judged node's facts: its records' headers stay (recorded_headers),
@@ -462,15 +474,21 @@ class RunDir:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
         raw = record.pop("raw", None) or {}
         parsed = ProbeRecord.model_validate(record)
-        folder = self._raw_path(node) / file_name(parsed.probe)
-        for name, text in dict(raw).items():
-            write_atomic(folder / file_name(str(name)), str(text), root=self.path)
+        if raw:
+            # The probe's folder opened once for its files, their names synced at once.
+            folder = open_folder(self.path, self._raw_path(node) / file_name(parsed.probe))
+            try:
+                for name, text in dict(raw).items():
+                    write_atomic_at(folder, file_name(str(name)), str(text), sync_folder=False)
+                sync_dir(folder)
+            finally:
+                os.close(folder)
         with self._lock:
             facts = self._held(node)
             facts.probes[parsed.probe] = parsed
             journaled = node in self._journaled
             if journaled:
-                text = parsed.model_dump_json() + "\n"
+                text = parsed.model_dump_json()
                 self._unsaved.add(node)
             else:
                 text = facts.model_dump_json(indent=2) + "\n"
@@ -481,12 +499,7 @@ class RunDir:
             node_lock.acquire()
         try:
             if journaled:
-                fd = self._in_journal.get(node)
-                if fd is None:
-                    fd = open_append(self._journal_path(node), root=self.path)
-                    with self._lock:
-                        self._in_journal[node] = fd
-                append_synced(fd, text)
+                self._journal.append(node, text)  # returns once it is on disk
             else:
                 write_atomic(self._facts_path(node), text, root=self.path)
         finally:
@@ -512,16 +525,44 @@ class RunDir:
         with self._lock:
             for node in sorted(self._unsaved):  # a node its runner never settled
                 self.settle(node)
+            self._journal.close()  # every record is in its node's facts file, synced
+            self._close_folders()
             self.manifest.status = status
             self.manifest.exit_code = exit_code
             self.manifest.ended_at = now()
             self.manifest.files_sha256 = evidence_hashes(self.path)
             self.save_manifest()
 
-    def _save_facts(self, facts: NodeFacts) -> None:
+    def _save_facts(self, facts: NodeFacts, sync_folder: bool = True) -> int:
+        """The node's facts file written, synced, and (unless `sync_folder` is False) its
+        name synced into its folder; the folder's descriptor, for the caller to sync."""
+        relative = node_folder(facts.node, self.manifest.layout)
+        folder, _, name = f"facts/{relative}".rpartition("/")
         with self._node_locks.setdefault(facts.node, threading.Lock()):
             text = facts.model_dump_json(indent=2) + "\n"
-            write_atomic(self._facts_path(facts.node), text, root=self.path)
+            fd = self._folder(folder)
+            write_atomic_at(fd, f"{name}.json", text, sync_folder=sync_folder)
+        return fd
+
+    def _close_folders(self) -> None:
+        with self._lock:
+            for fd in self._folders.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._folders.clear()
+
+    def __del__(self) -> None:  # a RunDir never finished (a test, a refused run)
+        with contextlib.suppress(Exception):
+            self._close_folders()
+
+    def _folder(self, relative: str) -> int:
+        """The descriptor of a facts folder of the run, opened (or made) once: no symbolic
+        link followed below the run directory, then or later."""
+        with self._lock:
+            fd = self._folders.get(relative)
+            if fd is None:
+                fd = self._folders[relative] = open_folder(self.path, self.path / relative)
+            return fd
 
     def _held(self, node: str) -> NodeFacts:
         """The node's facts in memory: read back from its file when it was let go of,
@@ -533,11 +574,11 @@ class RunDir:
         return facts or self.add_node(node)
 
     def _read_node(self, node: str) -> NodeFacts:
-        """A node's facts as its file (and journal) hold them."""
+        """A settled node's facts as its file holds them: every record the run took of it
+        (settle wrote them; a journal of an older run was folded in by reopen)."""
         relative = f"facts/{node_folder(node, self.manifest.layout)}.json"
         try:
-            facts = NodeFacts.model_validate_json(read_bytes_in(self.path, relative, "facts"))
-            return with_journal(self.path, relative, facts)
+            return NodeFacts.model_validate_json(read_bytes_in(self.path, relative, "facts"))
         except (InputError, ValidationError, ValueError) as exc:
             raise RunDirError(f"{self.path / relative}: {_one_line(exc)}") from None
 
@@ -551,14 +592,28 @@ class RunDir:
         return self.path / "raw" / node_folder(node, self.manifest.layout)
 
 
-# --- the journal: a running node's records, one a line, until its facts file is written ----
+# --- the journals: running nodes' records, until their facts files are written ------------
 
-JOURNAL = ".journal"  # facts/<node>.journal beside facts/<node>.json; never a *.json name
+JOURNAL = ".journal"  # an older run's facts/<node>.journal beside facts/<node>.json
 
 
-def with_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts:
+def with_journal(
+    path: Path, relative: str, facts: NodeFacts, journal: JournalRead | None = None
+) -> NodeFacts:
     """A node's facts (read from `relative`, a facts file of the run at `path`) with the
-    records its journal holds, if a crash left one: the journal's are the later ones.
+    records a crash left of it in the run's journal (bringup/journal.py; `journal`: read
+    already, once for every node) or, in a run made before it, in the node's own journal:
+    the journal's are the later ones. A journal that is not one a run wrote refuses the
+    node's facts (JournalError, ValidationError, ValueError or InputError)."""
+    facts = _with_node_journal(path, relative, facts)
+    records = (journal or read_journal(path)).of(facts.node)
+    if not records:
+        return facts
+    return facts.model_copy(update={"probes": {**facts.probes, **records}})
+
+
+def _with_node_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts:
+    """The records of an older run's facts/<node>.journal, if a crash left one.
 
     Each line is one record, whole. The lines after the last record that reads are an
     append a crash cut short (a line without its end, or the zeros a machine's crash can
@@ -603,12 +658,23 @@ def iter_facts(path: Path) -> Iterator[FactsEntry]:
     A reader keeps what it needs of a node and lets the rest go before the next is read:
     a report at ten thousand nodes never holds every node's facts at once. No symbolic
     link inside the run is followed, no FIFO waited on, no file read past the size cap
-    (files.read_bytes_in); an unreadable or invalid file is an entry with its problem."""
+    (files.read_bytes_in); an unreadable or invalid file is an entry with its problem. A
+    run journal that is not one a run wrote is every node's problem: whose record the
+    line that is none was cannot be known."""
+    journal: JournalRead | None = None
+    refused: str | None = None
+    try:
+        journal = read_journal(path)
+    except JournalError as exc:
+        refused = _one_line(exc)
     for relative in facts_files(path):
         name = relative.rsplit("/", 1)[-1].removesuffix(".json")
+        if journal is None:
+            yield FactsEntry(name, relative, None, refused)
+            continue
         try:
             node = NodeFacts.model_validate_json(read_bytes_in(path, relative, "facts"))
-            node = with_journal(path, relative, node)
+            node = with_journal(path, relative, node, journal)
         except (InputError, ValidationError, ValueError) as exc:
             yield FactsEntry(name, relative, None, _one_line(exc))
             continue
@@ -627,6 +693,12 @@ def load_facts(path: Path) -> list[NodeFacts]:
         files = [path]
     if not files:
         raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
+    journal = JournalRead()
+    if path.is_dir():
+        try:
+            journal = read_journal(path)
+        except JournalError as exc:
+            raise RunDirError(_one_line(exc)) from None
     nodes = []
     where: dict[str, Path] = {}
     for file in files:
@@ -636,7 +708,7 @@ def load_facts(path: Path) -> list[NodeFacts]:
         except ValidationError as exc:
             raise RunDirError(f"{file}: not a facts file ({_first_error(exc)})") from None
         if path.is_dir():
-            facts = _journaled(path, file, facts)
+            facts = _journaled(path, file, facts, journal)
         if facts.node in where:
             # Two files of one node (flat and sharded, or two shards): which one was
             # measured is not for a reader to guess.
@@ -646,13 +718,13 @@ def load_facts(path: Path) -> list[NodeFacts]:
     return nodes
 
 
-def _journaled(path: Path, file: Path, facts: NodeFacts) -> NodeFacts:
-    """load_facts' facts of one node with its journal's records; RunDirError naming it."""
+def _journaled(path: Path, file: Path, facts: NodeFacts, journal: JournalRead) -> NodeFacts:
+    """load_facts' facts of one node with its journals' records; RunDirError naming it."""
     try:
-        return with_journal(path, file.relative_to(path).as_posix(), facts)
+        return with_journal(path, file.relative_to(path).as_posix(), facts, journal)
     except ValidationError as exc:
-        journal = file.with_suffix(JOURNAL)
-        raise RunDirError(f"{journal}: not a facts journal ({_first_error(exc)})") from None
+        older = file.with_suffix(JOURNAL)
+        raise RunDirError(f"{older}: not a facts journal ({_first_error(exc)})") from None
     except (InputError, ValueError) as exc:
         raise RunDirError(f"{file.with_suffix(JOURNAL)}: {_one_line(exc)}") from None
 

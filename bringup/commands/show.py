@@ -11,12 +11,14 @@ would raise), with control characters removed (no escape sequence reaches the te
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -35,6 +37,8 @@ from bringup.findings import (
 from bringup.report.escape import printable
 
 if TYPE_CHECKING:
+    from rich.style import Style
+
     from bringup.provenance import Origin
 
 STYLES = {
@@ -87,7 +91,9 @@ def node_table(findings: list[Finding], title: str) -> Table:
     return table
 
 
-def fleet_matrix(findings: list[Finding], nodes: list[str], width: int = 80) -> list[Table]:
+def fleet_matrix(
+    findings: list[Finding], nodes: list[str], width: int = 80
+) -> list[RenderableType]:
     """Node × subject matrix: each cell the worst status of the checks of that node's probe
     and how many checks have it ("PASS 12"), the checks behind a bad one below it.
 
@@ -99,25 +105,130 @@ def fleet_matrix(findings: list[Finding], nodes: list[str], width: int = 80) -> 
     """
     cells = matrix_cells(findings)
     subjects = list(dict.fromkeys(subject for _, subject in cells))
-    texts = {key: _cell(cell) for key, cell in cells.items()}
+    # A fleet's cells repeat ("PASS 12" on every healthy node): each distinct one made once.
+    keys = {where: (cell.status, cell.count, tuple(cell.checks)) for where, cell in cells.items()}
+    distinct = {keys[where]: cell for where, cell in cells.items()}
+    texts = {key: _cell(cell) for key, cell in distinct.items()}
+    longest = {key: max(len(line) for line in _lines(text)) for key, text in texts.items()}
     node_width = max([len("node"), *(len(printable(n)) for n in nodes)])
 
     def column_width(subject: str) -> int:
-        lines = [subject, *(line for node in nodes for line in _lines(texts.get((node, subject))))]
-        return min(_CELL_MAX, max(len(line) for line in lines))
+        held = (keys.get((node, subject)) for node in nodes)
+        widest = max((longest[key] for key in held if key is not None), default=0)
+        return min(_CELL_MAX, max(len(subject), widest))
 
-    tables: list[Table] = []
+    tables: list[RenderableType] = []
     for chunk in _chunks(subjects, column_width, width - node_width - _COLUMN_EDGES - 1):
         title = "node × check" if not tables else "node × check (continued)"
-        table = Table(title=title, title_justify="left")
-        table.add_column("node", no_wrap=True)
-        for subject in chunk:
-            table.add_column(plain(subject), max_width=_CELL_MAX, overflow="fold")
-        for node in nodes:
-            row = [texts.get((node, s)) or Text("–", style="dim") for s in chunk]
-            table.add_row(plain(node), *row)
-        tables.append(table)
+        rows = [(node, tuple(keys.get((node, s)) for s in chunk)) for node in nodes]
+        tables.append(MatrixTable(title, chunk, rows, texts))
     return tables
+
+
+CellKey = tuple[Status, int, tuple[str, ...]]  # a matrix cell's status, count and checks
+Row = tuple[CellKey | None, ...]  # a node's cells in a table of the matrix
+
+
+class MatrixTable:
+    """One table of the matrix, printed as rich prints its Table, each distinct row laid out
+    by rich once.
+
+    At ten thousand nodes rich measuring and laying out every cell of every row was most
+    of `check`'s console time (docs/scale.md), while the rows repeat: a healthy node's
+    cells are every healthy node's. rich lays out a table of the header and one row per
+    distinct set of cells, with a placeholder as wide as the widest name in the node
+    column; each node's row is then its set's lines with the node's name in the
+    placeholder's place. Where that could differ from rich's own layout of every row (a
+    name of two lines, a table wider than the console, which rich narrows by content)
+    rich lays out every row."""
+
+    def __init__(
+        self,
+        title: str,
+        subjects: list[str],
+        rows: list[tuple[str, Row]],
+        texts: dict[CellKey, Text],
+    ) -> None:
+        self.title = title
+        self.subjects = subjects
+        self.rows = rows
+        self.texts = texts
+
+    def table(self, rows: list[tuple[Text, Row]]) -> Table:
+        """The rich Table of these rows."""
+        table = Table(title=self.title, title_justify="left")
+        table.add_column("node", no_wrap=True)
+        for subject in self.subjects:
+            table.add_column(plain(subject), max_width=_CELL_MAX, overflow="fold")
+        for node, cells in rows:
+            shown = [self.texts[key].copy() if key else Text("–", style="dim") for key in cells]
+            table.add_row(node, *shown)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        names = [printable(node) for node, _ in self.rows]
+        laid_out = self._laid_out(console, options, names)
+        if laid_out is None:
+            yield from console.render(self.table([(plain(n), r) for n, r in self.rows]), options)
+            return
+        head, by_row, foot = laid_out
+        width = max([len("node"), *map(cell_len, names)])
+        yield from _with_ends(head)
+        for name, (_, row) in zip(names, self.rows, strict=True):
+            before, style, after, below = by_row[row]
+            yield from before
+            yield Segment(name + " " * (width - cell_len(name)), style)
+            yield from after
+            yield Segment.line()
+            yield from _with_ends(below)
+        yield from _with_ends(foot)
+
+    def _laid_out(
+        self, console: Console, options: ConsoleOptions, names: list[str]
+    ) -> tuple[list[list[Segment]], dict[Row, _Laid], list[list[Segment]]] | None:
+        """rich's lines of the table's head, of each distinct row (its first line split at
+        the node's name) and of its foot; None where rich must lay out every row."""
+        width = max([len("node"), *map(cell_len, names)])
+        distinct = list(dict.fromkeys(row for _, row in self.rows))
+        if not distinct or any("\n" in n for n in names) or len(distinct) >= 10**width:
+            return None
+        marks = [f"{index:0{width}d}" for index in range(len(distinct))]
+        sample = self.table([(Text(mark), row) for mark, row in zip(marks, distinct, strict=True)])
+        if sample.__rich_measure__(console, options.update_width(1 << 20)).maximum > (
+            options.max_width
+        ):
+            return None  # rich would narrow the columns by their content: every row's
+        lines = list(Segment.split_lines(console.render(sample, options)))
+        placeholders = set(marks)
+        found = [
+            (s.text, i) for i, line in enumerate(lines) for s in line if s.text in placeholders
+        ]
+        starts = dict(found)
+        order = sorted(starts.values())
+        if len(found) != len(marks) or len(starts) != len(marks) or order[-1] >= len(lines) - 1:
+            # A cell that reads like a placeholder, or not the head, the rows and a foot of
+            # one line: rich lays out every row.
+            return None
+        ends = dict(zip(order, [*order[1:], len(lines) - 1], strict=True))
+        by_row: dict[Row, _Laid] = {}
+        for mark, row in zip(marks, distinct, strict=True):
+            start = starts[mark]
+            first = lines[start]
+            at = next(i for i, s in enumerate(first) if s.text == mark)
+            below = lines[start + 1 : ends[start]]
+            by_row[row] = (first[:at], first[at].style, first[at + 1 :], below)
+        return lines[: order[0]], by_row, lines[-1:]
+
+
+# A distinct row as rich laid it out: its first line before and after the node's name, the
+# name's style, and the row's lines below it.
+_Laid = tuple[list[Segment], "Style | None", list[Segment], list[list[Segment]]]
+
+
+def _with_ends(lines: list[list[Segment]]) -> Iterator[Segment]:
+    for line in lines:
+        yield from line
+        yield Segment.line()
 
 
 # A cell's widest line: longer check names fold onto the next line (never cut with "…").
@@ -154,10 +265,19 @@ def _cell(cell: Cell) -> Text:
     return text
 
 
-def problems_by_action(findings: list[Finding]) -> Group | None:
+# Past this many nodes the console lists the first LISTED nodes under each action, and the
+# first LISTED unreachable nodes, and counts the rest (report.md and findings.jsonl have
+# every one): ten thousand lines of "where" are read by nobody, and laying them out was
+# most of the console's time at that size (docs/scale.md). Smaller runs print every node.
+FULL_UP_TO = 1000
+LISTED = 25
+
+
+def problems_by_action(findings: list[Finding], listed: int | None = None) -> Group | None:
     """The failing findings grouped by the action that fixes them, worst first: each
-    status and action, and under it where (each node's messages, dim). None when there
-    is nothing to do: no empty table."""
+    status and action, and under it where (each node's messages, dim; with `listed`, the
+    first so many nodes and how many more). None when there is nothing to do: no empty
+    table."""
     shown = one_per_probe(findings)
     bad = [f for f in shown if f.status in (Status.WARN, Status.FAIL, Status.ERROR)]
     if not bad:
@@ -171,31 +291,38 @@ def problems_by_action(findings: list[Finding]) -> Group | None:
     ordered = sorted(groups.items(), key=lambda kv: -worst(kv[1]).rank)
     for action, group in ordered:
         text = plain(action)
-        text.append(printable("\n" + _where(group)), style="dim")
+        text.append(printable("\n" + _where(group, listed=listed)), style="dim")
         grid.add_row(status_text(worst(group)), text)
     return Group(Text("what to do"), Padding(grid, (0, 0, 0, 2)))
 
 
-def _where(group: list[Finding], shown: int = 2) -> str:
-    """Each node's messages, at most `shown` per node so eight alike GPUs stay one line."""
+def _where(group: list[Finding], shown: int = 2, listed: int | None = None) -> str:
+    """Each node's messages, at most `shown` per node so eight alike GPUs stay one line;
+    with `listed`, the first so many nodes and a line counting the others."""
     by_node: dict[str, list[str]] = defaultdict(list)
     for f in group:
         by_node[f.node].append(f"{f.check}: {f.message}" if is_probe_line(f) else f.message)
     lines = []
-    for node, messages in by_node.items():
+    for node, messages in list(by_node.items())[:listed]:
         more = f" (+{len(messages) - shown} more)" if len(messages) > shown else ""
         lines.append(f"{node}: {'; '.join(messages[:shown])}{more}")
+    if listed is not None and len(by_node) > listed:
+        lines.append(f"(+{len(by_node) - listed} more nodes: report.md lists each)")
     return "\n".join(lines)
 
 
-def unreachable_table(findings: list[Finding]) -> Table:
-    """The nodes that could not be reached, each with its reason and what to do."""
+def unreachable_table(findings: list[Finding], listed: int | None = None) -> Table:
+    """The nodes that could not be reached, each with its reason and what to do (with
+    `listed`, the first so many and a row counting the others)."""
     table = Table(title="unreachable", title_justify="left", expand=True)
     table.add_column("node", no_wrap=True)
     table.add_column("reason", ratio=2)
     table.add_column("action", ratio=1)
-    for f in findings:
+    for f in findings[:listed]:
         table.add_row(plain(f.node), plain(f.message), plain(f.action or ""))
+    if listed is not None and len(findings) > listed:
+        more = f"(+{len(findings) - listed} more nodes: report.md lists each)"
+        table.add_row(Text("…"), Text(more, style="dim"), Text(""))
     return table
 
 
@@ -203,19 +330,21 @@ def show_findings(out: Console, findings: list[Finding], nodes: list[str], title
     """The verdict of a run as every command prints it: one node's table or the fleet's.
 
     One node: a row per finding. Several: the node × subject matrix, what to do grouped by
-    action, and the unreachable nodes with their reasons. Then the status counts.
+    action, and the unreachable nodes with their reasons (past FULL_UP_TO nodes, the first
+    LISTED of each, and how many more). Then the status counts.
     """
     if len(nodes) == 1:
         out.print(node_table(findings, f"{nodes[0]} — {title}"))
     else:
+        listed = LISTED if len(nodes) > FULL_UP_TO else None
         for table in fleet_matrix(findings, nodes, out.width):
             out.print(table)
-        todo = problems_by_action(findings)
+        todo = problems_by_action(findings, listed)
         if todo is not None:
             out.print(todo)
         unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
         if unreachable:
-            out.print(unreachable_table(unreachable))
+            out.print(unreachable_table(unreachable, listed))
     out.print(summary_line(findings))
 
 

@@ -1,22 +1,30 @@
-"""A running node's records go to its journal (facts/<node>.journal) as they arrive; its
+"""A running node's records go to the run's journal (facts/journal.NNNNNN.jsonl) as they
+arrive, each synced before the run goes on, one sync for every record waiting then; its
 facts file is written once when it ends. Every record that arrived is kept whatever
-stops the run, and every reader of a run directory reads the journal a crash left."""
+stops the run, and every reader of a run directory reads the journal a crash left, the
+run's or, in a run made before it, the node's own (facts/<node>.journal)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bringup import journal as journal_module
+from bringup.journal import journal_files, read_journal
 from bringup.report import rundata
 from bringup.rundir import RunDir, RunDirError, iter_facts, load_facts
+from tests.support.cli import invoke
 
 GPU = {"probe": "gpu", "ok": True, "facts": {"driver_version": "580.65"}, "duration_s": 1.5}
 XID = {"probe": "xid", "ok": False, "error": "journalctl: no access", "duration_s": 0.2}
@@ -36,16 +44,33 @@ def probes_on_disk(run: Path, node: str = "n1") -> list[str]:
     return list(json.loads((run / "facts" / f"{node}.json").read_text())["probes"])
 
 
+def journal_of(run: Path) -> Path:
+    """The run journal's first file."""
+    return run / "facts" / "journal.000001.jsonl"
+
+
+def line(node: str, record: dict[str, object]) -> str:
+    return json.dumps({"node": node, "record": record}) + "\n"
+
+
 def test_a_running_nodes_records_are_appended_and_its_file_written_once(tmp_path: Path) -> None:
     run = journaled_run(tmp_path, GPU, XID)
-    journal = run.path / "facts" / "n1.journal"
+    journal = journal_of(run.path)
     assert probes_on_disk(run.path) == []  # the file as the node started: written once, later
-    lines = journal.read_text().splitlines()
-    assert [json.loads(line)["probe"] for line in lines] == ["gpu", "xid"]
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [(x["node"], x["record"]["probe"]) for x in lines] == [("n1", "gpu"), ("n1", "xid")]
     run.settle("n1")
     assert probes_on_disk(run.path) == ["gpu", "xid"]
-    assert not journal.exists()
     assert run.facts_of("n1").probes["xid"].error == "journalctl: no access"
+    run.journal("n2")
+    run.add_record("n2", dict(GPU))  # the next batch carries n1's settled line
+    later = [json.loads(x) for x in journal.read_text().splitlines()[2:]]
+    assert [x.get("settled") or (x["node"], x["record"]["probe"]) for x in later] == [
+        "n1",
+        ("n2", "gpu"),
+    ]
+    run.finish("complete", 0)
+    assert not journal.exists()  # the run finished: every record is in its facts file
 
 
 def test_every_reader_reads_the_journal_a_crash_left(tmp_path: Path) -> None:
@@ -62,7 +87,7 @@ def test_a_resumed_run_folds_the_journal_into_the_facts_file(tmp_path: Path) -> 
     path = journaled_run(tmp_path, GPU).path
     reopened = RunDir.reopen(path)
     assert probes_on_disk(path) == ["gpu"]
-    assert not (path / "facts" / "n1.journal").exists()
+    assert not journal_of(path).exists()
     assert list(reopened.facts_of("n1").probes) == ["gpu"]
 
 
@@ -89,27 +114,27 @@ def test_a_process_killed_mid_node_keeps_every_record(tmp_path: Path) -> None:
 
 def test_a_cut_short_last_line_is_left_out_the_rest_kept(tmp_path: Path) -> None:
     run = journaled_run(tmp_path, GPU)
-    journal = run.path / "facts" / "n1.journal"
-    with journal.open("ab") as out:  # a crash mid-append, and zeros a machine crash leaves
-        out.write(b'{"probe": "xid", "ok": tr' + b"\0" * 64)
+    with journal_of(run.path).open("ab") as out:  # a crash mid-append, and a machine's zeros
+        out.write(b'{"node": "n1", "record": {"probe": "xid", "ok": tr' + b"\0" * 64)
     assert [list(f.probes) for f in load_facts(run.path)] == [["gpu"], []]
 
 
 def test_a_line_that_is_no_record_before_one_that_is_refuses_the_node(tmp_path: Path) -> None:
+    """Whose record the line that is none was cannot be known: every node is refused."""
     run = journaled_run(tmp_path, GPU)
-    journal = run.path / "facts" / "n1.journal"
-    journal.write_text('{"probe": "gpu"}\n' + json.dumps(XID) + "\n")
-    with pytest.raises(RunDirError, match=r"n1\.journal: not a facts journal"):
+    journal_of(run.path).write_text(line("n1", {"probe": "gpu"}) + line("n1", XID))
+    with pytest.raises(RunDirError, match=r"journal\.000001\.jsonl: line 1 is not a journal"):
         load_facts(run.path)
-    (entry, _) = list(iter_facts(run.path))
-    assert entry.facts is None and entry.problem
+    (n1, n2) = list(iter_facts(run.path))
+    assert n1.facts is None and n2.facts is None
+    assert n2.problem and "line 1 is not a journal line" in n2.problem
 
 
 def test_a_journal_that_is_a_symlink_is_refused_not_followed(tmp_path: Path) -> None:
     run = journaled_run(tmp_path)
-    (tmp_path / "elsewhere").write_text(json.dumps(GPU) + "\n")
-    os.symlink(tmp_path / "elsewhere", run.path / "facts" / "n1.journal")
-    with pytest.raises(RunDirError, match=r"n1\.journal"):
+    (tmp_path / "elsewhere").write_text(line("n1", GPU))
+    os.symlink(tmp_path / "elsewhere", journal_of(run.path))
+    with pytest.raises(RunDirError, match=r"journal\.000001\.jsonl"):
         load_facts(run.path)
 
 
@@ -130,7 +155,7 @@ def test_finishing_a_run_settles_a_node_its_runner_never_did(tmp_path: Path) -> 
     run = journaled_run(tmp_path, GPU)
     run.finish("complete", 0)
     assert probes_on_disk(run.path) == ["gpu"]
-    assert "facts/n1.journal" not in (run.manifest.files_sha256 or {})
+    assert not any("journal" in name for name in run.manifest.files_sha256 or {})
 
 
 def test_each_record_is_synced_to_disk_before_add_record_returns(
@@ -150,7 +175,7 @@ def test_each_record_is_synced_to_disk_before_add_record_returns(
     monkeypatch.setattr(os, "fdatasync", logged(os.fdatasync))
     monkeypatch.setattr(os, "fsync", logged(os.fsync))
     run = journaled_run(tmp_path)
-    journal = str(run.path / "facts" / "n1.journal")
+    journal = str(journal_of(run.path))
     run.add_record("n1", dict(GPU))
     # The journal's name into its folder once, then its first record.
     assert synced[-2:] == [str(run.path / "facts"), journal]
@@ -167,9 +192,9 @@ def test_a_power_loss_keeps_every_synced_record_and_leaves_out_the_torn_tail(
     that had not returned (a cut line, then the zeros of blocks never written). Every
     reader keeps the synced records, and a resumed run starts from them."""
     run = journaled_run(tmp_path, GPU, XID)
-    journal = run.path / "facts" / "n1.journal"
+    journal = journal_of(run.path)
     synced = journal.read_bytes()
-    torn = json.dumps({**GPU, "probe": "nvme"}).encode()[:37] + b"\0" * 4096
+    torn = line("n1", {**GPU, "probe": "nvme"}).encode()[:37] + b"\0" * 4096
     journal.write_bytes(synced + torn)  # the run's RunDir is gone with the machine
     assert probes_on_disk(run.path) == []
     assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], []]
@@ -180,3 +205,135 @@ def test_a_power_loss_keeps_every_synced_record_and_leaves_out_the_torn_tail(
     assert probes_on_disk(run.path) == ["gpu", "xid"]
     assert not journal.exists()
     assert resumed.facts_of("n1").probes["gpu"].facts == GPU["facts"]
+
+
+# --- one journal for the run: a sync for every record waiting, files removed once settled ---
+
+
+def test_records_arriving_together_share_one_sync_and_none_returns_before_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sixteen nodes' threads recording at once (a fleet run's forks): fewer syncs than
+    records, and when add_record returns the journal's synced part holds its record. Each
+    sync notes how much of the journal it covered (the real sync runs, then a pause, as a
+    disk takes, so that records queue meanwhile)."""
+    covered: list[int] = []
+    real = os.fdatasync
+
+    def sync(fd: int) -> None:
+        real(fd)
+        covered.append(os.fstat(fd).st_size)
+        time.sleep(0.01)
+
+    monkeypatch.setattr(os, "fdatasync", sync)
+    nodes = [f"n{i:02d}" for i in range(16)]
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(nodes)
+    start = threading.Barrier(len(nodes))
+    late: list[str] = []
+
+    def node(name: str) -> None:
+        run.journal(name)
+        start.wait()
+        for probe in ("gpu", "host", "nvme", "xid"):
+            run.add_record(name, {**GPU, "probe": probe, "params": {"node": name}})
+            text = journal_of(run.path).read_bytes()[: max(covered)]
+            synced = [json.loads(x) for x in text.splitlines()]
+            if {
+                "node": name,
+                "record": run.facts_of(name).probes[probe].model_dump(mode="json"),
+            } not in synced:
+                late.append(f"{name} {probe}")
+
+    threads = [threading.Thread(target=node, args=(name,)) for name in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert late == []
+    assert len(covered) < 4 * len(nodes)  # 64 records
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "host", "nvme", "xid"]] * 16
+
+
+def test_a_journal_file_goes_once_every_node_in_it_has_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SEGMENT_BYTES the journal goes on in a new file; the oldest file whose nodes
+    have all settled is removed, and a reader folds only what came after each node's last
+    settled line, across the files."""
+    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 1)  # each batch in a new file
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(["n1", "n2"])
+    run.journal("n1")
+    run.journal("n2")
+    run.add_record("n1", dict(GPU))  # file 1
+    run.add_record("n2", dict(GPU))  # file 2
+    run.add_record("n1", dict(XID))  # file 3
+    files = journal_files(run.path)
+    assert files == [f"facts/journal.00000{n}.jsonl" for n in (1, 2, 3)]
+    run.settle("n1")  # its settled line goes with the next batch
+    run.add_record("n2", dict(XID))  # file 4: n1 settled, file 1 had only n1: removed
+    assert journal_files(run.path) == [f"facts/journal.00000{n}.jsonl" for n in (2, 3, 4)]
+    read = read_journal(run.path)
+    assert {node: list(probes) for node, probes in read.records.items()} == {"n2": ["gpu", "xid"]}
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], ["gpu", "xid"]]
+    run.settle("n2")
+    run.finish("complete", 0)
+    assert journal_files(run.path) == []
+
+
+def test_a_line_that_is_no_record_in_an_earlier_file_refuses_the_journal(tmp_path: Path) -> None:
+    run = journaled_run(tmp_path, GPU)
+    journal_of(run.path).write_text(line("n1", GPU) + "not json\n")
+    (run.path / "facts" / "journal.000002.jsonl").write_text(line("n1", XID))
+    with pytest.raises(RunDirError, match=r"journal\.000001\.jsonl: line 2 is not a journal"):
+        load_facts(run.path)
+
+
+def test_a_failed_sync_acknowledges_nothing_and_takes_no_later_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: the record's add_record raises (the run makes the node's ERROR), and no
+    later record goes after the torn tail it may have left."""
+    run = journaled_run(tmp_path, GPU)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdatasync", full)
+    with pytest.raises(OSError, match="No space left"):
+        run.add_record("n1", dict(XID))
+    monkeypatch.undo()
+    size = journal_of(run.path).stat().st_size
+    run.journal("n2")
+    with pytest.raises(OSError, match="No space left"):
+        run.add_record("n2", dict(GPU))
+    assert journal_of(run.path).stat().st_size == size
+    run.settle("n1")  # judged from memory: its facts file holds both
+    assert probes_on_disk(run.path) == ["gpu", "xid"]
+
+
+def test_an_older_runs_journal_of_each_node_is_still_read_and_folded(tmp_path: Path) -> None:
+    """A run made before the run's journal: facts/<node>.journal, a record a line."""
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(["n1", "n2"])
+    older = run.path / "facts" / "n1.journal"
+    older.write_text(json.dumps(GPU) + "\n" + json.dumps(XID) + "\n" + '{"probe": "nv')
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], []]
+    assert [list(e.facts.probes) for e in iter_facts(run.path) if e.facts] == [["gpu", "xid"], []]
+    RunDir.reopen(run.path)
+    assert probes_on_disk(run.path) == ["gpu", "xid"] and not older.exists()
+
+
+@pytest.mark.parametrize("planted", ["journal.000001.jsonl", "n1.journal"])
+def test_verify_names_a_journal_planted_in_a_finished_run(tmp_path: Path, planted: str) -> None:
+    run = journaled_run(tmp_path, GPU)
+    run.settle("n1")
+    run.finish("complete", 0)
+    record = {**XID, "ok": True, "error": None}
+    text = line("n1", record) if planted.startswith("journal") else json.dumps(record) + "\n"
+    (run.path / "facts" / planted).write_text(text)
+    assert load_facts(run.path)[0].probes["xid"].ok  # what a reader would take in ...
+    result = invoke("verify", run.path)
+    assert result.exit_code == 1, result.output
+    assert f"added: facts/{planted}" in result.stdout.splitlines()  # ... verify names

@@ -7,22 +7,30 @@ and JUnit keep one finding per check, only the console folds them.
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
+import pytest
 from rich.console import Console
+from rich.table import Table
 
 from bringup.checks.catalog import checks_for, judge_node
 from bringup.commands.show import (
+    FULL_UP_TO,
+    LISTED,
+    MatrixTable,
     fleet_matrix,
     node_table,
     one_per_probe,
+    plain,
     show_findings,
     summary_line,
 )
 from bringup.facts import NodeFacts, ProbeRecord
 from bringup.findings import Finding, Status
 from bringup.profile import load
+from bringup.report.escape import printable
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 from tests.support.report_runs import demo_run
@@ -228,3 +236,155 @@ def test_every_node_unreachable_is_one_clear_cell_and_no_empty_table() -> None:
     assert "reachable │" not in text and "UNREACHABLE reachable" not in text
     assert "what to do" not in text
     assert text.count("ssh: connection refused") == 2  # the unreachable table, once a node
+
+
+# --- the matrix at ten thousand nodes: each distinct row laid out once, printed as rich does --
+
+
+def printed(table: object, width: int, color: bool) -> str:
+    """What a terminal gets (escape codes and all, with `color`)."""
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        force_terminal=color,
+        color_system="truecolor" if color else None,
+    )
+    console.print(table)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def as_rich_prints_it(table: MatrixTable) -> Table:
+    """The same table laid out by rich row by row, as before the rows were laid out once."""
+    return table.table([(plain(node), row) for node, row in table.rows])
+
+
+NAMES = [
+    "node01",
+    "a[/]",
+    "b [bold]x[/] y",
+    "ノード七",  # two cells a character
+    "trailing ",
+    " leading",
+    "tab\there",
+    "e\u0301",  # a combining accent
+]
+
+
+@pytest.mark.parametrize("color", [False, True])
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_matrix_prints_byte_for_byte_what_rich_printed_row_by_row(
+    tmp_path: Path, color: bool, width: int
+) -> None:
+    findings, nodes = demo_findings(tmp_path)
+    # The demo's cells on nodes named every way a node may be named, and one unreachable.
+    renamed = {old: new for old, new in zip(nodes, NAMES, strict=False)}
+    findings = [f.model_copy(update={"node": renamed.get(f.node, f.node)}) for f in findings]
+    findings.append(
+        Finding(node="gone", check="node.reachable", status=Status.UNREACHABLE, message="x")
+    )
+    nodes = [*(renamed.get(n, n) for n in nodes), "gone", "never-judged"]
+    tables = fleet_matrix(findings, nodes, width)
+    assert tables and all(isinstance(t, MatrixTable) for t in tables)
+    for table in tables:
+        assert isinstance(table, MatrixTable)
+        assert (
+            table._laid_out(
+                Console(width=width), Console(width=width).options, [printable(n) for n in nodes]
+            )
+            is not None
+        )  # laid out once per distinct row, not by rich row by row
+        assert printed(table, width, color) == printed(as_rich_prints_it(table), width, color)
+
+
+def test_a_wide_suite_prints_alike_in_both_tables() -> None:
+    subjects = [f"probe{i:02d}" for i in range(12)]
+    findings = [
+        Finding(node=node, check=f"{s}.a_rather_long_check_name", status=status, message="m")
+        for node in ("node01", "node02", "node03")
+        for s, status in zip(subjects, [Status.FAIL, Status.WARN, *[Status.PASS] * 10], strict=True)
+    ]
+    tables = fleet_matrix(findings, ["node01", "node02", "node03"], 80)
+    assert len(tables) >= 2
+    for table in tables:
+        assert isinstance(table, MatrixTable)
+        assert printed(table, 80, True) == printed(as_rich_prints_it(table), 80, True)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "check", "width"),
+    [
+        (["node01", "two\nlines"], "gpu.count", 80),  # a name of two lines
+        (["node01", "node02"], "gpu.000000", 80),  # a check that reads like a placeholder
+        (["n" * 90, "node02"], "gpu.count", 80),  # wider than the console: rich narrows it
+    ],
+)
+def test_where_rich_lays_out_every_row_it_does(nodes: list[str], check: str, width: int) -> None:
+    findings = [
+        Finding(node=node, check=check, status=Status.FAIL, message="m", action="a")
+        for node in nodes
+    ]
+    (table, *_) = fleet_matrix(findings, nodes, width)
+    assert isinstance(table, MatrixTable)
+    console = Console(width=width)
+    names = [printable(n) for n in nodes]
+    assert table._laid_out(console, console.options, names) is None
+    assert printed(table, width, True) == printed(as_rich_prints_it(table), width, True)
+
+
+def test_ten_thousand_rows_are_laid_out_as_few_distinct_ones() -> None:
+    """A fleet's rows repeat: rich lays out each distinct one, not each node's."""
+    nodes = [f"node{i:05d}" for i in range(10_000)]
+    findings = [
+        Finding(node=node, check=check, status=status, message="m")
+        for i, node in enumerate(nodes)
+        for check, status in (
+            ("gpu.count", Status.FAIL if i % 1000 == 7 else Status.PASS),
+            ("host.kernel", Status.PASS),
+        )
+    ]
+    (table,) = fleet_matrix(findings, nodes, 80)
+    assert isinstance(table, MatrixTable)
+    assert len(set(row for _, row in table.rows)) == 2
+    text = printed(table, 80, False)
+    assert text.count("\n") == 4 + 10_000 + 10 + 1  # head, a row a node, a FAIL's 2nd line, foot
+    assert "│ node01007 │ FAIL 1 │ PASS 1 │" in text and "│           │ count  │        │" in text
+
+
+def fleet_failing(count: int, status: Status = Status.FAIL) -> tuple[list[Finding], list[str]]:
+    nodes = [f"node{i:05d}" for i in range(count)]
+    check = "node.reachable" if status is Status.UNREACHABLE else "gpu.count"
+    findings = [
+        Finding(node=n, check=check, status=status, message=f"{n} is short", action="reseat")
+        for n in nodes
+    ]
+    return findings, nodes
+
+
+def shown(findings: list[Finding], nodes: list[str]) -> str:
+    console = Console(record=True, width=120, color_system=None)
+    show_findings(console, findings, nodes, "check")
+    return console.export_text()
+
+
+def test_up_to_a_thousand_nodes_what_to_do_names_every_node() -> None:
+    findings, nodes = fleet_failing(FULL_UP_TO)
+    text = shown(findings, nodes)
+    assert all(f"{n}: {n} is short" in text for n in nodes)
+    assert "more nodes" not in text
+
+
+def test_past_a_thousand_nodes_each_action_names_its_first_nodes_and_counts_the_rest() -> None:
+    findings, nodes = fleet_failing(FULL_UP_TO + 1)
+    text = shown(findings, nodes)
+    assert [n for n in nodes if f"{n}: {n} is short" in text] == nodes[:LISTED]
+    assert f"(+{FULL_UP_TO + 1 - LISTED} more nodes: report.md lists each)" in text
+    assert all(f"│ {n} │" in text for n in nodes)  # the matrix keeps a row a node
+    assert f"{FULL_UP_TO + 1} FAIL" in text
+
+
+def test_past_a_thousand_nodes_the_unreachable_table_names_its_first_nodes() -> None:
+    findings, nodes = fleet_failing(FULL_UP_TO + 1, Status.UNREACHABLE)
+    text = shown(findings, nodes)
+    text = text[text.index("\nunreachable") :]
+    assert [n for n in nodes if f"{n} is short" in text] == nodes[:LISTED]
+    assert f"(+{FULL_UP_TO + 1 - LISTED} more nodes: report.md lists each)" in text

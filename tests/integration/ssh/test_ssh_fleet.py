@@ -334,7 +334,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     out = tmp_path / "run"
     proc = start_cli("check", "--nodes", hosts, "--suite", files["suite"], "--json", "--out", out)
     facts = out / "facts" / "slow.json"
-    journal = out / "facts" / "slow.journal"  # the running node's records as they arrive
+    journal = out / "facts" / "journal.000001.jsonl"  # the running nodes' records as they come
     try:
         first = wait_until(lambda: journal.exists() and '"gpu"' in journal.read_text(), 60)
         assert first, "the node's first record never arrived"
@@ -349,7 +349,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(
     assert run_error[0]["message"] == "run interrupted; 1 probe(s) recorded are kept"
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     assert list(json.loads(facts.read_text())["probes"]) == ["gpu"]
-    assert not journal.exists()  # folded into the node's facts file when it stopped
+    assert not journal.exists()  # folded into the node's facts file, removed at the end
 
 
 # After Ctrl-C the CLI waits at most 0.2 s for the transport's stop check and 2 s for the

@@ -1,0 +1,310 @@
+"""The run's journal: every running node's records, each on disk before the run goes on.
+
+A fleet run takes records from many nodes at once (64 forks, each node's probes
+reporting as they end), and each must be on disk before the run goes on with its node:
+judges it, or reads its next record (docs/scale.md#the-facts-files). Each node used to
+have its own journal (facts/<node>.journal), each record one write and one fdatasync of
+it. Now one journal for the whole run takes the records of every node, and one fdatasync
+covers every record waiting: the first append to find no write under way writes every
+line queued so far in one write, syncs once and wakes the appends whose lines that sync
+covered; lines queued meanwhile go in the next (group commit). No append returns before
+its own line is synced: the guarantee is the same, the syncs are one a batch.
+
+    facts/journal.000001.jsonl   {"node": "node0001", "record": {...}}   a record, as it came
+                                 {"settled": "node0001"}                 the node's facts file
+                                                                         holds every record above
+
+When a node ends its facts file is written and synced (bringup/rundir.py), then a
+`settled` line says so: a reader after a crash folds into each node's facts the records
+that came after its last `settled` line, and no others, so what it holds is what the
+running nodes sent. Past SEGMENT_BYTES the journal goes on in a new file; the oldest file
+whose every node has settled since is removed, so the journal stays about the size of
+what the running nodes sent, never the whole run's. The run removes it when it finishes;
+`--resume` first folds it into the facts files.
+
+A line the crash cut short (a line without its end, or the zeros a machine's crash can
+leave where the system had not written yet) is an append that had not returned: left
+out. A line that is not a journal line before one that is was not written by a run: the
+journal is refused (JournalError), and with it every node's facts: which node's record it
+was cannot be known.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from bringup.facts import ProbeRecord
+from bringup.files import InputError, open_folder, read_lines_in, sync_dir
+
+SEGMENT_BYTES = 8 * 1024 * 1024  # far below the 64 MiB any reader takes (files.MAX_BYTES)
+_SEGMENT = re.compile(r"journal\.(\d{6})\.jsonl")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def segment_name(number: int) -> str:
+    """A journal file's name below facts/: never a node's (those end in .json or .journal)."""
+    return f"journal.{number:06d}.jsonl"
+
+
+class JournalError(InputError):
+    """The run's journal is not one a run wrote (or cannot be read); one line."""
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Segment:
+    name: str
+    # Nodes with a record in this file and no `settled` line since: it is removed once
+    # there are none (and every file before it is gone).
+    unsettled: set[str] = field(default_factory=set)
+
+
+class RunJournal:
+    """The journal of a run being written into the directory `folder` (the run's facts/,
+    below `root`, the run directory). Made when the first record comes; shared by the
+    run's threads."""
+
+    def __init__(self, root: Path, folder: Path) -> None:
+        self.root = root
+        self.folder = folder
+        self._cond = threading.Condition()
+        self._queue: list[tuple[str | None, str | None, bytes]] = []  # (node, settled, line)
+        self._queued = 0  # lines queued so far (each append waits for its own number)
+        self._synced = 0  # lines written and synced so far
+        self._writing = False  # an append is writing a batch (outside the lock)
+        self._failed: OSError | None = None  # a write or sync failed: no line is taken since
+        self._folder_fd: int | None = None
+        self._fd: int | None = None
+        self._size = 0
+        self._segments: list[_Segment] = []  # oldest first, the last one written to
+        self._next = 1
+        self.batches = 0  # writes (each one fdatasync) so far: what group commit saves
+
+    def append(self, node: str, record_json: str) -> None:
+        """Put one record of `node` (ProbeRecord JSON) on disk; returns once its line is
+        synced, with the lines of every other append waiting then. OSError when it could
+        not be (a full disk): the record is not acknowledged, and no later one is taken."""
+        line = f'{{"node":{json.dumps(node)},"record":{record_json}}}\n'.encode()
+        with self._cond:
+            mine = self._enqueue(node, None, line)
+            while self._synced < mine:
+                if self._failed is not None:
+                    raise OSError(self._failed.errno, self._failed.strerror)
+                if self._writing:
+                    self._cond.wait()
+                else:
+                    self._write_queued()
+
+    def settled(self, node: str) -> None:
+        """Say that `node`'s facts file, synced, holds every record it sent so far: its
+        lines need not be read again. Written with the next batch (not waited for: a
+        `settled` line the disk did not get only makes a reader fold records its facts
+        file already holds)."""
+        with self._cond:
+            if self._failed is None:
+                self._enqueue(None, node, f'{{"settled":{json.dumps(node)}}}\n'.encode())
+
+    def close(self) -> None:
+        """Every node has settled (the run is finishing): the journal's files are removed;
+        a later record starts a new one."""
+        with self._cond:
+            while self._writing:
+                self._cond.wait()
+            if self._failed is None and any(node for node, _, _ in self._queue):
+                # A record still waiting (none should be, once every node has settled):
+                # its append returns once it is written, as ever.
+                with contextlib.suppress(OSError):
+                    self._write_queued()
+            self._queue.clear()  # settled lines: the journal they speak of goes now
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            if self._folder_fd is not None:
+                for segment in self._segments:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(segment.name, dir_fd=self._folder_fd)
+                sync_dir(self._folder_fd)
+                os.close(self._folder_fd)
+                self._folder_fd = None
+            self._segments.clear()
+
+    def __del__(self) -> None:  # a run never finished (a test, a refused run): its descriptors
+        for fd in (self._fd, self._folder_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _enqueue(self, node: str | None, settled: str | None, line: bytes) -> int:
+        self._queue.append((node, settled, line))
+        self._queued += 1
+        return self._queued
+
+    def _write_queued(self) -> None:
+        """Under the lock: write every queued line in one write and one sync, the lock let
+        go of meanwhile (other appends queue theirs for the next batch)."""
+        batch, self._queue = self._queue, []
+        upto = self._queued
+        self._writing = True
+        self._cond.release()
+        failed: BaseException | None = None
+        try:
+            self._write(batch)
+        except BaseException as exc:  # its lines are not on disk, whatever stopped it
+            failed = exc
+        finally:
+            self._cond.acquire()
+            self._writing = False
+            self._cond.notify_all()
+        if failed is not None:
+            # What was written of the batch is a torn tail at most: nothing goes after it,
+            # and no append waiting on it returns as if it were synced.
+            self._failed = (
+                failed
+                if isinstance(failed, OSError)
+                else OSError(errno.EIO, f"the journal's write stopped: {type(failed).__name__}")
+            )
+            raise failed
+        self._synced = max(self._synced, upto)
+
+    def _write(self, batch: list[tuple[str | None, str | None, bytes]]) -> None:
+        """One batch: into the current file (a new one past SEGMENT_BYTES), synced; then
+        the files every node has settled since removed, oldest first."""
+        if self._fd is None or self._size >= SEGMENT_BYTES:
+            self._start_segment()
+        assert self._fd is not None
+        data = b"".join(line for _, _, line in batch)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        os.fdatasync(self._fd)
+        self._size += len(data)
+        self.batches += 1
+        for node, settled, _ in batch:
+            if node is not None:
+                self._segments[-1].unsettled.add(node)
+            else:
+                for segment in self._segments:
+                    segment.unsettled.discard(settled or "")
+        self._remove_settled()
+
+    def _start_segment(self) -> None:
+        if self._folder_fd is None:
+            self._folder_fd = open_folder(self.root, self.folder)
+        name = segment_name(self._next)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
+        fd = os.open(name, flags, 0o666, dir_fd=self._folder_fd)
+        # Its name on disk before any line in it is acknowledged.
+        sync_dir(self._folder_fd)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._size = fd, 0
+        self._next += 1
+        self._segments.append(_Segment(name))
+
+    def _remove_settled(self) -> None:
+        """The oldest files whose nodes have all settled (never the one written to): in
+        order, each removal synced before the next, so a crash never brings back an older
+        file without the newer ones."""
+        assert self._folder_fd is not None
+        while len(self._segments) > 1 and not self._segments[0].unsettled:
+            try:
+                os.unlink(self._segments[0].name, dir_fd=self._folder_fd)
+            except OSError:
+                return  # kept: a reader folds records its facts files hold, no more
+            self._segments.pop(0)
+            sync_dir(self._folder_fd)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass
+class JournalRead:
+    """What a run's journal holds: each node's records since its facts file last settled,
+    later ones last (node -> probe -> record)."""
+
+    records: dict[str, dict[str, ProbeRecord]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # its files, relative to the run directory
+
+    def of(self, node: str) -> dict[str, ProbeRecord]:
+        return self.records.get(node, {})
+
+
+def journal_files(run: Path) -> list[str]:
+    """The run journal's files (`facts/journal.NNNNNN.jsonl`), oldest first, relative to
+    the run directory `run`; none when facts/ is not a folder."""
+    folder = run / "facts"
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = sorted((int(m.group(1)), name) for name in names if (m := _SEGMENT.fullmatch(name)))
+    return [f"facts/{name}" for _, name in found]
+
+
+def read_journal(run: Path) -> JournalRead:
+    """The records the run journal at `run` (a run directory) holds, or JournalError."""
+    read = JournalRead(files=journal_files(run))
+    problem: str | None = None
+    for relative, number, line in _lines(run, read.files):
+        entry = _entry(line)
+        if entry is None:
+            problem = problem or f"{run / relative}: line {number} is not a journal line"
+            continue
+        if problem is not None:
+            raise JournalError(f"{problem} (a record follows it: not a journal a run wrote)")
+        node, record = entry
+        if record is None:  # settled: its records are in its facts file
+            read.records.pop(node, None)
+        else:
+            read.records.setdefault(node, {})[record.probe] = record
+    return read
+
+
+def _lines(run: Path, files: list[str]) -> Iterator[tuple[str, int, str]]:
+    """(file, line number, line) of every line of the journal's files in order; the text
+    after a file's last newline only where it is not empty."""
+    for relative in files:
+        held: str | None = None  # each line is given once the next is read
+        number = 0
+        try:
+            for line in read_lines_in(run, relative, "facts journal"):
+                if held is not None:
+                    yield relative, number, held
+                held, number = line, number + 1
+        except InputError as exc:
+            raise JournalError(str(exc)) from None
+        if held:
+            yield relative, number, held
+
+
+def _entry(line: str) -> tuple[str, ProbeRecord | None] | None:
+    """(node, its record) or (node, None) for a `settled` line; None: not a journal line."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if set(data) == {"settled"} and isinstance(data["settled"], str):
+        return data["settled"], None
+    if set(data) != {"node", "record"} or not isinstance(data["node"], str):
+        return None
+    try:
+        return data["node"], ProbeRecord.model_validate(data["record"])
+    except ValidationError:
+        return None
