@@ -22,12 +22,15 @@ one ERROR `report.*` finding per missing piece, naming it.
                       profile's thresholds (a burn-in on a GPU no profile knows); not
                       where a finding says why already (a CPU burn-in's burnin.mfu)
 
-Pure: over what the reader found (`RunContents`, which RunData provides).
+Pure: over what the reader found (`RunContents`, which RunData provides). Of the findings
+it reads only which nodes have any and the bad ones (`Tallied`): the report holds those
+while it spools the rest to disk (bringup/report/findingstore.py), so a run of ten
+thousand nodes is judged without every finding in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +39,15 @@ from bringup.checks.catalog import checks_for
 from bringup.facts import NodeFacts, origin
 from bringup.findings import Finding, Status
 from bringup.rundir import Manifest
+
+
+class Tallied(Protocol):
+    """findings.jsonl's findings as the report holds them (report/findingstore.py)."""
+
+    @property
+    def nodes(self) -> Collection[str]: ...  # every finding's `node` field
+    @property
+    def noted(self) -> Sequence[Finding]: ...  # those at WARN or worse (and more), in order
 
 
 class RunContents(Protocol):
@@ -52,7 +64,7 @@ class RunContents(Protocol):
     @property
     def facts_problems(self) -> Mapping[str, str]: ...  # node -> why its file is unreadable
     @property
-    def findings(self) -> Sequence[Finding] | None: ...
+    def findings(self) -> Sequence[Finding] | Tallied | None: ...
     @property
     def findings_problem(self) -> str | None: ...  # why there are no findings
     @property
@@ -70,12 +82,13 @@ def judge_completeness(run: RunContents) -> list[Finding]:
     replay = f"judge the recorded facts again: `bringup check --replay {run.path}`"
     whole, plan = _whole_run(run), [*_plan(run), *_profile(run)]
     nodes: list[Finding] = []
+    judged, bad = _judged(run.findings)
     by_node: dict[str, list[Finding]] = {}
-    for f in run.findings or []:
+    for f in bad:
         by_node.setdefault(f.node, []).append(f)
     for node in run.nodes:
         mine = [*by_node.get(node, []), *_failed_job(run, node, by_node)]
-        for line in _node_gaps(run, node, mine):
+        for line in _node_gaps(run, node, mine, node in judged or bool(mine)):
             f = finding(
                 "report.missing",
                 Status.ERROR,
@@ -85,8 +98,18 @@ def judge_completeness(run: RunContents) -> list[Finding]:
             nodes.append(f.model_copy(update={"node": node}))
     # The run's exit code is explained by its findings or by the other gaps (a check
     # records these same gaps, and its exit code says them).
-    files = _findings_file(run, replay, [*whole, *plan, *nodes])
+    files = _findings_file(run, replay, [*whole, *plan, *nodes], bad)
     return [*whole, *files, *plan, *nodes]
+
+
+def _judged(findings: Sequence[Finding] | Tallied | None) -> tuple[Collection[str], list[Finding]]:
+    """The `node` field of every finding, and the bad findings (FAIL, ERROR, UNREACHABLE)
+    in order: all the rules here read of them."""
+    if findings is None:
+        return set(), []
+    if isinstance(findings, Sequence):
+        return {f.node for f in findings}, [f for f in findings if f.status.bad]
+    return findings.nodes, [f for f in findings.noted if f.status.bad]
 
 
 def _whole_run(run: RunContents) -> list[Finding]:
@@ -119,7 +142,10 @@ def _whole_run(run: RunContents) -> list[Finding]:
     return out
 
 
-def _findings_file(run: RunContents, replay: str, gaps: list[Finding]) -> list[Finding]:
+def _findings_file(
+    run: RunContents, replay: str, gaps: list[Finding], bad: list[Finding]
+) -> list[Finding]:
+    """`bad`: the bad findings of findings.jsonl."""
     if run.findings is None:
         why = run.findings_problem or "findings.jsonl is missing: the run was never judged"
         return [finding("report.findings", Status.ERROR, why, action=replay)]
@@ -142,7 +168,7 @@ def _findings_file(run: RunContents, replay: str, gaps: list[Finding]) -> list[F
     wrote = run.manifest.findings_bad if run.manifest is not None else None
     # The gaps judged here count as held: a check records these same findings (and the
     # report judges them again in place of the recorded ones).
-    holds = sum(1 for f in [*run.findings, *gaps] if f.status.bad)
+    holds = len(bad) + sum(1 for f in gaps if f.status.bad)
     if wrote is not None and holds < wrote:
         out.append(
             finding(
@@ -161,7 +187,7 @@ def _findings_file(run: RunContents, replay: str, gaps: list[Finding]) -> list[F
     made = run.manifest.provenance if run.manifest is not None else None
     if code == 1 and not origin(list(run.facts.values()), made).live:
         code = None
-    if code and not any(f.status.bad for f in [*run.findings, *gaps]):
+    if code and not (bad or any(f.status.bad for f in gaps)):
         out.append(
             finding(
                 "report.findings",
@@ -242,7 +268,7 @@ def _no_profile_said(run: RunContents) -> bool:
     - a job that did not run (`burnin.job` ERROR): nothing was judged, against a profile
       or without one
     """
-    bad = [f for f in run.findings or [] if f.status.bad]
+    _, bad = _judged(run.findings)
     if any(f.check in JOB_CHECKS for f in bad):
         return True
     kinds = [_burnin_device(node) for node in run.facts.values()]
@@ -261,9 +287,9 @@ def _burnin_device(node: NodeFacts) -> str | None:
     return kind if isinstance(kind, str) else "unknown"  # unknown is never taken for a CPU
 
 
-def _node_gaps(run: RunContents, node: str, mine: list[Finding]) -> list[str]:
-    """What one node lacks (`mine`: its findings): its facts, a planned probe, its
-    findings, a probe's ERRORs."""
+def _node_gaps(run: RunContents, node: str, mine: list[Finding], judged: bool) -> list[str]:
+    """What one node lacks (`mine`: its bad findings; `judged`: whether it has any): its
+    facts, a planned probe, its findings, a probe's ERRORs."""
     if any(f.status == Status.UNREACHABLE for f in mine):
         return []  # never reached: its UNREACHABLE finding is the explicit verdict
     if node in run.facts_problems:
@@ -281,7 +307,7 @@ def _node_gaps(run: RunContents, node: str, mine: list[Finding]) -> list[str]:
             )
     if run.findings is None:
         return lines  # findings.jsonl itself is missing: said once for the run
-    if not mine:
+    if not judged:
         return [*lines, "no findings for this node: its facts were never judged"]
     for record in recorded.probes.values():
         if record.ok and record.error is None:

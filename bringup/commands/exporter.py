@@ -30,10 +30,10 @@ DEFAULT_PORT = 9400
 def report_of(run_dir: Path) -> Report:
     """The report of a run, with the run's own profile when it still loads."""
     from bringup import profile as profile_mod
-    from bringup.commands.report import build_report
+    from bringup.commands.report import build_report, dropped
     from bringup.report.rundata import load
 
-    run = load(run_dir)
+    run = load(run_dir, skip=dropped)  # what build_report judges again: never spooled
     prof = None
     if run.manifest and run.manifest.profile:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +159,7 @@ def print_json(doc: dict[str, Any] | list[Any]) -> None:
 
 
 def print_envelope(
-    findings: list[Finding],
+    findings: Iterable[Finding],
     *,
     exit_code: int | None = None,
     judged: bool = True,
@@ -177,6 +177,8 @@ def print_envelope(
     from bringup.commands.envelope import document
     from bringup.findings import exit_code as code_of
     from bringup.provenance import LIVE, verdict_exit_code
+
+    findings = list(findings)  # a report's are read back from disk (report/findingstore.py)
 
     if run is not None:
         optional.setdefault("run_dir", str(run.path))

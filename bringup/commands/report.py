@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from bringup import profile as profile_mod
     from bringup.baseline import CoverageRow
     from bringup.checks.identity import Mark
-    from bringup.facts import NodeFacts
+    from bringup.facts import NodeFacts, ProbeRecord
     from bringup.findings import Finding
     from bringup.measurements import NodeMeasurements
     from bringup.report.figures import Figures
@@ -109,8 +109,10 @@ def restrict(run: RunData, limit: str) -> set[str]:
     kept = set(select_nodes(every, limit, f"the nodes of {run.path}"))
     run.facts = {n: f for n, f in run.facts.items() if n in kept}
     run.facts_problems = {n: p for n, p in run.facts_problems.items() if n in kept}
-    if run.findings is not None:
+    if isinstance(run.findings, list):
         run.findings = [f for f in run.findings if shown_for(f, kept)]
+    elif run.findings is not None:
+        run.findings = run.findings.filtered(lambda f: shown_for(f, kept))
     if run.manifest is not None:
         nodes = [n for n in run.manifest.nodes if n in kept]
         run.manifest = run.manifest.model_copy(update={"nodes": nodes})
@@ -128,8 +130,11 @@ def drop_recorded_whole_run(run: RunData) -> None:
     judges it again from the facts, by the same functions."""
     from bringup.checks.whole_run import is_whole_run
 
-    if run.findings is not None:
+    if isinstance(run.findings, list):
         run.findings = [f for f in run.findings if not is_whole_run(f.check)]
+    elif run.findings is not None and any(is_whole_run(c) for c in run.findings.checks):
+        # Read back and spooled anew: `make_report` leaves them out as it reads instead.
+        run.findings = run.findings.filtered(lambda f: not is_whole_run(f.check))
 
 
 def judge_run(run: RunData) -> list[Finding]:
@@ -178,7 +183,7 @@ def build_report(
     only); None: the facts are whole and measured here."""
     from bringup.checks.catalog import CHECKS
     from bringup.checks.identity import CHECK as IDENTITY
-    from bringup.checks.identity import judge_identity, judge_marks
+    from bringup.checks.identity import judge_identity
     from bringup.checks.regression import Known, judge_override_changes, judge_regressions
     from bringup.checks.whole_run import judge_whole_run
     from bringup.measurements import measure_fleet, tolerances
@@ -193,11 +198,11 @@ def build_report(
     # What `check` recorded of the whole run is judged again here, by the same function.
     drop_recorded_whole_run(run)
     lacking = judge_run(run) if complete is None else list(complete)
-    if not any(f.check == IDENTITY for f in run.findings or []):
+    if IDENTITY not in checks_of(run):
         # One machine, one node: judged here too for a run whose check did not (a run of
         # an older bringup); a run that judged it holds its findings already.
         if digest is not None:
-            lacking += judge_marks({node: digest.marks[node] for node in run.facts})
+            lacking += digest.marks.judge(list(run.facts))
         else:
             lacking += judge_identity(list(run.facts.values()))
     judged = judge_whole_run(run, prof, now.metrics_only(), lacking)
@@ -236,6 +241,21 @@ def build_report(
     )
 
 
+def checks_of(run: RunData) -> set[str]:
+    """The checks the run's findings name."""
+    if isinstance(run.findings, list):
+        return {f.check for f in run.findings}
+    return set(run.findings.checks) if run.findings is not None else set()
+
+
+def dropped(f: Finding) -> bool:
+    """A finding of findings.jsonl the report leaves out as it reads: what `check`
+    recorded of the whole run, judged again here (drop_recorded_whole_run)."""
+    from bringup.checks.whole_run import is_whole_run
+
+    return is_whole_run(f.check)
+
+
 class FactsDigest:
     """What the report takes from each node's whole facts as the node is read (rundata's
     `keep`): its figures (spooled to disk: report/figures.py), its identity marks and,
@@ -254,9 +274,13 @@ class FactsDigest:
         self.peak = peak_flops_per_s
         self.auto = auto
         self.figures = Figures.spooled()
-        self.marks: dict[str, list[Mark]] = {}
+        self.marks = SpooledMarks()
         self.models: dict[str, profile_mod.Profile | None] = {}
-        self._compact = Compact()  # the headers kept of each node: texts shared
+        self._compact = Compact()  # the records kept of each node: texts shared
+        # Equal records, and equal sets of them, held once: a fleet of healthy nodes
+        # keeps one record per probe and one set of them.
+        self._records: dict[tuple[object, ...], ProbeRecord] = {}
+        self._sets: dict[tuple[int, ...], dict[str, ProbeRecord]] = {}
 
     def __call__(self, node: NodeFacts) -> NodeFacts:
         from bringup.checks.auto import judge_node_model
@@ -266,10 +290,41 @@ class FactsDigest:
 
         with decoded_once():  # three readers of the node's records: each validated once
             self.figures.add(measure(node, self.peak))
-            self.marks[node.node] = node_marks(node)
+            self.marks.add(node.node, node_marks(node))
             if self.auto:
                 self.models[node.node] = judge_node_model(node)[0]
-        return self._compact(node.headers())
+        return self._essentials(node)
+
+    def _essentials(self, node: NodeFacts) -> NodeFacts:
+        """The node with each record cut to what the rules over the whole run read of it
+        (checks/completeness.py: which probes it has, which ran and how they ended, a
+        burn-in's device; bringup/provenance.py: where it came from). The times are taken
+        before, as the node is read (rundata.measured); the rest is in the figures."""
+        from bringup.facts import ProbeRecord
+
+        probes: dict[str, ProbeRecord] = {}
+        for name, record in node.probes.items():
+            device = None
+            if record.facts is not None:
+                kind = record.facts.get("device_kind", _ABSENT)
+                device = {} if kind is _ABSENT or not _scalar(kind) else {"device_kind": kind}
+            chain = tuple((s.kind, s.of, s.sha256) for s in record.provenance)
+            key = (name, record.probe, record.ok, record.error, repr(device), chain)
+            kept = self._records.get(key)
+            if kept is None:
+                kept = self._records[key] = self._compact(
+                    ProbeRecord(
+                        probe=record.probe,
+                        ok=record.ok,
+                        error=record.error,
+                        facts=device,
+                        provenance=list(record.provenance),
+                    )
+                )
+            probes[name] = kept
+        shared = self._sets.setdefault(tuple(id(r) for r in probes.values()), probes)
+        version = self._compact(node.bringup_version)
+        return node.model_copy(update={"probes": shared, "bringup_version": version})
 
     def measurements(self, run: RunData) -> Figures:
         """The figures of the run's nodes (as narrowed by --limit)."""
@@ -289,6 +344,66 @@ class FactsDigest:
             if node is not None and node.node in measured and "burnin" in node.probes:
                 self.figures.add(measure(node, peak))
         self.peak = peak
+
+
+_ABSENT = object()
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+class SpooledMarks:
+    """Each node's identity marks (checks/identity.py: its GPUs' serials and UUIDs, its
+    system serial and machine id; 18 of a B300 node) on disk, as its figures are, and in
+    memory a hash of each mark beside its node's number: at ten thousand nodes the marks
+    were 25 MB, the hashes are 3. Judging reads back only the nodes that share a hash
+    with another (those that share a value, and any whose hashes merely collide), and
+    judges them as judge_marks judges the whole fleet: a node shares a value only with
+    nodes that share its hash."""
+
+    def __init__(self) -> None:
+        from array import array
+
+        from bringup.report.figures import Spool
+
+        self._spool = Spool()
+        self._names: list[str] = []
+        self._hashes = array("q")  # each mark's hash((kind, value))
+        self._owners = array("q")  # its node's number in _names
+
+    def add(self, node: str, marks: list[Mark]) -> None:
+        self._spool.put(node, marks)
+        number = len(self._names)
+        self._names.append(node)
+        for mark in marks:
+            self._hashes.append(hash((mark.kind, mark.value)))
+            self._owners.append(number)
+
+    def judge(self, nodes: list[str]) -> list[Finding]:
+        """judge_marks of these nodes' marks (in this order)."""
+        from bringup.checks.identity import judge_marks
+
+        shown = set(nodes)
+        hashes, owners, names = self._hashes, self._owners, self._names
+        marks = [i for i in range(len(hashes)) if names[owners[i]] in shown]
+        marks.sort(key=hashes.__getitem__)
+        sharing: set[str] = set()
+        start = 0
+        for end in range(1, len(marks) + 1):
+            if end < len(marks) and hashes[marks[end]] == hashes[marks[start]]:
+                continue
+            group = {names[owners[i]] for i in marks[start:end]}
+            if len(group) > 1:
+                sharing |= group
+            start = end
+        held: dict[str, list[Mark]] = {}
+        for node in nodes:
+            if node in sharing:
+                back = self._spool.get(node)
+                assert isinstance(back, list)  # written by add() alone
+                held[node] = back
+        return judge_marks(held)
 
 
 class WholeRunDigest(FactsDigest):
@@ -415,13 +530,17 @@ def make_report(
 
     if baseline_dir is not None and baseline_dir.is_dir():
         _refuse_incomplete_burnin(baseline_dir)
-    digest = _digest_for(run_dir, profile_name)
-    baseline_digest = _digest_for(baseline_dir, profile_name) if baseline_dir else None
     try:
-        run = load(run_dir, digest)
+        digest = _digest_for(run_dir, profile_name)
+        baseline_digest = _digest_for(baseline_dir, profile_name) if baseline_dir else None
+        run = load(run_dir, digest, skip=dropped)
         baseline = load(baseline_dir, baseline_digest) if baseline_dir is not None else None
     except RunDataError as exc:
         fail(str(exc))
+    except OSError as exc:
+        # The findings and figures are spooled to an anonymous temporary file as read
+        # (report/findingstore.py, report/figures.py): a full or missing temporary folder.
+        fail(f"cannot spool the report's data to a temporary file ({exc.strerror}): set TMPDIR")
     drop_recorded_whole_run(run)  # judged again below, never taken from the file
     complete = None
     if limit:
@@ -434,9 +553,12 @@ def make_report(
     for each, folder in ((digest, run_dir), (baseline_digest, baseline_dir)):
         if each is not None and folder is not None:
             each.remeasure(folder, prof)
-    built = build_report(
-        run, prof, baseline, complete=complete, digest=digest, baseline_digest=baseline_digest
-    )
+    try:
+        built = build_report(
+            run, prof, baseline, complete=complete, digest=digest, baseline_digest=baseline_digest
+        )
+    except OSError as exc:
+        fail(f"cannot read the report's data back from its temporary file ({exc.strerror})")
     return built, prof
 
 
@@ -579,10 +701,12 @@ def verdict_lines(built: Report, skip: tuple[str, ...] = ()) -> list[str]:
     sent can act on the terminal.
     """
     from bringup.report.escape import one_line
+    from bringup.report.findingstore import in_report_order
 
     counts = ", ".join(f"{n} {s}" for s, n in built.verdict.counts.items())
     lines = [one_line(f"{built.verdict.line}: {counts or 'no findings'}")]
-    for f in built.findings:
+    # The report.* findings are held (`noted`): the others are not read back for this.
+    for f in in_report_order(built.findings).noted:
         if f.check.startswith("report.") and f.check not in skip:
             where = f" ({f.node})" if f.node else ""
             lines.append("  " + one_line(f"{f.status.value} {f.check}{where}: {f.message}"))

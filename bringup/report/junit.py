@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 from bringup.findings import Finding, Status
 from bringup.report import escape
+from bringup.report.findingstore import in_report_order
 from bringup.report.model import Report
 
 RUN_SUITE = "run"  # the testsuite of findings that belong to no node
@@ -83,13 +84,13 @@ def junit_pieces(report: Report) -> Iterator[str]:
     """The document in pieces, one <testsuite> (a node) at a time, to be written as they
     come: at ten thousand nodes the whole tree was the report's largest object. The text
     is the one ET.indent and ET.tostring give of the whole tree."""
-    by_node: dict[str, list[Finding]] = defaultdict(list)
-    for f in report.findings:  # already in report order: node, then catalog check order
-        by_node[f.node or RUN_SUITE].append(f)
-    ordered = sorted(by_node, key=lambda n: (n == RUN_SUITE, n))
+    # Each node's findings read back in turn (report/findingstore.py), in report order:
+    # node, then catalog check order. The run's own ("") are the suite RUN_SUITE, last.
+    findings = in_report_order(report.findings)
+    ordered = sorted({f or RUN_SUITE for f in findings.nodes}, key=lambda n: (n == RUN_SUITE, n))
     # The totals head the document: counted first, without building a testcase.
-    tests = len(report.findings)
-    failures = sum(1 for f in report.findings if f.status.bad)
+    tests = len(findings)
+    failures = sum(1 for f in findings.noted if f.status.bad)
     root = ET.Element("testsuites", name=report.title)
     root.set("tests", str(tests))
     root.set("failures", str(failures))
@@ -102,7 +103,10 @@ def junit_pieces(report: Report) -> Iterator[str]:
         return
     yield prolog + head.removesuffix(" />") + ">"
     for node in ordered:
-        yield "\n  " + _suite_xml(report, node, by_node[node])
+        found = findings.of(node)
+        if node == RUN_SUITE:  # the run's own, then a node of that name's (if any)
+            found = [*findings.of(""), *found]
+        yield "\n  " + _suite_xml(report, node, found)
     yield "\n</testsuites>\n"
 
 

@@ -23,15 +23,16 @@ from bringup import __version__, provenance
 from bringup.baseline import CoverageRow
 from bringup.facts import origin as facts_origin
 from bringup.findings import Cell, Finding, Status, matrix_cells, worst
-from bringup.measurements import NodeMeasurements, measure_fleet, tolerances
+from bringup.measurements import METRICS, NodeMeasurements, measure_fleet, tolerances
 from bringup.profile import Profile
 from bringup.report import compare as baseline_mod
 from bringup.report.figures import Brief, Figures
+from bringup.report.findingstore import FindingsSpool, ReportFindings
 from bringup.report.planned import PlanSection, plan_section
 from bringup.report.rails import RailTable
 from bringup.report.rails import load as load_rails
-from bringup.report.rundata import RunData
-from bringup.report.statistics import MetricStats, check_medians, statistics_of
+from bringup.report.rundata import RunData, measured
+from bringup.report.statistics import CheckMedians, MetricStats, statistics_of
 from bringup.rundir import Override
 
 
@@ -99,15 +100,15 @@ class NodeSections(Sequence[NodeReport]):
 
     def __init__(
         self,
-        nodes: list[str],
-        by_node: dict[str, list[Finding]],
+        rows: list[NodeSummary],
+        findings: ReportFindings,
         medians: dict[str, float],
         figures: Figures,
     ) -> None:
-        self._by_node = by_node
+        self._findings = findings  # each node's read back (from disk) when its section is
         self._medians = medians
         self._figures = figures
-        self.rows = [_summary(n, by_node.get(n, []), figures.brief(n)) for n in nodes]
+        self.rows = rows
 
     @property
     def problems(self) -> list[NodeSummary]:
@@ -119,7 +120,7 @@ class NodeSections(Sequence[NodeReport]):
 
     def section(self, node: str) -> NodeReport:
         """One node's section, built now from its findings and its figures."""
-        mine = self._by_node.get(node, [])
+        mine = self._findings.of(node)
         return _node_report(node, self._figures.get(node), mine, self._medians)
 
     def sections(self, rows: Iterable[NodeSummary]) -> Iterator[NodeReport]:
@@ -223,7 +224,9 @@ class Report(BaseModel):
     nodes: NodeSections | list[NodeReport]  # a list: a report made by hand (tests)
     fleet: list[MetricStats]
     baseline: baseline_mod.Comparison | None = None
-    findings: list[Finding]  # the run's and the report's, in report order
+    # The run's and the report's, in report order: read back a node at a time
+    # (report/findingstore.py); a list: a report made by hand (tests).
+    findings: ReportFindings | list[Finding]
     plan: PlanSection | None = None  # a burn-in run: what its baseline means for a fine-tune
     # A handover bundle: what it holds and what it lacks (bringup/checks/coverage.py).
     coverage: list[CoverageRow] | None = None
@@ -235,6 +238,10 @@ class Report(BaseModel):
         # A dump of the whole model (small runs, tests) holds every section: report.json
         # is written a node at a time instead (render.json_pieces).
         return list(nodes)
+
+    @field_serializer("findings")
+    def _every_finding(self, findings: Iterable[Finding]) -> list[Finding]:
+        return list(findings)  # as nodes: report.json writes them one at a time
 
 
 def build(
@@ -263,40 +270,35 @@ def build(
         measurements = measure_fleet(run.facts, profile)
     figures = measurements if isinstance(measurements, Figures) else Figures.held(measurements)
     figures = figures.only(nodes)
-    findings = [*(run.findings or []), *judged]
-    order = {name: i for i, name in enumerate(check_order)}
     # Node, then the check order given, then unknown checks by name. A stable sort:
     # findings of one node and check keep the order the check wrote them in.
-    findings.sort(key=lambda f: (f.node, order.get(f.check, len(order)), f.check))
-    fleet = statistics_of(figures.metrics_only(), limits, findings)
+    findings = ReportFindings(_with_judged(run.findings, judged), check_order)
+    passed = _Pass(nodes, findings, figures)
+    fleet = statistics_of(figures.metrics_only(), limits, passed.stragglers)
     comparison = None
     if baseline is not None:
+        # A comparison reads every finding of both runs, and every node's full figures.
         comparison = baseline_mod.compare(
             [figures.get(n) for n in nodes],
             baseline_measurements
             if baseline_measurements is not None
             else measure_fleet(baseline.facts, profile),
             limits,
-            findings,
+            list(findings),
             baseline_run=baseline.path.name,
             baseline_started_at=baseline.manifest.started_at if baseline.manifest else None,
-            baseline_findings=baseline.findings,
+            baseline_findings=list(baseline.findings) if baseline.findings is not None else None,
             baseline_is_handover=baseline.parts is not None,
         )
-    medians = check_medians(findings)
-    by_node: dict[str, list[Finding]] = {}
-    for f in findings:
-        by_node.setdefault(f.node, []).append(f)
-    node_reports = NodeSections(nodes, by_node, medians, figures)
-    subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
+    node_reports = NodeSections(passed.rows, findings, passed.medians.medians(), figures)
     return Report(
         title=f"bringup acceptance report — {run.path.name}",
         generated_at=generated_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         run=_run_info(run),
         profile_description=profile.description if profile is not None else None,
-        verdict=_verdict(findings, run, coverage or []),
-        subjects=subjects,
-        matrix=_matrix(findings, nodes, subjects),
+        verdict=_verdict(findings, passed, run, coverage or []),
+        subjects=passed.subjects,
+        matrix=passed.matrix(),
         nodes=node_reports,
         fleet=fleet,
         baseline=comparison,
@@ -307,6 +309,59 @@ def build(
     )
 
 
+def _with_judged(
+    found: FindingsSpool | list[Finding] | None, judged: list[Finding]
+) -> FindingsSpool:
+    """The run's findings, then the ones judged of the whole run: one spool."""
+    if isinstance(found, FindingsSpool):
+        return found.extended(judged)  # the run's own stays as read
+    return FindingsSpool.of_findings([*(found or []), *judged])
+
+
+class _Pass:
+    """What the whole report needs of every finding, taken in one pass over the findings
+    a node at a time in report order: each node's summary row and matrix cells, the
+    subjects, the checks' medians, the stragglers the fleet statistics mark, the run's own
+    gaps. The findings are read back from disk for it, and let go of node by node."""
+
+    def __init__(self, nodes: list[str], findings: ReportFindings, figures: Figures) -> None:
+        shown = set(nodes)
+        self.rows: list[NodeSummary] = []
+        self._cells: dict[str, dict[str, Cell]] = {}
+        self.medians = CheckMedians()
+        self.stragglers: list[Finding] = []
+        self.gaps: list[str] = []  # the run's own report.* findings' messages
+        self.tally: Counter[Status] = Counter()  # findings per status
+        subjects: dict[str, None] = {}
+        for node in sorted(shown | set(findings.nodes)):
+            mine = findings.of(node) if findings.count(node) else []
+            self.tally.update(f.status for f in mine)
+            self.medians.add(node, mine)
+            self.stragglers += [f for f in mine if _straggler(f)]
+            if not node:
+                self.gaps = [f.message for f in mine if _is_gap(f) and f.check != COVERAGE]
+            if node not in shown:
+                continue
+            subjects.update(dict.fromkeys(f.check.split(".")[0] for f in mine))
+            self.rows.append(_summary(node, mine, figures.brief(node)))
+            cells = matrix_cells(mine)
+            self._cells[node] = {subject: cell for (_, subject), cell in cells.items()}
+        self.subjects = list(subjects)
+
+    def matrix(self) -> dict[str, dict[str, Cell]]:
+        """The console's cells (findings.matrix_cells: the rule is decided there, once),
+        node by node, each row in the order of the subjects."""
+        return {
+            node: {s: cells[s] for s in self.subjects if s in cells}
+            for node, cells in self._cells.items()
+        }
+
+
+def _straggler(f: Finding) -> bool:
+    """A whole run's `fleet.<metric>` finding, which the fleet statistics mark."""
+    return f.check.startswith("fleet.") and f.check.removeprefix("fleet.") in METRICS
+
+
 def _run_info(run: RunData) -> RunInfo:
     """What the run was and where its facts came from: the report's first lines."""
     info = RunInfo(
@@ -315,11 +370,12 @@ def _run_info(run: RunData) -> RunInfo:
     derived = run_origin(run)
     info.derived_mode = derived.mode
     info.origin = _origin(info, derived)
-    times = sorted(
-        r.started_at for facts in run.facts.values() for r in facts.probes.values() if r.started_at
-    )
-    if times:
-        info.measured_from, info.measured_to = times[0], times[-1]
+    # Each node's, as read (its facts as held may be only what the report keeps of them).
+    found = (run.measured.get(node) or measured(facts) for node, facts in run.facts.items())
+    spans = [span for span in found if span is not None]
+    if spans:
+        info.measured_from = min(first for first, _ in spans)
+        info.measured_to = max(last for _, last in spans)
     manifest = run.manifest
     if manifest is None:
         return info
@@ -399,18 +455,20 @@ def _is_gap(f: Finding) -> bool:
     return f.check.startswith("report.")
 
 
-def _verdict(findings: list[Finding], run: RunData, coverage: list[CoverageRow]) -> Verdict:
-    # One pass, not one per status: at ten thousand nodes the findings are 300,000.
-    tally = Counter(f.status for f in findings)
-    counts = {s.value: tally[s] for s in Status}
-    bad = [f for f in findings if f.status.bad]
+def _verdict(
+    findings: ReportFindings, passed: _Pass, run: RunData, coverage: list[CoverageRow]
+) -> Verdict:
+    # Counted in the one pass over the findings (at ten thousand nodes 300,000 of them);
+    # the bad and the WARN ones are held (`noted`), in report order.
+    counts = {s.value: passed.tally[s] for s in Status}
+    bad = [f for f in findings.noted if f.status.bad]
     # A handover's missing parts are in its coverage table, not listed again here.
-    gaps = [f.message for f in findings if _is_gap(f) and not f.node and f.check != COVERAGE]
+    gaps = passed.gaps
     origin = run_origin(run)
     # The one rule (bringup/provenance.py): fail closed, a run with nothing judged is never
     # accepted, nor one with a record not measured live by this run (demo, replayed, from
     # a file, simulated), whatever its findings.
-    accepted = provenance.accepted(findings, origin)
+    accepted = provenance.accepted_counted(len(findings), len(bad), origin)
     overrides = bool(run.manifest.overrides) if run.manifest is not None else False
     line = "ACCEPTED" + (" with overrides" if overrides else "") if accepted else "NOT ACCEPTED"
     # A handover without a part the verdict needs says which in its brackets (its
@@ -431,7 +489,7 @@ def _verdict(findings: list[Finding], run: RunData, coverage: list[CoverageRow])
         counts={k: v for k, v in counts.items() if v},
         nodes_failing=sorted({f.node or "(run)" for f in bad}),
         actions=_groups(bad),
-        warnings=_groups([f for f in findings if f.status == Status.WARN]),
+        warnings=_groups([f for f in findings.noted if f.status == Status.WARN]),
         missing=[*gaps, *run.notes],
     )
 
@@ -452,11 +510,3 @@ def _groups(findings: list[Finding]) -> list[ActionGroup]:
         groups[f.action or "investigate: no action recorded for this check"].append(f)
     made = [ActionGroup(status=worst(g), action=a, findings=g) for a, g in groups.items()]
     return sorted(made, key=lambda g: (-g.status.rank, g.action))
-
-
-def _matrix(
-    findings: list[Finding], nodes: list[str], subjects: list[str]
-) -> dict[str, dict[str, Cell]]:
-    """The console's cells (findings.matrix_cells: the rule is decided there, once)."""
-    cells = matrix_cells(findings)
-    return {node: {s: cells[(node, s)] for s in subjects if (node, s) in cells} for node in nodes}

@@ -23,6 +23,7 @@ from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape, jsontext
+from bringup.report.findingstore import ReportFindings
 from bringup.report.model import NodeReport, NodeSections, Report
 from bringup.words import plural
 
@@ -342,12 +343,14 @@ def json_pieces(report: Report) -> Iterator[str]:
     for i, name in enumerate(sorted(Report.model_fields)):
         yield ("," if i else "") + f"\n  {json.dumps(name)}: "
         value = getattr(report, name)
-        if isinstance(value, list | NodeSections) and len(value):
-            yield "["  # the nodes' sections: each built, written and dropped in turn
+        if isinstance(value, list | NodeSections | ReportFindings) and len(value):
+            # The nodes' sections and the findings: each read back, written and dropped
+            # in turn.
+            yield "["
             for j, item in enumerate(value):
                 yield ("," if j else "") + "\n    " + _item_json(item, "    ")
             yield "\n  ]"
-        elif isinstance(value, NodeSections):
+        elif isinstance(value, NodeSections | ReportFindings):
             yield "[]"
         elif isinstance(value, dict) and value:
             yield "{"

@@ -29,6 +29,7 @@ from bringup.files import MAX_BYTES, InputError, is_link, read_bytes_in, read_li
 from bringup.findings import Finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.report.compact import Compact
+from bringup.report.findingstore import FindingsSpool, noted
 from bringup.rundir import Manifest, iter_facts
 
 # What a reader keeps of each node's facts as they are read (report's FactsDigest): the
@@ -57,11 +58,17 @@ class RunData:
     path: Path
     manifest: Manifest | None
     facts: dict[str, NodeFacts]  # node -> its facts file
-    findings: list[Finding] | None  # None: findings.jsonl absent or unreadable
+    # findings.jsonl's, spooled by node (report/findingstore.py); a list where the run's
+    # findings are held already (a check's end, a bundle's parts one after the other).
+    # None: findings.jsonl absent or unreadable.
+    findings: FindingsSpool | list[Finding] | None
     manifest_problem: str | None = None  # why `manifest` is None
     findings_problem: str | None = None  # why `findings` is None
     unreadable_lines: list[int] = field(default_factory=list)  # findings.jsonl, from 1
     facts_problems: dict[str, str] = field(default_factory=dict)  # node -> its file's fault
+    # node -> its records' earliest and latest start, taken before `keep` (which may
+    # leave the times out of what it keeps of a node).
+    measured: dict[str, tuple[str, str]] = field(default_factory=dict)
     planned: list[str] | None = None  # the probes of the run's suite; None: not known
     plan_problem: str | None = None  # why `planned` is None (with a manifest)
     notes: list[str] = field(default_factory=list)  # said in the report, not findings
@@ -82,21 +89,36 @@ class RunData:
         names = set(self.facts) | set(self.facts_problems)
         if self.manifest:
             names.update(self.manifest.nodes)
-        names.update(f.node for f in self.findings or [] if f.node and "," not in f.node)
+        names.update(n for n in written_nodes(self.findings) if n and "," not in n)
         return sorted(names)
 
 
-def load(path: Path, keep: Keep | None = None, findings: list[Finding] | None = None) -> RunData:
+def written_nodes(findings: FindingsSpool | list[Finding] | None) -> set[str]:
+    """The `node` field of every finding ("" for the run's own, "a,b" for several)."""
+    if isinstance(findings, FindingsSpool):
+        return findings.nodes
+    return {f.node for f in findings or []}
+
+
+def load(
+    path: Path,
+    keep: Keep | None = None,
+    findings: list[Finding] | None = None,
+    skip: Callable[[Finding], bool] | None = None,
+) -> RunData:
     """Read a run directory (or a bundle); RunDataError when it holds neither manifest,
     facts nor findings.
 
     `keep`: each node's facts pass through it as they are read, and what it returns is
     kept (a bundle's nodes once their parts' records are merged). `findings`: those of
-    findings.jsonl as the run writing it holds them (the end of a check): not read back."""
+    findings.jsonl as the run writing it holds them (the end of a check): not read back.
+    `skip`: findings.jsonl's findings left out as they are read (what the report judges
+    again itself: never spooled to be dropped after)."""
     if not path.is_dir():
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
         run = _bundle(path)
+        run.measured = {n: span for n, f in run.facts.items() if (span := measured(f))}
         if keep is not None:
             run.facts = {name: keep(facts) for name, facts in run.facts.items()}
         return run
@@ -109,10 +131,10 @@ def load(path: Path, keep: Keep | None = None, findings: list[Finding] | None = 
     if run.manifest is not None:
         with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
             run.manifest_sha256 = manifest_sha256(path)
-    run.facts, run.facts_problems = _facts(path, keep)
+    run.facts, run.facts_problems, run.measured = _facts(path, keep)
     if findings is None:
         known = {*run.facts, *run.facts_problems, *(run.manifest.nodes if run.manifest else [])}
-        run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known))
+        run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known), skip)
     else:
         run.findings = findings
     if run.manifest is not None:
@@ -161,8 +183,8 @@ def _bundle(path: Path) -> RunData:
             run.facts_problems[name] = f"{part.path}: {why}"
         # A part's missing pieces (no findings, lines that do not parse, no manifest) are
         # its own completeness findings, judged part by part: not lost in the merge.
-        assert run.findings is not None
-        run.findings += piece.findings or []
+        assert isinstance(run.findings, list)  # a bundle's: held, its parts' in turn
+        run.findings.extend(piece.findings or [])
         if part.kind in ("check", "snapshot") and run.planned is None:
             run.planned, run.plan_problem = piece.planned, piece.plan_problem
         manifest.nodes = sorted(
@@ -188,14 +210,23 @@ def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
         return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 
-def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], dict[str, str]]:
+def measured(facts: NodeFacts) -> tuple[str, str] | None:
+    """The earliest and latest start of a node's records; None: none records one."""
+    times = [r.started_at for r in facts.probes.values() if r.started_at]
+    return (min(times), max(times)) if times else None
+
+
+def _facts(
+    path: Path, keep: Keep | None = None
+) -> tuple[dict[str, NodeFacts], dict[str, str], dict[str, tuple[str, str]]]:
     facts: dict[str, NodeFacts] = {}
     problems: dict[str, str] = {}
+    spans: dict[str, tuple[str, str]] = {}
     folder = path / "facts"
     if is_link(folder):
         # Never followed: the facts would be whatever the link points to.
         problems["facts/"] = "facts/ is a symbolic link, not followed: no node's probes are shown"
-        return facts, problems
+        return facts, problems, spans
     # Both layouts (facts/<node>.json, facts/<shard>/<node>.json), one node at a time;
     # facts/ unreadable: every node then shows as having no facts.
     where: dict[str, str] = {}
@@ -213,10 +244,14 @@ def _facts(path: Path, keep: Keep | None = None) -> tuple[dict[str, NodeFacts], 
                 f"{where[node]}): neither is shown"
             )
             facts.pop(node, None)
+            spans.pop(node, None)
             continue
         where[node] = entry.relative
+        span = measured(entry.facts)
+        if span is not None:
+            spans[node] = span
         facts[node] = keep(entry.facts) if keep is not None else entry.facts
-    return facts, problems
+    return facts, problems, spans
 
 
 # findings.jsonl is read a line at a time, so its size no longer sets the report's memory
@@ -234,18 +269,21 @@ def findings_cap(nodes: int) -> int:
     return max(MAX_BYTES, nodes * FINDINGS_BYTES_PER_NODE)
 
 
-def _findings(path: Path, nodes: int = 0) -> tuple[list[Finding] | None, str | None, list[int]]:
-    """The findings, why there are none, and the numbers of the lines that do not parse
-    (`nodes`: how many the run knows of, for findings_cap)."""
+def _findings(
+    path: Path, nodes: int = 0, skip: Callable[[Finding], bool] | None = None
+) -> tuple[FindingsSpool | None, str | None, list[int]]:
+    """The findings (spooled by node as they are read: report/findingstore.py), why there
+    are none, and the numbers of the lines that do not parse (`nodes`: how many the run
+    knows of, for findings_cap; `skip`: findings left out)."""
     if not os.path.lexists(path / "findings.jsonl"):
         why = (
             "findings.jsonl is missing: the run was never judged "
             f"(judge its facts with `bringup check --replay {path}`)"
         )
         return None, why, []
-    findings: list[Finding] = []
+    findings = FindingsSpool()
     unreadable: list[int] = []
-    compact = Compact()
+    compact = Compact()  # for the findings held (report/findingstore.py, `noted`)
     # Read a line at a time (at ten thousand nodes the file is 60 MB: never one string).
     # Lines end at "\n" alone: JSON keeps U+2028 or U+0085 from a node's text as they are,
     # and str.splitlines would cut a line there.
@@ -257,9 +295,12 @@ def _findings(path: Path, nodes: int = 0) -> tuple[list[Finding] | None, str | N
             if not line.strip():
                 continue
             try:
-                findings.append(compact(Finding.model_validate_json(line)))
+                found = Finding.model_validate_json(line)
             except (ValidationError, ValueError):
                 unreadable.append(number)  # cut short by a crash, or edited: judged
+                continue
+            if skip is None or not skip(found):
+                findings.add(compact(found) if noted(found) else found)
     except InputError as exc:
         return None, f"findings.jsonl unreadable ({exc}): no verdict is known", []
     return findings, None, unreadable

@@ -77,12 +77,39 @@ def check_medians(findings: list[Finding]) -> dict[str, float]:
     Checks that report several findings per node (one per GPU or path) have no single
     figure per node, so they get no fleet median.
     """
-    per_check: dict[str, dict[str, list[float]]] = {}
+    by_node: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.node and isinstance(f.value, int | float) and not isinstance(f.value, bool):
-            per_check.setdefault(f.check, {}).setdefault(f.node, []).append(float(f.value))
-    medians = {}
-    for check, by_node in per_check.items():
-        if len(by_node) >= 2 and all(len(v) == 1 for v in by_node.values()):
-            medians[check] = statistics.median(v[0] for v in by_node.values())
-    return medians
+        by_node.setdefault(f.node, []).append(f)
+    medians = CheckMedians()
+    for node, mine in by_node.items():
+        medians.add(node, mine)
+    return medians.medians()
+
+
+class CheckMedians:
+    """check_medians over findings given a node at a time (each node once): per check,
+    its nodes' values (a float each), and whether a node had several."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[float]] = {}
+        self._several: set[str] = set()
+
+    def add(self, node: str, mine: list[Finding]) -> None:
+        """The findings whose `node` field is `node` (the run's own, "", have no figure)."""
+        if not node:
+            return
+        seen: set[str] = set()
+        for f in mine:
+            if isinstance(f.value, int | float) and not isinstance(f.value, bool):
+                if f.check in seen:
+                    self._several.add(f.check)
+                    continue
+                seen.add(f.check)
+                self._values.setdefault(f.check, []).append(float(f.value))
+
+    def medians(self) -> dict[str, float]:
+        return {
+            check: statistics.median(values)
+            for check, values in self._values.items()
+            if len(values) >= 2 and check not in self._several
+        }

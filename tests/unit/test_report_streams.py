@@ -250,12 +250,16 @@ def test_reading_a_run_holds_each_nodes_summary_not_its_figures(tmp_path: Path) 
     timelines: about 37 kB a node of the scale benchmark's) go to the spool as the node is
     read; what stays is its findings, its records' headers, its identity marks and its
     metrics. Before: about 89 kB a node here, then about 52; with the findings' and the
-    headers' texts and fields sets shared (report/compact.py) about 19."""
-    small, large = 6, 36
+    headers' texts and fields sets shared (report/compact.py) about 19; with the findings
+    spooled by node (report/findingstore.py), the identity marks spooled and each node's
+    records cut to what completeness and provenance read, equal ones held once, about 4
+    (of it the findings at WARN or worse that the verdict lists: here every node's
+    fleet.identity FAIL)."""
+    small, large = 6, 66
     per_node = _held_kb_per_node(
         scale_run(tmp_path / "small", small), scale_run(tmp_path / "large", large), (small, large)
     )
-    assert per_node < 30, f"{per_node:.0f} kB per node"
+    assert per_node < 8, f"{per_node:.0f} kB per node"
 
 
 def test_a_large_fleets_problem_nodes_are_laid_out_a_table_at_a_time(
@@ -296,11 +300,12 @@ def test_findings_read_hold_a_third_of_the_memory_and_the_same_values(tmp_path: 
     lines.append(older)
     tracemalloc.start()
     try:
-        read, problem, unreadable = _findings(run)
+        spool, problem, unreadable = _findings(run)
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert problem is None and unreadable == [] and read is not None
+    assert problem is None and unreadable == [] and spool is not None
+    read = list(spool)  # spooled to disk as read (report/findingstore.py), read back
     fresh = [Finding.model_validate_json(line) for line in lines]
     assert read == fresh
     for mine, theirs in zip(read, fresh, strict=True):
@@ -309,7 +314,7 @@ def test_findings_read_hold_a_third_of_the_memory_and_the_same_values(tmp_path: 
     assert read[-1].model_fields_set == {"node", "check", "status", "message"}
     assert held / len(read) < 700, f"{held / len(read):.0f} bytes a finding"
 
-    first, second = read[1], read[2]
+    first, second = spool.noted[0], spool.noted[1]  # held: WARN or worse
     assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__  # shared
     copy = first.model_copy(update={"message": "changed"})
     copy.node = "elsewhere"
@@ -386,7 +391,7 @@ def test_findings_past_64_mib_are_read_for_a_run_of_nodes_enough(tmp_path: Path)
     assert (run / "findings.jsonl").stat().st_size > big
     read = load(run)
     assert read.findings_problem is None and read.unreadable_lines == []
-    assert read.findings is not None and read.findings[-1].message == "the last line"
+    assert read.findings is not None and list(read.findings)[-1].message == "the last line"
 
     run = scale_run(tmp_path / "small", 2)
     _with_findings_of(run, 1_000, big)
@@ -404,3 +409,200 @@ def test_findings_past_64_mib_are_read_for_a_run_of_nodes_enough(tmp_path: Path)
     one_line = load(run)
     assert one_line.findings is None
     assert "a line over the 1 MiB cap on one line" in (one_line.findings_problem or "")
+
+
+def _finding(node: str, check: str, status: str, message: str = "m") -> Finding:
+    return Finding(node=node, check=check, status=status, message=message)
+
+
+def test_findings_spooled_by_node_come_back_as_written(tmp_path: Path) -> None:
+    """findings.jsonl's findings go to an anonymous temporary file as they are read, a
+    node's in chunks (report/findingstore.py): each node's come back in the order written,
+    all of them in that order too, equal to what was added; only the WARN-or-worse ones
+    and the whole run's own (report.*, fleet.*) stay in memory."""
+    from bringup.report import findingstore
+
+    written = [
+        _finding("a", "gpu.count", "PASS"),
+        _finding("b", "gpu.count", "FAIL"),
+        _finding("a", "gpu.ecc", "WARN"),
+        *(_finding("c", "gpu.ecc", "PASS", str(i)) for i in range(findingstore.CHUNK + 3)),
+        _finding("", "report.run", "ERROR"),
+        _finding("a", "fleet.gemm", "PASS"),
+        _finding("a,b", "fabric.pair", "SKIP"),
+    ]
+    spool = findingstore.FindingsSpool.of_findings(written)
+    assert list(spool) == written
+    assert len(spool) == len(written) and spool.count("c") == findingstore.CHUNK + 3
+    assert spool.of("a") == [written[0], written[2], written[-2]]
+    assert [f.message for f in spool.of("c")] == [str(i) for i in range(findingstore.CHUNK + 3)]
+    assert spool.of("nobody") == []
+    assert spool.nodes == {"a", "b", "c", "", "a,b"}
+    assert spool.noted == [written[1], written[2], written[-3], written[-2]]
+
+    more = spool.extended([_finding("a", "gpu.count", "ERROR")])
+    assert len(more) == len(spool) + 1 and len(spool) == len(written)  # the run's unchanged
+    assert more.of("a")[-1].status.value == "ERROR" and spool.of("a") == [
+        written[0],
+        written[2],
+        written[-2],
+    ]
+    kept = more.filtered(lambda f: f.node != "c")
+    assert kept.nodes == {"a", "b", "", "a,b"} and kept.of("c") == []
+
+    ordered = findingstore.ReportFindings(more, ["gpu.ecc", "gpu.count"])
+    assert ordered.nodes == ["", "a", "a,b", "b", "c"]
+    assert [(f.check, f.status.value) for f in ordered.of("a")] == [
+        ("gpu.ecc", "WARN"),
+        ("gpu.count", "PASS"),
+        ("gpu.count", "ERROR"),
+        ("fleet.gemm", "PASS"),
+    ]
+    assert ordered.bad_count == 3
+
+
+def _old_report_parts(report: Report, nodes: list[str]) -> dict[str, object]:
+    """What build() made of the whole list of findings before they were spooled: the
+    verdict's counts and groups, the matrix, the subjects, the nodes' summary rows and the
+    checks' medians, by the code of that time (report/model.py, statistics.py at 72cdf2d)."""
+    import statistics as stats
+
+    from bringup.findings import Status, matrix_cells, worst
+    from bringup.report import model
+
+    findings = list(report.findings)
+    tally = {s: sum(1 for f in findings if f.status == s) for s in Status}
+    bad = [f for f in findings if f.status.bad]
+    subjects = list(dict.fromkeys(f.check.split(".")[0] for f in findings if f.node in nodes))
+    cells = matrix_cells(findings)
+    by_node: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_node.setdefault(f.node, []).append(f)
+    per_check: dict[str, dict[str, list[float]]] = {}
+    for f in findings:
+        if f.node and isinstance(f.value, int | float) and not isinstance(f.value, bool):
+            per_check.setdefault(f.check, {}).setdefault(f.node, []).append(float(f.value))
+    medians = {
+        check: stats.median(v[0] for v in values.values())
+        for check, values in per_check.items()
+        if len(values) >= 2 and all(len(v) == 1 for v in values.values())
+    }
+    assert isinstance(report.nodes, NodeSections)
+    return {
+        "counts": {s.value: n for s, n in tally.items() if n},
+        "accepted": bool(findings) and not bad and not report.verdict.reasons,
+        "nodes_failing": sorted({f.node or "(run)" for f in bad}),
+        "actions": model._groups(bad),
+        "warnings": model._groups([f for f in findings if f.status == Status.WARN]),
+        "subjects": subjects,
+        "matrix": {n: {s: cells[(n, s)] for s in subjects if (n, s) in cells} for n in nodes},
+        "rows": [
+            model._summary(n, by_node.get(n, []), report.nodes._figures.brief(n)) for n in nodes
+        ],
+        "medians": medians,
+        "worst": {n: worst(by_node[n]) for n in nodes if n in by_node},
+    }
+
+
+@pytest.mark.parametrize("size", [6, render.FULL_PAGE_NODES + 2])
+def test_what_the_whole_run_needs_is_taken_as_the_findings_pass(
+    size: int, measured_run: Path, large_run: Path
+) -> None:
+    """The verdict's counts and action groups, the matrix, the subjects, each node's
+    summary row and the checks' medians are taken in one pass over the spooled findings,
+    a node at a time; each is what the whole list of findings gave (the code before)."""
+    run = measured_run if size == 6 else large_run
+    report, _ = make_report(run, None, "b300")
+    nodes = [row.node for row in report.nodes.rows]
+    old = _old_report_parts(report, nodes)
+    verdict = report.verdict
+    assert verdict.counts == old["counts"] and verdict.accepted == old["accepted"]
+    assert verdict.nodes_failing == old["nodes_failing"]
+    assert verdict.actions == old["actions"] and verdict.warnings == old["warnings"]
+    assert report.subjects == old["subjects"] and report.matrix == old["matrix"]
+    assert isinstance(report.nodes, NodeSections)
+    assert report.nodes.rows == old["rows"] and report.nodes._medians == old["medians"]
+    assert verdict.actions and old["medians"]  # something compared
+    # In report order: node, then the catalog's check order (a stable sort of the file's).
+    from bringup.checks.catalog import CHECKS
+
+    order = {check.name: i for i, check in enumerate(CHECKS)}
+    every = list(report.findings)
+    assert every == sorted(every, key=lambda f: (f.node, order.get(f.check, len(order)), f.check))
+    lines = (run / "findings.jsonl").read_text().split("\n")
+    own = [Finding.model_validate_json(line) for line in lines if line.strip()]
+    whole = ("report.", "fleet.")
+    assert [f for f in every if not f.check.startswith(whole)] == sorted(
+        (f for f in own if not f.check.startswith(whole)),
+        key=lambda f: (f.node, order.get(f.check, len(order)), f.check),
+    )
+
+
+def test_completeness_from_the_spool_is_completeness_from_the_list(tmp_path: Path) -> None:
+    """checks/completeness.py reads of the findings only which nodes have any and the
+    bad ones, which the spool holds: a node whose findings were cut, an unreachable node
+    and a failed probe whose ERRORs were cut are judged alike from either."""
+    import dataclasses
+
+    from bringup.checks.completeness import judge_completeness
+
+    run = scale_run(tmp_path / "run", 12)
+    path = run / "findings.jsonl"
+    lines = path.read_text().split("\n")
+    kept = [line for line in lines if '"node0003"' not in line]  # node0003: never judged
+    kept = [line for line in kept if not ('"node0005"' in line and '"ERROR"' in line)]
+    path.write_text("\n".join(kept))
+    read = load(run)
+    assert read.findings is not None and not isinstance(read.findings, list)
+    held = dataclasses.replace(read, findings=list(read.findings))
+    spooled = judge_completeness(read)
+    assert spooled == judge_completeness(held)
+    said = [f.message for f in spooled if f.node == "node0003"]
+    assert said == ["no findings for this node: its facts were never judged"]
+
+
+def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The findings and figures are spooled to an anonymous temporary file: a full or
+    missing temporary folder is one clear line and exit 2, never a traceback."""
+    import tempfile
+
+    from tests.support.cli import invoke
+
+    run = scale_run(tmp_path / "run", 2)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    result = invoke("report", run, "--format", "md")
+    assert result.exit_code == 2, result.output
+    assert "cannot spool the report's data to a temporary file" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_identity_marks_on_disk_are_judged_as_the_whole_fleets() -> None:
+    """Each node's identity marks are spooled, a hash of each held (SpooledMarks): the
+    nodes that share a value are read back and judged, and the findings are judge_marks's
+    of every node's marks, for the whole fleet and for a --limit view of it."""
+    from bringup.checks.identity import Mark, judge_marks
+    from bringup.commands.report import SpooledMarks
+
+    def marks(i: int) -> list[Mark]:
+        own = [Mark("GPU serial", f"GPU {g} serial", f"S{i}-{g}") for g in range(8)]
+        own.append(Mark("system serial", "system serial", f"SYS{i}"))
+        return own
+
+    fleet = {f"node{i:03d}": marks(i) for i in range(40)}
+    for i in (3, 17, 29):  # a cloned image: one machine id on three nodes
+        fleet[f"node{i:03d}"].append(Mark("machine id", "machine id", "cafe"))
+    fleet["node008"].append(Mark("GPU serial", "GPU 7 serial", "S9-7"))  # node009's GPU 7
+    fleet["node011"].append(Mark("system serial", "system serial", "SYS11"))  # its own twice
+    fleet["node012"].append(Mark("machine id", "machine id", "S12-0"))  # another kind's value
+    spooled = SpooledMarks()
+    for node, mine in fleet.items():
+        spooled.add(node, mine)
+    names = list(fleet)
+    found = spooled.judge(names)
+    assert found == judge_marks(fleet)
+    assert sorted(f.node for f in found) == ["node003", "node008", "node009", "node017", "node029"]
+    some = names[::2]
+    assert spooled.judge(some) == judge_marks({n: fleet[n] for n in some})
+    assert spooled.judge(["node003"]) == []
