@@ -7,7 +7,7 @@
 #
 # The image (benchmarks/gpu_image.txt lists its packages) has torch, typer, rich, PyYAML,
 # Jinja2, transformers, peft and DeepSpeed's other needs. It lacks pydantic (the controller's
-# facts and schemas) and DeepSpeed with hjson (the burn-in); its nvidia-ml-py and
+# schemas), msgspec (its facts validator) and DeepSpeed with hjson (the burn-in); its nvidia-ml-py and
 # typing-extensions are of unknown versions, so ours travel and come first on PYTHONPATH.
 # Every version is pinned, so the set resolves together: pydantic pins its pydantic-core
 # exactly; pydantic-core, pydantic and typing-inspection need typing-extensions >= 4.16.0;
@@ -20,10 +20,12 @@ version=${1:-3.12}
 dest=${2:-.whl}
 PYTHON=${PYTHON:-python3}
 
-# Wheels for any CPython of that version on x86-64 Linux (the binary one: pydantic-core).
+# Wheels for any CPython of that version on x86-64 Linux (the binary ones: pydantic-core,
+# msgspec).
 BINARY=(
     pydantic==2.14.4
     pydantic-core==2.50.5
+    msgspec==0.23.0
     annotated-types==0.8.0
     typing-inspection==0.4.5
     typing-extensions==4.16.0

@@ -1,7 +1,9 @@
 """Facts as the controller holds them: one record per probe per node, as JSON on disk.
 
-The probe dataclasses (bringup/node/probes/*) are the schema; here pydantic validates the
-JSON a node sent (or a file someone recorded) back into those dataclasses.
+The probe dataclasses (bringup/node/probes/*) are the schema; here one validator,
+`validate_facts`, turns the JSON a node sent (or a file someone recorded) back into those
+dataclasses: msgspec's `convert` in strict mode, which builds the stdlib dataclasses
+themselves and refuses what does not fit (docs/json.md, "How a probe's facts are read").
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+import msgspec
+from pydantic import BaseModel, Field
 
 from bringup.node.catalog import PROBES
 from bringup.provenance import Origin, Provenance, Source, origin_of
@@ -74,21 +77,46 @@ class FactsError(ValueError):
     """Recorded facts do not match the probe's schema (an edited or foreign file)."""
 
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
-_ADAPTERS_LOCK = threading.Lock()
+T = TypeVar("T")
+
+_READY: set[type] = set()  # the facts types msgspec has read once: its schema of each made
+_FIRST_READ = threading.Lock()
 
 
-def _adapter(probe: str) -> TypeAdapter[Any]:
-    """The probe's facts validator, built once per process. Under a lock: a fleet run's
-    threads judge their first nodes together, and without it each built its own (64
-    threads, a hundred and fifty schemas: seconds of CPU before the first verdict)."""
-    adapter = _ADAPTERS.get(probe)
-    if adapter is None:
-        with _ADAPTERS_LOCK:
-            adapter = _ADAPTERS.get(probe)
-            if adapter is None:
-                adapter = _ADAPTERS[probe] = TypeAdapter(PROBES[probe].FACTS)
-    return adapter
+def validate_facts(probe: str, facts_type: type[T], data: object) -> T:
+    """`data` (JSON as read: dicts, lists, str, int, float, bool, None) as the probe's facts
+    dataclass, or FactsError naming where it does not fit, in one line.
+
+    Strict: a value is taken only in the form the node's probes write it (their dataclass
+    through `dataclasses.asdict` and json), never coerced from another ("3" for an int, 1
+    for a bool); an int is taken for a float, as json writes a float field that holds
+    one. Keys the type does not name are passed over (a newer node's facts still read).
+    msgspec keeps what it learns of each type on the type, so the first record of a probe
+    pays for its schema and the next ones do not."""
+    try:
+        if facts_type in _READY:
+            return msgspec.convert(data, facts_type, strict=True)
+        # The first read of a type builds msgspec's schema of it. Under a lock: a fleet
+        # run's threads judge their first nodes together, and each would build its own.
+        with _FIRST_READ:
+            try:
+                return msgspec.convert(data, facts_type, strict=True)
+            finally:
+                _READY.add(facts_type)
+    except msgspec.ValidationError as exc:
+        raise FactsError(f"facts of probe {probe!r} invalid {_where(exc)}") from None
+
+
+def _where(exc: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$.gpus[0].index`" as "at gpus[0].index:
+    Expected `int`, got `str`" (the place first; "at the top" for the record itself). The
+    message names types and the schema's own fields, never a value the node sent."""
+    text = str(exc)
+    message, sep, path = text.rpartition(" - at `")
+    if not sep:
+        return f"at the top: {text}"
+    where = path.removesuffix("`").removeprefix("$").removeprefix(".")
+    return f"at {where or 'the top'}: {message}"
 
 
 # A node's records decoded while `decoded_once()` holds: the report reads each node's
@@ -130,14 +158,7 @@ def decode(record: ProbeRecord) -> Any:
 def _decode(record: ProbeRecord) -> Any:
     if record.probe not in PROBES:
         raise FactsError(f"unknown probe {record.probe!r}")
-    try:
-        return _adapter(record.probe).validate_python(record.facts)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise FactsError(
-            f"facts of probe {record.probe!r} invalid at {where}: {err['msg']}"
-        ) from None
+    return validate_facts(record.probe, PROBES[record.probe].FACTS, record.facts)
 
 
 # Probes whose facts class exists but that a catalog may not list yet; decoded directly.
@@ -163,11 +184,6 @@ def decode_record(record: ProbeRecord) -> tuple[Any | None, str | None]:
         return None, f"probe {record.probe!r} not known to this report: shown as recorded"
     facts_type = importlib.import_module(module).FACTS
     try:
-        return TypeAdapter(facts_type).validate_python(record.facts), None
-    except ValidationError as exc:
-        return None, f"facts of probe {record.probe!r} invalid: {_first_line(exc)}"
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+        return validate_facts(record.probe, facts_type, record.facts), None
+    except FactsError as exc:
+        return None, str(exc)

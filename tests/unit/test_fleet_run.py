@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
+import types
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -155,26 +156,45 @@ def test_a_record_of_a_probe_not_asked_for_is_refused(tmp_path: Path) -> None:
 def test_threads_judging_their_first_nodes_together_build_each_validator_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """64 threads judged their first nodes at once and each built the probes' pydantic
-    validators (a hundred and fifty of them at 1,000 nodes: seconds of CPU)."""
+    """64 threads judged their first nodes at once and each built the probes' validators
+    (pydantic's: a hundred and fifty of them at 1,000 nodes, seconds of CPU). msgspec
+    builds its schema of a type at the type's first read: one thread reads first, alone,
+    and the others after it."""
+    import msgspec
+
     from bringup import facts as facts_mod
+    from bringup.sim.demo import demo_nodes
 
-    built: list[object] = []
-    real = facts_mod.TypeAdapter
+    record = demo_nodes()[0].probes["gpu"].facts
+    gpu_type = facts_mod.PROBES["gpu"].FACTS
+    state = {"reading": 0, "first_reads_together": 0}
+    lock = threading.Lock()
 
-    def slow(kind: object) -> object:
-        built.append(kind)
+    def slow(data: object, kind: type, strict: bool) -> object:
+        with lock:
+            state["reading"] += 1
+            if kind not in facts_mod._READY:
+                state["first_reads_together"] = max(state["first_reads_together"], state["reading"])
         time.sleep(0.05)  # long enough for every thread to be asking
-        return real(kind)
+        with lock:
+            state["reading"] -= 1
+        return msgspec.convert(data, kind, strict=strict)
 
-    monkeypatch.setattr(facts_mod, "TypeAdapter", slow)
-    monkeypatch.setattr(facts_mod, "_ADAPTERS", {})
-    threads = [threading.Thread(target=facts_mod._adapter, args=("gpu",)) for _ in range(16)]
+    fake = types.SimpleNamespace(convert=slow, ValidationError=msgspec.ValidationError)
+    monkeypatch.setattr(facts_mod, "msgspec", fake)
+    monkeypatch.setattr(facts_mod, "_READY", set())
+    read: list[object] = []
+    threads = [
+        threading.Thread(
+            target=lambda: read.append(facts_mod.validate_facts("gpu", gpu_type, record))
+        )
+        for _ in range(16)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(built) == 1
+    assert len(read) == 16 and state["first_reads_together"] == 1
 
 
 # --- what a run holds once its nodes are judged --------------------------------------------

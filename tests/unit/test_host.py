@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import TypeAdapter
 
 from bringup.checks import host as checks
+from bringup.facts import validate_facts
 from bringup.findings import Expected, Finding, Status
 from bringup.node.probes import host
 from bringup.node.result import ParseError
@@ -300,9 +300,11 @@ def test_collect_runs_here(collected: host.ProbeOutput) -> None:
     assert collected.raw["cpuinfo.txt"].count("processor") == 1
 
 
-def test_facts_round_trip_through_json_and_pydantic(collected: host.ProbeOutput) -> None:
+def test_facts_round_trip_through_json_and_the_controllers_validator(
+    collected: host.ProbeOutput,
+) -> None:
     data = json.loads(json.dumps(dataclasses.asdict(collected.facts)))
-    assert TypeAdapter(host.HostFacts).validate_python(data) == collected.facts
+    assert validate_facts("host", host.HostFacts, data) == collected.facts
 
 
 def test_default_params() -> None:

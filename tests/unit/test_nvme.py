@@ -8,9 +8,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter
 
 from bringup.checks import nvme as checks
+from bringup.facts import validate_facts
 from bringup.findings import Expected, Finding, Status
 from bringup.node import tool as command
 from bringup.node.parsers.fio import parse_fio_json
@@ -25,8 +25,8 @@ TESTS = ("seq_read", "seq_write", "rand_read", "concurrent_read", "checkpoint")
 
 
 def round_trip(facts: NvmeFacts) -> NvmeFacts:
-    """Facts as the controller gets them back: JSON-able dict validated by pydantic."""
-    return TypeAdapter(NvmeFacts).validate_python(json.loads(json.dumps(asdict(facts))))
+    """Facts as the controller gets them back: JSON through its one facts validator."""
+    return validate_facts("nvme", NvmeFacts, json.loads(json.dumps(asdict(facts))))
 
 
 # --- the probe, without running fio ----------------------------------------------------

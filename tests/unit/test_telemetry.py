@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter
 
+from bringup.facts import validate_facts
 from bringup.node.parsers.dmon import parse_dmon
 from bringup.node.probes import telemetry
 from bringup.node.probes.telemetry import Sample, SampleBuffer, Sampler, SourceError, Timeline
@@ -116,7 +116,7 @@ def test_buffer_under_its_bound_keeps_every_tick() -> None:
 def test_a_timeline_survives_json_and_validation_as_facts() -> None:
     timeline = recorded()
     data = dataclasses.asdict(timeline)
-    assert TypeAdapter(Timeline).validate_python(data) == timeline
+    assert validate_facts("telemetry", Timeline, data) == timeline
 
 
 def test_interval_must_be_positive() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import TypeAdapter
 
 from bringup.checks import topology as checks
+from bringup.facts import validate_facts
 from bringup.findings import Expected, Finding, Status
 from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink
 from bringup.node.probes.topology import TopologyFacts, TopoPair, parse_topo
@@ -217,7 +217,7 @@ def test_tabs_expanded_to_spaces_read_the_same(name: str, tabsize: int) -> None:
 def test_facts_round_trip_through_the_controller_schema(name: str) -> None:
     facts = parse(name)
     as_json = dataclasses.asdict(facts)
-    assert TypeAdapter(TopologyFacts).validate_python(as_json) == facts
+    assert validate_facts("topology", TopologyFacts, as_json) == facts
 
 
 def drop_gpu7(full: str) -> str:

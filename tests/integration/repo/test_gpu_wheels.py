@@ -6,8 +6,8 @@ this Python holding only the packages benchmarks/gpu_image.txt lists) gets the c
 as gpu_check.sh installs it, `pip install --no-index --no-deps --target`; then pip's own
 check finds every requirement met, and every module the four steps import loads, the
 carried ones from the carried folder. What differs from the device: this machine's Python
-(the image's is 3.12: the binary wheel, pydantic-core, is fetched for this version by the
-same pinned list), and the image's packages in the versions installed here.
+(the image's is 3.12: the binary wheels, pydantic-core and msgspec, are fetched for this
+version by the same pinned list), and the image's packages in the versions installed here.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ STEP_MODULES = (
     "bringup.node.collective.launcher",
     "bringup.node.burnin.trainer",
     "pydantic",
+    "msgspec",
     "pynvml",
     "deepspeed",
     "hjson",
@@ -67,7 +68,15 @@ STEP_MODULES = (
     "yaml",
 )
 # Carried, so they must load from the carried folder, never from the image's own.
-CARRIED_MODULES = ("pydantic", "pydantic_core", "pynvml", "deepspeed", "hjson", "typing_extensions")
+CARRIED_MODULES = (
+    "pydantic",
+    "pydantic_core",
+    "msgspec",
+    "pynvml",
+    "deepspeed",
+    "hjson",
+    "typing_extensions",
+)
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +109,7 @@ def test_the_carried_set_is_pinned_and_fits_beside_the_tree(
         "annotated-types",
         "deepspeed",
         "hjson",
+        "msgspec",
         "nvidia-ml-py",
         "pydantic",
         "pydantic-core",
@@ -108,7 +118,7 @@ def test_the_carried_set_is_pinned_and_fits_beside_the_tree(
     }
     # One version of each (two would stop the whole install), and room in the 64 MiB that
     # travel with the tree.
-    assert len(list(carried.glob("*.whl"))) == 8
+    assert len(list(carried.glob("*.whl"))) == 9
     assert sum(w.stat().st_size for w in carried.glob("*.whl")) < 16 * 2**20
 
 
@@ -123,7 +133,7 @@ def test_every_requirement_is_met_offline(installed: tuple[ImagePython, Path, Pa
     )
     # Only the image's own extras may be unmet here (packages listed but not installed on
     # this machine); nothing the carried set needs.
-    carried = {"pydantic", "pydantic-core", "deepspeed", "hjson", "nvidia-ml-py"}
+    carried = {"pydantic", "pydantic-core", "msgspec", "deepspeed", "hjson", "nvidia-ml-py"}
     unmet = [line for line in done.stdout.splitlines() if line.split(" ")[0].lower() in carried]
     assert unmet == [], done.stdout
 
