@@ -12,10 +12,14 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Literal
+from functools import cache
+from json.encoder import encode_basestring
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 
 class Status(str, Enum):
@@ -49,19 +53,44 @@ Op = Literal[">=", ">", "<=", "<", "==", "!=", "in", "within", "text"]
 Scalar = int | float | str | bool
 
 
-class Expected(BaseModel):
+# Read by pydantic where a finding is read from a file (read_finding, below) and where a
+# schema is written (docs/json.md): plain dicts, so that importing this module imports no
+# pydantic. A key the schema does not know is refused; every key is always written.
+_READ_STRICTLY: dict[str, Any] = {
+    "extra": "forbid",
+    "json_schema_serialization_defaults_required": True,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expected:
     """What a check expects, typed: an operator, a value (a number where it is one), its unit."""
 
-    # Every key is always written: the published schema says so (docs/json.md).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, json_schema_serialization_defaults_required=True
-    )
+    __pydantic_config__: ClassVar[dict[str, Any]] = {**_READ_STRICTLY, "frozen": True}
 
     op: Op
     value: Scalar | list[Scalar]
     unit: str | None = None
-    tolerance_pct: float | None = Field(default=None, description='"within" only: the percent')
-    note: str | None = Field(default=None, description="A qualifier for people: 'of the time'")
+    tolerance_pct: float | None = field(
+        default=None, metadata={"description": '"within" only: the percent'}
+    )
+    note: str | None = field(
+        default=None, metadata={"description": "A qualifier for people: 'of the time'"}
+    )
+
+    def __post_init__(self) -> None:
+        # A percent is a float however it was given (within(5, ...)): 5.0 in the JSON, as
+        # the validated model wrote it.
+        if isinstance(self.tolerance_pct, int):
+            object.__setattr__(self, "tolerance_pct", float(self.tolerance_pct))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """As read from a file: a text is typed by Expected.parse (findings recorded
+        before expectations were typed hold '>= 3.0 GB/s'), as Finding's own code does."""
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(_parsed_if_text, handler(source))
 
     def __str__(self) -> str:
         value = (
@@ -158,12 +187,15 @@ def _text(value: Scalar) -> str:
     return str(value)
 
 
-class Finding(BaseModel):
+def _parsed_if_text(given: object) -> object:
+    return Expected.parse(given) if isinstance(given, str) else given
+
+
+@dataclass(slots=True, kw_only=True)
+class Finding:
     """One judgement: what was measured, what was expected, and what to do about it."""
 
-    model_config = ConfigDict(
-        extra="forbid", use_enum_values=False, json_schema_serialization_defaults_required=True
-    )
+    __pydantic_config__: ClassVar[dict[str, Any]] = _READ_STRICTLY
 
     node: str = ""
     check: str
@@ -174,20 +206,110 @@ class Finding(BaseModel):
     unit: str | None = None
     action: str | None = None
 
-    @field_validator("expected", mode="before")
-    @classmethod
-    def _typed_expected(cls, given: Any) -> Any:
-        return Expected.parse(given) if isinstance(given, str) else given
-
-    @model_validator(mode="after")
-    def _expected_unit(self) -> Finding:
+    def __post_init__(self) -> None:
+        # Run for the tool's own findings and for each one read_finding validates.
+        if type(self.status) is not Status:  # "FAIL" given: the Status, as pydantic made it
+            self.status = Status(self.status)
+        if isinstance(self.expected, str):
+            self.expected = Expected.parse(self.expected)
         # One unit for value and expected unless the check said otherwise.
         given = self.expected
         if given is None or given.unit is not None or not self.unit:
-            return self
+            return
         if given.op not in ("text", "in") and not isinstance(given.value, str):
-            self.expected = given.model_copy(update={"unit": self.unit})
-        return self
+            self.expected = replace(given, unit=self.unit)
+
+
+# --- findings as JSON: findings.jsonl, --json, report.json ------------------------------
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """The finding as JSON data: every key, in this order, null where there is nothing,
+    the status its word, a number of the type it was measured in (3 is not 3.0). What
+    findings.jsonl, `--json` and report.json hold of it (docs/json.md)."""
+    return {
+        "node": f.node,
+        "check": f.check,
+        "status": f.status.value,
+        "message": f.message,
+        "value": f.value,
+        "expected": None if f.expected is None else expected_json(f.expected),
+        "unit": f.unit,
+        "action": f.action,
+    }
+
+
+def expected_json(e: Expected) -> dict[str, Any]:
+    return {
+        "op": e.op,
+        "value": list(e.value) if isinstance(e.value, list) else e.value,
+        "unit": e.unit,
+        "tolerance_pct": e.tolerance_pct,
+        "note": e.note,
+    }
+
+
+def finding_line(f: Finding) -> str:
+    """The finding as one line of findings.jsonl (no newline): its finding_json in
+    compact JSON, written byte for byte as pydantic wrote it before (the files of older
+    runs and of newer ones are alike): texts unescaped past ASCII, 1e-05 written 0.00001,
+    1e-07 written 1e-7, a number that is not finite (no JSON number) null. A text that
+    is no Unicode (a lone surrogate) raises ValueError, before any line is written."""
+    line = _json_text(finding_json(f))
+    line.encode("utf-8")  # UnicodeEncodeError: as pydantic refused to write it
+    return line
+
+
+def _json_text(value: object) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{encode_basestring(k)}:{_json_text(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+def _float_text(number: float) -> str:
+    """A float as pydantic-core writes it: Python's repr, but 1e-05 and its kind (the
+    exponent -5) written out (0.00001234) and smaller exponents without a leading zero
+    (1e-7, not 1e-07); inf and nan, no JSON numbers, are null."""
+    if not math.isfinite(number):
+        return "null"
+    text = float.__repr__(number)
+    mantissa, _, exponent = text.partition("e-")
+    if not exponent:
+        return text
+    if exponent == "05":
+        sign, digits = ("-", mantissa[1:]) if mantissa.startswith("-") else ("", mantissa)
+        return f"{sign}0.0000{digits.replace('.', '')}"
+    return f"{mantissa}e-{int(exponent)}"
+
+
+def read_finding(text: str | bytes) -> Finding:
+    """A finding from its JSON (a line of findings.jsonl), validated: every field of its
+    type, no key the schema does not know, a text `expected` typed. Anything else raises
+    pydantic's ValidationError (a ValueError) naming what is wrong."""
+    return _reader().validate_json(text)
+
+
+@cache
+def _reader() -> TypeAdapter[Finding]:
+    # Built at the first finding read: the tool's own findings are built without pydantic.
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Finding)
 
 
 def worst(findings: list[Finding]) -> Status:
@@ -241,7 +363,7 @@ def one_per_probe(findings: list[Finding]) -> list[Finding]:
             shown.append(f)
         elif f is group[0]:
             message = f"{f.message} - {checks_count(group)} checks not judged"
-            shown.append(f.model_copy(update={"check": _probe_key(f)[1], "message": message}))
+            shown.append(replace(f, check=_probe_key(f)[1], message=message))
     return shown
 
 
@@ -267,16 +389,17 @@ def is_probe_line(f: Finding) -> bool:
     return "." not in f.check
 
 
-class Cell(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cell:
     """One cell of the node × subject matrix, the same in the console (commands/show.py),
     report.html and report.md: the worst status of the checks of that node's probe, how
     many findings have it, and for a bad cell (WARN or worse) which checks."""
 
-    model_config = ConfigDict(frozen=True)
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"frozen": True}
 
     status: Status
     count: int
-    checks: list[str] = Field(default_factory=list)  # "not judged": a probe that did not run
+    checks: list[str] = field(default_factory=list)  # "not judged": a probe that did not run
 
     def lines(self) -> list[str]:
         """ "PASS 12"; "FAIL 1" over "count"; an unreachable node is that and nothing more."""

@@ -64,7 +64,7 @@ from bringup.files import (
     write_atomic,
     write_atomic_at,
 )
-from bringup.findings import Finding
+from bringup.findings import Finding, finding_line
 from bringup.journal import JournalError, JournalRead, RunJournal, read_journal
 from bringup.provenance import Provenance, Resumed, evidence_hashes
 
@@ -516,7 +516,7 @@ class RunDir:
 
     def add_findings(self, findings: list[Finding]) -> None:
         # One write of whole lines under the lock: nodes finishing together do not interleave.
-        text = "".join(f.model_dump_json() + "\n" for f in findings)
+        text = "".join(finding_line(f) + "\n" for f in findings)
         with self._lock:
             append_lines(self.path / "findings.jsonl", text)
 

@@ -14,6 +14,7 @@ for the serial, the index changes when a GPU is missing).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from bringup.findings import Finding, Status
 from bringup.node.gpu_facts import GpuFacts
@@ -248,7 +249,7 @@ def with_action(found: Finding, action: str) -> Finding:
     """The finding with `action` where it needs one and has none (PASS and SKIP do not)."""
     if found.action or found.status in (Status.PASS, Status.SKIP):
         return found
-    return found.model_copy(update={"action": action})
+    return replace(found, action=action)
 
 
 _ONE_GPU = re.compile(r"^GPU (?P<index>[0-9]+)\b(?![,0-9])")
@@ -270,4 +271,4 @@ def name_the_gpu(found: Finding, gpus: GpuFacts | None) -> Finding:
     label = f"GPU {index} (serial {gpu.serial})"
     # A function, not a template: the serial is the node's text, and "\\A" in it is no escape.
     named, count = re.subn(rf"\bGPU {index}\b(?![,0-9])", lambda _: label, found.action, count=1)
-    return found.model_copy(update={"action": named if count else f"{label}: {found.action}"})
+    return replace(found, action=named if count else f"{label}: {found.action}")

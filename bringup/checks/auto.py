@@ -13,6 +13,7 @@ H100 fails every figure, for the wrong reason).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from bringup.checks import Check
@@ -215,15 +216,14 @@ def _not_judged(findings: list[Finding], said: Finding, checks: list[Check]) -> 
         what = described.get(f.check, f.check)
         crashed = f.message.startswith("check crashed")
         out.append(
-            f.model_copy(
-                update={
-                    "status": Status.ERROR,
-                    "message": f"{what}: measured, not judged: no profile fits this node's GPU",
-                    "value": None if crashed else f.value,
-                    "unit": None if crashed else f.unit,
-                    "expected": None,
-                    "action": said.action,
-                }
+            replace(
+                f,
+                status=Status.ERROR,
+                message=f"{what}: measured, not judged: no profile fits this node's GPU",
+                value=None if crashed else f.value,
+                unit=None if crashed else f.unit,
+                expected=None,
+                action=said.action,
             )
         )
     return out

@@ -22,6 +22,7 @@ Pure: over what the reader found (bringup/report/rundata.py's Part and BundleCha
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from bringup.baseline import BundleChange
@@ -79,4 +80,4 @@ def _disagrees(change: BundleChange) -> Finding:
 
 def _of_part(path: str, f: Finding) -> Finding:
     """A part's finding, saying which part."""
-    return f.model_copy(update={"message": f"part {path}: {f.message}"})
+    return replace(f, message=f"part {path}: {f.message}")

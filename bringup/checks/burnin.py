@@ -8,6 +8,7 @@ step time against other nodes (each node on its own) or against a baseline.
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 from bringup.baseline import Baseline, GpuTelemetry, gpu_telemetry, measured, summarize
 from bringup.checks import Check, finding
@@ -409,7 +410,7 @@ def judge_baseline(current: Baseline, previous: Baseline) -> list[Finding]:
                 action="rerun `bringup burnin` on this node to record its tokens/s, then "
                 "compare with `--baseline`",
             )
-            found.append(missing.model_copy(update={"node": node.node}))
+            found.append(replace(missing, node=node.node))
             continue
         ratio = now / expected
         where = "its baseline" if then else "the baseline fleet median"
@@ -425,7 +426,7 @@ def judge_baseline(current: Baseline, previous: Baseline) -> list[Finding]:
             if status is Status.FAIL
             else None,
         )
-        found.append(verdict.model_copy(update={"node": node.node}))
+        found.append(replace(verdict, node=node.node))
     return found
 
 

@@ -120,7 +120,7 @@ def judge_joined_nodes(
     found: list[Finding] = []
     for node in nodes[1:]:
         own = dataclasses.replace(results[node], steps=job.steps)
-        found += [f.model_copy(update={"node": node}) for f in judge_throttle(own, prof)]
+        found += [dataclasses.replace(f, node=node) for f in judge_throttle(own, prof)]
     return found
 
 

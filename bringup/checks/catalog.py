@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from bringup.checks import Check, finding
@@ -145,4 +146,4 @@ def judge_node(node: NodeFacts, profile: Profile, profile_free_only: bool = Fals
         if probe == "gpu":  # NVML's index: the serial names the same GPU (not a CUDA index)
             judged = [name_the_gpu(f, decoded.get("gpu")) for f in judged]
         findings.extend(judged)
-    return [f.model_copy(update={"node": node.node}) for f in findings]
+    return [replace(f, node=node.node) for f in findings]

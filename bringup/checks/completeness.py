@@ -31,6 +31,7 @@ thousand nodes is judged without every finding in memory.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -95,7 +96,7 @@ def judge_completeness(run: RunContents) -> list[Finding]:
                 line,
                 action="rerun the missing probes on this node, then report again",
             )
-            nodes.append(f.model_copy(update={"node": node}))
+            nodes.append(replace(f, node=node))
     # The run's exit code is explained by its findings or by the other gaps (a check
     # records these same gaps, and its exit code says them).
     files = _findings_file(run, replay, [*whole, *plan, *nodes], bad)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bringup.checks import finding
@@ -255,13 +255,11 @@ def judge_golden(
                 f"rerun `bringup check` with the {probe} probe on this node (its ERROR says why)"
             )
             mine.append(
-                finding("fleet.golden", Status.ERROR, message, action=action).model_copy(
-                    update={"node": node}
-                )
+                replace(finding("fleet.golden", Status.ERROR, message, action=action), node=node)
             )
         if not mine:
             passed = finding("fleet.golden", Status.PASS, f"{compared} fields as in {source}")
-            mine.append(passed.model_copy(update={"node": node}))
+            mine.append(replace(passed, node=node))
         findings += mine
     return findings
 
@@ -327,7 +325,7 @@ def _flag(check: str, status: Status, message: str, diff: Diff, node: str) -> Fi
         expected=equal(_typed_value(diff.want)),
         action=_ACTION,
     )
-    return found.model_copy(update={"node": node})
+    return replace(found, node=node)
 
 
 def _typed_value(value: Value) -> int | float | str | bool:

@@ -18,7 +18,7 @@ ib_write_lat is reported, not judged (no published per-rail latency floor).
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from bringup.checks import Check, finding, has_profile
 from bringup.checks.fabric import bad_link_action
@@ -169,13 +169,11 @@ def judge_rails(
         problems = _fold_not_run(problems)
         if not own:
             findings.append(
-                finding(CHECK, Status.SKIP, "no rail measured on this node").model_copy(
-                    update={"node": node}
-                )
+                replace(finding(CHECK, Status.SKIP, "no rail measured on this node"), node=node)
             )
             continue
         chosen = problems or [_pass(own, profile)]
-        findings += [f.model_copy(update={"node": node}) for f in chosen]
+        findings += [replace(f, node=node) for f in chosen]
     return findings
 
 
@@ -188,7 +186,7 @@ def _fold_not_run(problems: list[Finding]) -> list[Finding]:
         return problems
     first = kept[0]
     more = f"; {skipped} later test(s) not run"
-    return [first.model_copy(update={"message": first.message + more}), *kept[1:]]
+    return [replace(first, message=first.message + more), *kept[1:]]
 
 
 def _floor(r: RailResult, profile: Profile | None) -> float | None:
@@ -354,7 +352,7 @@ def judge_rail_counters(nodes: list[str], seen: list[CountersSeen]) -> list[Find
         else:
             why = "; ".join(sorted(unread)) or "no rail"
             chosen = [finding(COUNTERS_CHECK, Status.SKIP, f"counters not read: {why}")]
-        findings += [f.model_copy(update={"node": node}) for f in chosen]
+        findings += [replace(f, node=node) for f in chosen]
     return findings
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup.checks import finding
 from bringup.facts import NodeFacts, decode_record
@@ -99,7 +99,7 @@ def judge_marks(marks: dict[str, list[Mark]]) -> list[Finding]:
             more = f" (+{len(shared) - first} more)" if len(shared) > first else ""
             message = f"one machine named twice? {'; '.join(shared[:first])}{more}"
             item = finding(CHECK, Status.FAIL, message, value=len(shared), action=ACTION)
-            found.append(item.model_copy(update={"node": name}))
+            found.append(replace(item, node=name))
     return found
 
 

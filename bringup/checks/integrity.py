@@ -13,6 +13,7 @@ Pure: over the recorded and present hashes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from bringup.checks import finding
 from bringup.findings import Finding, Status
@@ -53,7 +54,7 @@ def judge_replay_source(
         if change.kind != "modified":
             message += f" ({change.kind})"
         item = finding(CHECK, Status.ERROR, message, action=_ACTION)
-        found.append(item.model_copy(update={"node": node}))
+        found.append(replace(item, node=node))
     return found
 
 

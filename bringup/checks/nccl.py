@@ -8,7 +8,7 @@ nccl-tests' own "Avg bus bandwidth" averages every size, small ones included
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup.checks import Check, finding, has_profile
 from bringup.findings import Finding, Status
@@ -375,9 +375,7 @@ def judge_pairwise(
         own = [r for r in first if node in r.nodes]
         retest = next((r for r in retests if r.nodes[0] == node), None)
         findings.append(
-            _pair_verdict(node, own, retest, good, best, slow_fraction).model_copy(
-                update={"node": node}
-            )
+            replace(_pair_verdict(node, own, retest, good, best, slow_fraction), node=node)
         )
     return findings
 

@@ -28,7 +28,7 @@ Pure: over both runs' measurements (bringup/measurements.py) and the profile's t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bringup.checks import finding
 from bringup.findings import Finding, Status
@@ -175,7 +175,7 @@ def _nothing_in_common(known_now: Known, known_then: Known, since: str) -> Findi
 
 
 def _on(node: str, f: Finding) -> Finding:
-    return f.model_copy(update={"node": node})
+    return replace(f, node=node)
 
 
 def _metric(

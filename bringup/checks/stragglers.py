@@ -8,6 +8,7 @@ Pure: over the nodes' measurements (bringup/measurements.py) and the profile's t
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 from bringup.checks import finding
 from bringup.findings import Finding, Status
@@ -47,5 +48,5 @@ def judge_stragglers(
                 action="compare with its peers: rerun the probe on this node, then look for "
                 "throttling (clock event reasons), a degraded link or a slower disk",
             )
-            findings.append(f.model_copy(update={"node": node}))
+            findings.append(replace(f, node=node))
     return findings

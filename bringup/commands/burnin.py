@@ -16,6 +16,7 @@ an earlier baseline. With `--nodes` every node trains on its own at once, or, wi
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -432,7 +433,7 @@ def _judge_each(
         judged, result = judge_burnin(
             node_facts, recipe, profile_for(node_facts, prof), peak_tflops
         )
-        findings += [f.model_copy(update={"node": f.node or node}) for f in judged]
+        findings += [replace(f, node=f.node or node) for f in judged]
         if result is not None:
             facts, peak, ceiling, chosen = result
             run.manifest.profile = run.manifest.profile or (chosen.name if chosen else None)
@@ -486,7 +487,7 @@ def _judge_joint(
     )
     judged, result = judge_burnin(first, recipe, profile_for(first, prof), peak_tflops)
     findings.append(judge_job(names, None, merged))
-    findings += [f.model_copy(update={"node": f.node or names[0]}) for f in judged]
+    findings += [replace(f, node=f.node or names[0]) for f in judged]
     findings += judge_joined_nodes(names, complete, merged, prof)  # their own telemetry
     if result is None:
         return findings, []

@@ -11,6 +11,7 @@ facts to judge later, judge a tool output someone sent, and show the shipped pro
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -344,7 +345,7 @@ def _judge_recorded(
                 why = f"not measured: {node.node} has no record of probe {probe!r} in {replay}"
                 action = f"run the {probe} probe on {node.node} (bringup check), then judge again"
                 node_findings += [
-                    f.model_copy(update={"node": node.node, "action": action})
+                    replace(f, node=node.node, action=action)
                     for f in judge_probe(probe, None, why, unmeasured)
                 ]
         run.add_findings(node_findings)

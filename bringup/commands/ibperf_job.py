@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,16 +123,12 @@ def run_ibperf(
         if found:
             rails[name] = (found, ready)
         else:
-            findings.append(
-                finding(CHECK, Status.SKIP, f"not measured: {why}").model_copy(
-                    update={"node": name}
-                )
-            )
+            findings.append(replace(finding(CHECK, Status.SKIP, f"not measured: {why}"), node=name))
     names = [n for n in nodes.names if n in rails]
     if len(names) < 2:
         for name in names:
             why = "no other node with rails answered: the per-rail job needs two"
-            findings.append(finding(CHECK, Status.SKIP, why).model_copy(update={"node": name}))
+            findings.append(replace(finding(CHECK, Status.SKIP, why), node=name))
         run.add_findings(findings)
         return findings
     profiles_by_node = {n: _profile_of(recorded[n], prof) for n in names}

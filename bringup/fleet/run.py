@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from bringup.checks.auto import CHECK as AUTO_CHECK
@@ -147,7 +147,6 @@ class Shared:
         self._fields: dict[tuple[tuple[str, Any], ...], Fields] = {}
         self._text: dict[str, str] = {}
         self._expected: dict[tuple[tuple[type, Any], ...], Expected] = {}
-        self._names: dict[frozenset[str], set[str]] = {}
 
     def fields(self, fields: Fields) -> Fields:
         return self._fields.setdefault(tuple(fields.items()), fields)
@@ -157,20 +156,25 @@ class Shared:
 
     def finding(self, finding: Finding) -> Finding:
         """The finding, its texts and expectation swapped for equal ones already held:
-        the same values (each of the same type: 1 is not 1.0), one copy in memory. So is
-        pydantic's set of the fields it was given (728 bytes a finding, more than all its
-        values): nothing sets a judged finding's fields, and a copy gets its own set."""
-        names = finding.__pydantic_fields_set__
-        shared = self._names.setdefault(frozenset(names), names)
-        object.__setattr__(finding, "__pydantic_fields_set__", shared)
-        held = finding.__dict__
-        for name in ("node", "check", "message", "unit", "action"):
-            if isinstance(held[name], str):
-                held[name] = self.text(held[name])
-        expected = held["expected"]
+        the same values (each of the same type: 1 is not 1.0), one copy in memory."""
+        finding.node = self.text(finding.node)
+        finding.check = self.text(finding.check)
+        finding.message = self.text(finding.message)
+        if finding.unit is not None:
+            finding.unit = self.text(finding.unit)
+        if finding.action is not None:
+            finding.action = self.text(finding.action)
+        expected = finding.expected
         if expected is not None and not isinstance(expected.value, list):
-            key = tuple((type(v), v) for v in expected.__dict__.values())
-            held["expected"] = self._expected.setdefault(key, expected)
+            held = (
+                expected.op,
+                expected.value,
+                expected.unit,
+                expected.tolerance_pct,
+                expected.note,
+            )
+            key = tuple((type(v), v) for v in held)
+            finding.expected = self._expected.setdefault(key, expected)
         return finding
 
 
@@ -233,7 +237,7 @@ def outcome_findings(
         for probe in missing:
             # An unmeasured probe's ERRORs read nothing of a profile: said with or without one.
             for f in judge_probe(probe, None, f"not measured: {what}", profile or NO_PROFILE):
-                extra.append(f.model_copy(update={"node": node}))
+                extra.append(replace(f, node=node))
     return [*extra, *findings]
 
 

@@ -26,7 +26,7 @@ from bringup import baseline as baseline_mod
 from bringup import suite as suite_mod
 from bringup.facts import NodeFacts
 from bringup.files import MAX_BYTES, InputError, is_link, read_bytes_in, read_lines_in
-from bringup.findings import Finding
+from bringup.findings import Finding, read_finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.report.compact import Compact
 from bringup.report.findingstore import FindingsSpool, noted
@@ -295,7 +295,7 @@ def _findings(
             if not line.strip():
                 continue
             try:
-                found = Finding.model_validate_json(line)
+                found = read_finding(line)
             except (ValidationError, ValueError):
                 unreadable.append(number)  # cut short by a crash, or edited: judged
                 continue

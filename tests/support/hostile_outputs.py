@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from bringup.commands.show import show_findings
-from bringup.findings import Finding
+from bringup.findings import read_finding
 from tests.support import FIXTURES
 from tests.support.cli import invoke
 from tests.support.report_runs import HOSTILE_FIELDS, hostile_run
@@ -128,9 +128,7 @@ def check_report_outputs(base: Path, text: str, fields: dict[str, str]) -> None:
     assert summary["verdict"]["accepted"] is False
 
     findings = [
-        Finding.model_validate_json(line)
-        for line in (run / "findings.jsonl").read_text().split("\n")
-        if line
+        read_finding(line) for line in (run / "findings.jsonl").read_text().split("\n") if line
     ]
     nodes = sorted({f.node for f in findings})
     for shown in (nodes, [*nodes, "other"]):  # one node's table, and the fleet's view

@@ -12,7 +12,7 @@ from typing import Any
 
 from bringup.commands.common import finish_run
 from bringup.commands.report import make_report
-from bringup.findings import Finding, Status, exit_code
+from bringup.findings import Finding, Status, exit_code, finding_line
 from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
 from bringup.fleet.plan import plan_node
@@ -93,9 +93,9 @@ def test_report_judges_again_what_check_recorded_of_the_whole_run(tmp_path: Path
     edited line neither adds a finding nor removes the real one)."""
     invoke("check", "--local", "--suite", "quick", "--out", tmp_path / "run")
     lines = (tmp_path / "run" / "findings.jsonl").read_text().splitlines()
-    planted = Finding(
-        node="", check="report.run", status=Status.ERROR, message="planted"
-    ).model_dump_json()
+    planted = finding_line(
+        Finding(node="", check="report.run", status=Status.ERROR, message="planted")
+    )
     (tmp_path / "run" / "findings.jsonl").write_text("\n".join([*lines, planted]) + "\n")
     report, _ = make_report(tmp_path / "run", None, None)
     assert not [f for f in report.findings if f.message == "planted"]

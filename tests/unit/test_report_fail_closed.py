@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bringup import profile
 from bringup.commands.report import build_report
 from bringup.facts import ProbeRecord
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, finding_line
 from bringup.report import junit, render
 from bringup.report.model import Report
 from bringup.report.prometheus import RunCollector
@@ -281,7 +281,7 @@ def test_a_probe_with_its_explicit_error_is_not_missing_twice(run: Path) -> None
         status=Status.ERROR,
         message="not measured: connection lost",
     )
-    (run / "findings.jsonl").write_text("\n".join([*kept, died.model_dump_json()]) + "\n")
+    (run / "findings.jsonl").write_text("\n".join([*kept, finding_line(died)]) + "\n")
     report = report_of(run)
     assert gaps(report) == set()
     assert not report.verdict.accepted  # the node's own ERROR stands
@@ -324,7 +324,7 @@ def test_a_line_separator_in_node_text_splits_no_findings_line(run: Path) -> Non
         node="b300-node01", check="gpu.name", status=Status.PASS, message="a\u2028b\x85c\u2029d"
     )
     with (run / "findings.jsonl").open("a") as out:
-        out.write(odd.model_dump_json() + "\n")
+        out.write(finding_line(odd) + "\n")
     report = report_of(run)
     assert gaps(report) == set()
     assert any(f.message == odd.message for f in report.findings)

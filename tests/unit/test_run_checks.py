@@ -5,6 +5,7 @@ them on recorded run directories through `bringup report`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from bringup.checks.completeness import judge_completeness
@@ -225,7 +226,7 @@ def test_a_joint_job_that_did_not_run_is_one_finding_for_all_its_nodes() -> None
         ("n2", "report.missing", "no findings for this node: its facts were never judged")
     ]
     # Only a bad job verdict covers its nodes: a job that ran judges every node itself.
-    ran = job.model_copy(update={"status": Status.PASS, "message": "tiny over 2 nodes"})
+    ran = replace(job, status=Status.PASS, message="tiny over 2 nodes")
     assert ("n2", "report.missing", "no findings for this node: its facts were never judged") in (
         found(manifest, [ran])
     )

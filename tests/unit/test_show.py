@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from bringup.commands.show import (
     summary_line,
 )
 from bringup.facts import NodeFacts, ProbeRecord
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, read_finding
 from bringup.profile import load
 from bringup.report.escape import printable
 from tests.support import FIXTURES
@@ -95,10 +96,10 @@ def test_fleet_matrix_and_actions_name_the_probe_once_per_node() -> None:
 
 def test_an_error_of_one_check_is_shown_as_it_is() -> None:
     crashed = Finding(node="n", check="gpu.ecc", status=Status.ERROR, message="check crashed")
-    other = crashed.model_copy(update={"check": "gpu.pcie", "message": "PCIe not read"})
+    other = replace(crashed, check="gpu.pcie", message="PCIe not read")
     assert one_per_probe([crashed, other]) == [crashed, other]
     # The same message from two subjects is two faults, not one probe.
-    topo = crashed.model_copy(update={"check": "topology.nvlink"})
+    topo = replace(crashed, check="topology.nvlink")
     assert one_per_probe([crashed, topo]) == [crashed, topo]
 
 
@@ -155,7 +156,7 @@ def demo_findings(tmp_path: Path) -> tuple[list[Finding], list[str]]:
     """What `check --demo` judged (the real CLI's findings.jsonl)."""
     run = demo_run(tmp_path / "demo")
     lines = (run / "findings.jsonl").read_text().splitlines()
-    findings = [Finding.model_validate_json(line) for line in lines if line.strip()]
+    findings = [read_finding(line) for line in lines if line.strip()]
     return findings, sorted({f.node for f in findings if f.node})
 
 
@@ -278,7 +279,7 @@ def test_the_matrix_prints_byte_for_byte_what_rich_printed_row_by_row(
     findings, nodes = demo_findings(tmp_path)
     # The demo's cells on nodes named every way a node may be named, and one unreachable.
     renamed = {old: new for old, new in zip(nodes, NAMES, strict=False)}
-    findings = [f.model_copy(update={"node": renamed.get(f.node, f.node)}) for f in findings]
+    findings = [replace(f, node=renamed.get(f.node, f.node)) for f in findings]
     findings.append(
         Finding(node="gone", check="node.reachable", status=Status.UNREACHABLE, message="x")
     )
