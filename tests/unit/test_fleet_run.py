@@ -208,9 +208,10 @@ def test_the_fleet_checks_judge_the_values_taken_at_judging_as_they_judge_the_fa
     facts, and the fleet checks over the values each node left in its outcome are the
     same findings, in the same order, as over the facts read back from the run."""
     from bringup.commands.check import judge_fleet
+    from bringup.facts import record_json
     from bringup.sim.demo import demo_nodes
 
-    demo = [[r.model_dump(mode="json") for r in n.probes.values()] for n in demo_nodes()]
+    demo = [[record_json(r) for r in n.probes.values()] for n in demo_nodes()]
     odd = copy.deepcopy(demo[0])  # the healthy node with another VBIOS on GPU 0: odd one out
     next(r for r in odd if r["probe"] == "gpu")["facts"]["gpus"][0]["vbios_version"] = "97.0"
 

@@ -5,6 +5,7 @@ facts at once (docs/scale.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
 from collections import Counter
 from pathlib import Path
@@ -30,7 +31,7 @@ def demo_fleet_of(tmp_path: Path, nodes: int) -> tuple[RunDir, list[Finding]]:
     run = RunDir.create(tmp_path / "run", "check", "b300", "demo")
     held: list[Finding] = []
     for i in range(nodes):
-        facts = demo[i % len(demo)].model_copy(update={"node": f"node{i:04d}"})
+        facts = dataclasses.replace(demo[i % len(demo)], node=f"node{i:04d}")
         run.add_recorded(facts)
         judged = judge_node(facts, b300)
         run.add_findings(judged)

@@ -248,14 +248,17 @@ def test_no_dash_for_a_cost_without_a_price() -> None:
 def facts_dir(path: Path, demo: bool) -> Path:
     """The demo fleet's facts (bringup/sim/demo.py) as a run directory holds them: marked
     demo data as `check --demo` marks them, or without a mark, as a live run's read."""
+    from dataclasses import replace
+
+    from bringup.facts import node_facts_text
     from bringup.sim.demo import demo_nodes
 
     (path / "facts").mkdir(parents=True)
     for node in demo_nodes():  # each record carries its demo mark: kept, or taken off
         if not demo:
-            probes = {k: r.model_copy(update={"provenance": []}) for k, r in node.probes.items()}
-            node = node.model_copy(update={"probes": probes})
-        (path / "facts" / f"{node.node}.json").write_text(node.model_dump_json())
+            probes = {k: replace(r, provenance=[]) for k, r in node.probes.items()}
+            node = replace(node, probes=probes)
+        (path / "facts" / f"{node.node}.json").write_text(node_facts_text(node))
     return path
 
 
