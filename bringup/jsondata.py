@@ -28,7 +28,6 @@ import msgspec
 
 T = TypeVar("T")
 
-_ENCODER = msgspec.json.Encoder()
 # A digit, "e", a digit: a positive exponent as msgspec writes it (1e16), or the same
 # characters inside a text. Looked for first: most records hold none, and then the text
 # is final as encoded.
@@ -45,7 +44,7 @@ def dumps(value: object, indent: bool = False) -> str:
     """`value` (a dataclass of the tool's, or JSON data) as pydantic's `model_dump_json()`
     wrote it, or `model_dump_json(indent=2)` with `indent`. ValueError for a text that is
     no Unicode; TypeError for a value JSON has no form for."""
-    data = _ENCODER.encode(value)
+    data = msgspec.json.encode(value)
     if _MAYBE_EXPONENT.search(data) is not None:
         data = _TEXT_OR_EXPONENT.sub(_signed, data)
     if indent:
