@@ -126,8 +126,8 @@ def clean_run(
     prof = profile.load("b300")
     # A live run: the healthy node's facts as its probes would record them on each machine,
     # with serials and ids of its own (bringup/checks/identity.py), no demo label.
-    for rec in healthy.probes.values():
-        rec.provenance = []
+    probes = {name: dataclasses.replace(rec, provenance=[]) for name, rec in healthy.probes.items()}
+    healthy = dataclasses.replace(healthy, probes=probes)
     if suite == "demo":
         out.parent.mkdir(parents=True, exist_ok=True)
         suite = demo_suite(out.parent)

@@ -111,7 +111,7 @@ def test_iter_facts_reads_one_node_at_a_time_in_file_order(tmp_path: Path) -> No
     assert [e.name for e in rest] == [file_name(f"b300-node0{i}") for i in range(2, 8)]
     broken = rest[1]
     assert broken.facts is None and broken.problem
-    assert broken.problem == "at the top: JSON is malformed: invalid character (byte 1)"
+    assert broken.problem == "at the top: JSON is malformed: object keys must be strings (byte 1)"
     # The report says which file and why, as it did when it globbed facts/ itself.
     assert load(run).facts_problems == {
         "b300-node03": f"facts/b300-node03.json unreadable ({broken.problem}): "
