@@ -28,12 +28,16 @@ import msgspec
 
 T = TypeVar("T")
 
-# A digit, "e", a digit: a positive exponent as msgspec writes it (1e16), or the same
-# characters inside a text. Looked for first: most records hold none, and then the text
-# is final as encoded.
-_MAYBE_EXPONENT = re.compile(rb"\de\d")
-# A whole text (skipped as it is) or a positive exponent's "e" after a digit.
-_TEXT_OR_EXPONENT = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<=\d)e(?=\d)')
+# An "e" between two digits is a positive exponent as msgspec writes it (1e16), or the
+# same characters inside a text (a GPU's UUID: "GPU-3e5a..."). Found as "0e0" with every
+# digit read as 0: two passes of C over the text (most records hold none, and their text
+# is final as encoded).
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_CANDIDATE = re.compile(rb"e(?<=[0-9]e)(?=[0-9])")  # the letter first: a fast scan for it
+# One line of the indented text whose value is a number with a positive exponent: an
+# element, or a key (a whole text: its escapes taken as such) and its value. A text never
+# spans lines, so a number is told from a text's characters by the line alone.
+_NUMBER_LINE = re.compile(rb' *(?:"(?:[^"\\]|\\.)*": )?-?[0-9]+(?:\.[0-9]+)?e(?=[0-9]+,?$)')
 
 
 class Invalid(ValueError):
@@ -45,15 +49,46 @@ def dumps(value: object, indent: bool = False) -> str:
     wrote it, or `model_dump_json(indent=2)` with `indent`. ValueError for a text that is
     no Unicode; TypeError for a value JSON has no form for."""
     data = msgspec.json.encode(value)
-    if _MAYBE_EXPONENT.search(data) is not None:
-        data = _TEXT_OR_EXPONENT.sub(_signed, data)
-    if indent:
-        data = msgspec.json.format(data, indent=2)
-    return data.decode()
+    if b"0e0" not in data.translate(_DIGITS_AS_ZERO):
+        return (msgspec.json.format(data, indent=2) if indent else data).decode()
+    text = msgspec.json.format(data, indent=2)
+    # The candidates are the same, in the same order, in both texts: formatting adds
+    # whitespace between values and changes no number and no text.
+    return _signed(text if indent else data, _exponents(text)).decode()
 
 
-def _signed(match: re.Match[bytes]) -> bytes:
-    return b"e+" if match[0] == b"e" else match[0]
+def _candidates(data: bytes) -> list[int]:
+    """Where each "e" between two digits is, in order."""
+    return [found.start() for found in _CANDIDATE.finditer(data)]
+
+
+def _exponents(text: bytes) -> list[bool]:
+    """For each candidate "e" of the indented `text`, in order: whether it is a number's
+    exponent. One value a line: a number is told from a text's characters by its line
+    alone (a text never spans lines)."""
+    found: list[bool] = []
+    line = -1  # the start of the line last looked at
+    exponent = -1  # where its number's exponent is (-1: its value is no such number)
+    for at in _candidates(text):
+        start = text.rfind(b"\n", 0, at) + 1
+        if start != line:
+            end = text.find(b"\n", at)
+            number = _NUMBER_LINE.match(text, start, len(text) if end < 0 else end)
+            line, exponent = start, -1 if number is None else number.end() - 1
+        found.append(at == exponent)
+    return found
+
+
+def _signed(data: bytes, exponents: list[bool]) -> bytes:
+    """`data` with a "+" after each candidate "e" that `exponents` says is an exponent."""
+    pieces: list[bytes] = []
+    done = 0  # the text before this is in `pieces`
+    for at, exponent in zip(_candidates(data), exponents, strict=True):
+        if exponent:
+            pieces += [data[done : at + 1], b"+"]
+            done = at + 1
+    pieces.append(data[done:])
+    return b"".join(pieces)
 
 
 def to_json(value: object) -> Any:

@@ -355,6 +355,23 @@ def test_numbers_are_written_as_pydantic_wrote_them(number: float, written: str)
     assert line == MainProbeRecord(probe="gpu 1e16", ok=True, facts=record.facts).model_dump_json()
 
 
+def test_an_exponent_is_told_from_the_same_characters_in_a_text() -> None:
+    """A GPU's UUID holds "3e5"; a key may hold what looks like a number's line."""
+    facts = {
+        "uuid": "GPU-3e5a1e9f-1e2",
+        'x": 1e5': 1e17,
+        "y\\": [1.5e20, "2e16", -2e16, {"1e5,": "1e5"}],
+        "z": '": 1e5',
+    }
+    record = ProbeRecord(probe="3e3", ok=True, facts=facts, duration_s=1e16)
+    node = NodeFacts(node="n1e1", bringup_version="1", collected_at="T", probes={"g": record})
+    main = MainProbeRecord(probe="3e3", ok=True, facts=facts, duration_s=1e16)
+    theirs = MainNodeFacts(node="n1e1", bringup_version="1", collected_at="T", probes={"g": main})
+    assert record_text(record) == main.model_dump_json()
+    assert node_facts_text(node) == theirs.model_dump_json(indent=2) + "\n"
+    assert '"x\\": 1e5": 1e+17' in node_facts_text(node)
+
+
 def test_a_text_that_is_no_unicode_is_refused_as_pydantic_refused_it() -> None:
     """A lone surrogate (a node's JSON may hold "\\ud800") has no UTF-8: no file of it."""
     with pytest.raises(ValueError):
