@@ -151,11 +151,12 @@ def recorded_runner(
 def demo_records() -> list[list[dict[str, Any]]]:
     """The demo fleet's records, one list per demo node, with the topology tool text a
     live node sends alongside (so raw files are written as in a real run)."""
+    from bringup.facts import record_json
     from bringup.sim.demo import demo_nodes, topo_text
 
     nodes = []
     for node in demo_nodes():
-        records = [r.model_dump(mode="json") for r in node.probes.values()]
+        records = [record_json(r) for r in node.probes.values()]
         for record in records:
             if record["probe"] == "topology":
                 record["raw"] = {"nvidia-smi-topo-m.txt": topo_text()}

@@ -4,6 +4,11 @@ The probe dataclasses (bringup/node/probes/*) are the schema; here one validator
 `validate_facts`, turns the JSON a node sent (or a file someone recorded) back into those
 dataclasses: msgspec's `convert` in strict mode, which builds the stdlib dataclasses
 themselves and refuses what does not fit (docs/json.md, "How a probe's facts are read").
+
+The records around them (`ProbeRecord`, `NodeFacts`) are plain dataclasses too: built by
+the tool's own code as they are, read from what a node sent or a file holds by
+`read_record` and `read_node_facts` (bringup/jsondata.py: msgspec, strict), and written
+by `record_text` and `node_facts_text` byte for byte as the pydantic models wrote them.
 """
 
 from __future__ import annotations
@@ -13,41 +18,52 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import msgspec
-from pydantic import BaseModel, Field
 
+from bringup import jsondata
 from bringup.node.catalog import PROBES
 from bringup.provenance import Origin, Provenance, Source, origin_of
 
 
-class ProbeRecord(BaseModel):
-    """What one probe returned on one node (raw outputs live apart, in raw/<node>/<probe>/)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeRecord:
+    """What one probe returned on one node (raw outputs live apart, in raw/<node>/<probe>/).
+
+    Frozen: a node's record is replaced by a newer one, never changed (RunDir.add_record),
+    so copies of a node's map of records share them."""
 
     probe: str
     ok: bool
     error: str | None = None
     facts: dict[str, Any] | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     duration_s: float = 0.0
     # Where the facts came from, oldest step first (bringup/provenance.py); empty: measured
     # live by the run that recorded it.
-    provenance: list[Source] = Field(default_factory=list)
+    provenance: list[Source] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # A float however it was given (duration_s=0): 0.0 in the JSON, as the model wrote it.
+        if type(self.duration_s) is int:
+            object.__setattr__(self, "duration_s", float(self.duration_s))
 
     def with_source(self, source: Source) -> ProbeRecord:
         """This record one step further from its measurement (a replay, a file)."""
-        return self.model_copy(update={"provenance": [*self.provenance, source]})
+        return replace(self, provenance=[*self.provenance, source])
 
 
-class NodeFacts(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class NodeFacts:
     """facts/<node>.json: every probe record of one node."""
 
     node: str
     bringup_version: str
     collected_at: str
-    probes: dict[str, ProbeRecord] = Field(default_factory=dict)
+    probes: dict[str, ProbeRecord] = field(default_factory=dict)
 
     def headers(self) -> NodeFacts:
         """The node with each record's facts cut to their top-level scalars (a burn-in's
@@ -55,10 +71,43 @@ class NodeFacts(BaseModel):
         it came from, without the bulk (per-GPU lists, samples, curves). What a reader of
         a whole fleet keeps once it has taken the rest from the node (commands/report.py)."""
         probes = {
-            name: record.model_copy(update={"facts": _scalars(record.facts)})
+            name: replace(record, facts=_scalars(record.facts))
             for name, record in self.probes.items()
         }
-        return self.model_copy(update={"probes": probes})
+        return replace(self, probes=probes)
+
+
+# --- records as JSON: facts/<node>.json, the journal's lines, a node's answer ---------------
+
+
+def record_text(record: ProbeRecord) -> str:
+    """The record as one line of JSON (no newline): a journal line's `record`, written as
+    the pydantic model wrote it (`model_dump_json()`)."""
+    return jsondata.dumps(record)
+
+
+def node_facts_text(facts: NodeFacts) -> str:
+    """facts/<node>.json's text: `model_dump_json(indent=2)` of the model, and a newline."""
+    return jsondata.dumps(facts, indent=True) + "\n"
+
+
+def record_json(record: ProbeRecord) -> dict[str, Any]:
+    """The record as JSON data (what a node sends for it, and `--json` shows)."""
+    data: dict[str, Any] = jsondata.to_json(record)
+    return data
+
+
+def read_record(data: object) -> ProbeRecord:
+    """A record from JSON data (a node's answer as the transport parsed it, or a journal
+    line's `record`): strict, jsondata.Invalid naming where it does not fit. Keys the
+    record does not name are passed over (a newer node's record still reads)."""
+    return jsondata.convert(data, ProbeRecord)
+
+
+def read_node_facts(text: bytes | str) -> NodeFacts:
+    """facts/<node>.json (or a recorded one someone gives), strict: jsondata.Invalid
+    naming where it does not fit."""
+    return jsondata.load(text, NodeFacts)
 
 
 def _scalars(facts: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -104,19 +153,7 @@ def validate_facts(probe: str, facts_type: type[T], data: object) -> T:
             finally:
                 _READY.add(facts_type)
     except msgspec.ValidationError as exc:
-        raise FactsError(f"facts of probe {probe!r} invalid {_where(exc)}") from None
-
-
-def _where(exc: msgspec.ValidationError) -> str:
-    """msgspec's "Expected `int`, got `str` - at `$.gpus[0].index`" as "at gpus[0].index:
-    Expected `int`, got `str`" (the place first; "at the top" for the record itself). The
-    message names types and the schema's own fields, never a value the node sent."""
-    text = str(exc)
-    message, sep, path = text.rpartition(" - at `")
-    if not sep:
-        return f"at the top: {text}"
-    where = path.removesuffix("`").removeprefix("$").removeprefix(".")
-    return f"at {where or 'the top'}: {message}"
+        raise FactsError(f"facts of probe {probe!r} invalid {jsondata.reason(exc)}") from None
 
 
 # A node's records decoded while `decoded_once()` holds: the report reads each node's

@@ -41,8 +41,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
+import msgspec
 
+from bringup import jsondata
 from bringup.facts import ProbeRecord
 from bringup.files import InputError, open_folder, read_lines_in, sync_dir
 
@@ -292,19 +293,27 @@ def _lines(run: Path, files: list[str]) -> Iterator[tuple[str, int, str]]:
             yield relative, number, held
 
 
+class _RecordLine(msgspec.Struct, forbid_unknown_fields=True):
+    """A record's line: `{"node": ..., "record": {...}}`, no other key."""
+
+    node: str
+    record: ProbeRecord
+
+
+class _SettledLine(msgspec.Struct, forbid_unknown_fields=True):
+    """A node's `{"settled": ...}` line, no other key."""
+
+    settled: str
+
+
 def _entry(line: str) -> tuple[str, ProbeRecord | None] | None:
-    """(node, its record) or (node, None) for a `settled` line; None: not a journal line."""
+    """(node, its record) or (node, None) for a `settled` line; None: not a journal line
+    (its JSON, its keys, or its record not what a run writes: bringup/jsondata.py)."""
     try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    if set(data) == {"settled"} and isinstance(data["settled"], str):
-        return data["settled"], None
-    if set(data) != {"node", "record"} or not isinstance(data["node"], str):
-        return None
-    try:
-        return data["node"], ProbeRecord.model_validate(data["record"])
-    except ValidationError:
-        return None
+        entry = jsondata.load(line, _RecordLine)
+    except jsondata.Invalid:
+        try:
+            return jsondata.load(line, _SettledLine).settled, None
+        except jsondata.Invalid:
+            return None
+    return entry.node, entry.record

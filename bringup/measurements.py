@@ -279,7 +279,7 @@ def node_metrics(node: NodeFacts, peak_flops_per_s: float | None = None) -> dict
     fleet statistics compare. Only the records they come from are read: a check's end
     judges ten thousand nodes' stragglers without decoding every GPU table and timeline."""
     probes = {k: v for k, v in node.probes.items() if k in metric_probes()}
-    return measure(node.model_copy(update={"probes": probes}), peak_flops_per_s).metrics
+    return measure(dataclasses.replace(node, probes=probes), peak_flops_per_s).metrics
 
 
 @functools.cache

@@ -33,11 +33,9 @@ import re
 import socket
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from bringup.files import walk_files
 from bringup.findings import Finding
@@ -52,23 +50,30 @@ SIGNATURE = "manifest.json.sig"
 REDACTED = "<redacted>"
 
 
-class Resumed(BaseModel):
+# Plain dataclasses, as the manifest that holds them (rundir.Manifest): built by the tool
+# as they are, read from a manifest strictly by msgspec (bringup/jsondata.py).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed:
     """One `--resume` of a run: when, from where, with which command line."""
 
     at: str
-    argv: list[str] = Field(default_factory=list)
+    argv: list[str] = field(default_factory=list)
     controller: str = ""
 
 
-class Provenance(BaseModel):
-    """How a run came to be: what a report states at its top."""
+@dataclass(slots=True, kw_only=True)
+class Provenance:
+    """How a run came to be: what a report states at its top. Changed in place by a
+    `--resume` (its mode, one more `resumed`)."""
 
     mode: Mode = "live"  # live: measured by this run; demo: the embedded demo fleet
-    argv: list[str] = Field(default_factory=list)  # after `bringup`, secrets redacted
+    argv: list[str] = field(default_factory=list)  # after `bringup`, secrets redacted
     controller: str = ""  # host name of the machine bringup ran on
     replay_of: str | None = None  # replay: the run directory (or facts file) judged again
     replay_manifest_sha256: str | None = None  # its manifest.json as it was replayed
-    resumed: list[Resumed] = Field(default_factory=list)  # each --resume, in order
+    resumed: list[Resumed] = field(default_factory=list)  # each --resume, in order
 
 
 def controller_host() -> str:
@@ -195,7 +200,8 @@ def compare(recorded: dict[str, str], now: dict[str, str]) -> list[Change]:
 SourceKind = Literal["demo", "replayed", "file", "simulated"]
 
 
-class Source(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
     """One step between a measurement and a probe record (a record's chain, oldest first)."""
 
     kind: SourceKind

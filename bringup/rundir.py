@@ -35,6 +35,7 @@ an append that had not returned, left out). `--resume` measures what a node lack
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -42,15 +43,20 @@ import re
 import stat
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
-
-from bringup import __version__
-from bringup.facts import NodeFacts, ProbeRecord
+from bringup import __version__, jsondata
+from bringup.facts import (
+    NodeFacts,
+    ProbeRecord,
+    node_facts_text,
+    read_node_facts,
+    read_record,
+    record_text,
+)
 from bringup.files import (
     InputError,
     append_lines,
@@ -69,7 +75,8 @@ from bringup.journal import JournalError, JournalRead, RunJournal, read_journal
 from bringup.provenance import Provenance, Resumed, evidence_hashes
 
 
-class Override(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Override:
     """One profile field a node was judged by that its profile does not say: a host's
     `bringup_profile_overrides` ("gpu.count 8 -> 7")."""
 
@@ -90,7 +97,15 @@ def _shown(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict | list | str) else str(value)
 
 
-class Manifest(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class Manifest:
+    """manifest.json: what ran, how, and (once finished) the hash of every evidence file.
+
+    A plain dataclass, changed in place as the run goes (its nodes, status, hashes):
+    written by `manifest_text` byte for byte as the pydantic model wrote it (its SHA-256
+    is the run's evidence chain), read by `read_manifest`, strictly (bringup/jsondata.py).
+    """
+
     version: str = __version__
     command: str
     profile: str | None = None
@@ -102,11 +117,11 @@ class Manifest(BaseModel):
     # FAIL, ERROR and UNREACHABLE findings the run wrote (set when it finishes): what its
     # findings.jsonl must still hold (bringup/checks/completeness.py). None: not recorded.
     findings_bad: int | None = None
-    nodes: list[str] = Field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
     # Fleet runs: what `--resume` needs to reach the same nodes with the same request.
     inventory: str | None = None
     limit: str | None = None
-    data_dirs: list[str] = Field(default_factory=list)
+    data_dirs: list[str] = field(default_factory=list)
     suite_source: str | None = None  # the suite's name or absolute path, as given
     # The probes every node was asked for: what completeness is judged against (a replay
     # keeps the original run's). None: not known (a run from before it was recorded).
@@ -115,18 +130,28 @@ class Manifest(BaseModel):
     files_sha256: dict[str, str] | None = None  # evidence file -> SHA-256, set by finish()
     # --slurm runs: the job whose nodes ran the probes, and those nodes (Slurm's names).
     slurm_job_id: str | None = None
-    slurm_nodes: list[str] = Field(default_factory=list)
+    slurm_nodes: list[str] = field(default_factory=list)
     # Nodes judged with their own profile overrides: node -> each field changed.
-    overrides: dict[str, list[Override]] = Field(default_factory=dict)
+    overrides: dict[str, list[Override]] = field(default_factory=dict)
     # Nodes that ran one job together (`burnin --joint`), first node first: the job's
     # verdict (`burnin.job`, on the first node) is each of its nodes' verdict.
-    jobs: list[list[str]] = Field(default_factory=list)
+    jobs: list[list[str]] = field(default_factory=list)
     # Where each node's files are: facts/<node>.json, or facts/<shard>/<node>.json for a
     # run of more than SHARD_ABOVE nodes (a run from before it was recorded: flat).
     layout: Layout = "flat"
 
 
 Layout = Literal["flat", "sharded"]
+
+
+def manifest_text(manifest: Manifest) -> str:
+    """manifest.json's text: `model_dump_json(indent=2)` of the model, and a newline."""
+    return jsondata.dumps(manifest, indent=True) + "\n"
+
+
+def parse_manifest(text: bytes | str) -> Manifest:
+    """A manifest.json someone gives, strict: jsondata.Invalid naming where it does not fit."""
+    return jsondata.load(text, Manifest)
 
 
 class RunDirError(InputError):
@@ -345,7 +370,7 @@ class RunDir:
 
     def save_manifest(self) -> None:
         with self._lock:
-            text = self.manifest.model_dump_json(indent=2) + "\n"
+            text = manifest_text(self.manifest)
             write_atomic(self.path / "manifest.json", text)
 
     def add_node(self, node: str) -> NodeFacts:
@@ -388,7 +413,7 @@ class RunDir:
         """A node's facts as another run recorded them (a replay): every record with the
         time it was measured, and the node's raw tool outputs copied from `source`."""
         with self._lock:
-            self._facts[facts.node] = facts.model_copy(deep=True)
+            self._facts[facts.node] = copy.deepcopy(facts)
             if facts.node not in self.manifest.nodes:
                 self.manifest.nodes.append(facts.node)
                 self.save_manifest()
@@ -407,7 +432,7 @@ class RunDir:
             if node in self._released:  # read back, and let go of again once used
                 return self._read_node(node)
             facts = self._held(node)
-            return facts.model_copy(update={"probes": dict(facts.probes)})
+            return replace(facts, probes=dict(facts.probes))
 
     def recorded(self, skip: set[str] | frozenset[str] = frozenset()) -> list[NodeFacts]:
         """Every node's facts as load_facts() would read them back (in file-name order):
@@ -415,7 +440,7 @@ class RunDir:
         none of the nodes in `skip`."""
         with self._lock:
             held = [
-                f.model_copy(update={"probes": dict(f.probes)})
+                replace(f, probes=dict(f.probes))
                 for f in self._facts.values()
                 if f.node not in skip
             ]
@@ -473,7 +498,7 @@ class RunDir:
     def add_record(self, node: str, record: dict[str, object]) -> ProbeRecord:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
         raw = record.pop("raw", None) or {}
-        parsed = ProbeRecord.model_validate(record)
+        parsed = read_record(record)  # jsondata.Invalid: not stored, the node not judged on it
         if raw:
             # The probe's folder opened once for its files, their names synced at once.
             folder = open_folder(self.path, self._raw_path(node) / file_name(parsed.probe))
@@ -488,10 +513,10 @@ class RunDir:
             facts.probes[parsed.probe] = parsed
             journaled = node in self._journaled
             if journaled:
-                text = parsed.model_dump_json()
+                text = record_text(parsed)
                 self._unsaved.add(node)
             else:
-                text = facts.model_dump_json(indent=2) + "\n"
+                text = node_facts_text(facts)
             # The file is written outside the run's lock, so nodes write theirs side by
             # side; the node's own lock, taken before the run's is let go, keeps two
             # writes of one node in the order their texts were made.
@@ -539,7 +564,7 @@ class RunDir:
         relative = node_folder(facts.node, self.manifest.layout)
         folder, _, name = f"facts/{relative}".rpartition("/")
         with self._node_locks.setdefault(facts.node, threading.Lock()):
-            text = facts.model_dump_json(indent=2) + "\n"
+            text = node_facts_text(facts)
             fd = self._folder(folder)
             write_atomic_at(fd, f"{name}.json", text, sync_folder=sync_folder)
         return fd
@@ -578,8 +603,8 @@ class RunDir:
         (settle wrote them; a journal of an older run was folded in by reopen)."""
         relative = f"facts/{node_folder(node, self.manifest.layout)}.json"
         try:
-            return NodeFacts.model_validate_json(read_bytes_in(self.path, relative, "facts"))
-        except (InputError, ValidationError, ValueError) as exc:
+            return read_node_facts(read_bytes_in(self.path, relative, "facts"))
+        except (InputError, ValueError) as exc:  # jsondata.Invalid is a ValueError
             raise RunDirError(f"{self.path / relative}: {_one_line(exc)}") from None
 
     def _facts_path(self, node: str) -> Path:
@@ -604,12 +629,12 @@ def with_journal(
     records a crash left of it in the run's journal (bringup/journal.py; `journal`: read
     already, once for every node) or, in a run made before it, in the node's own journal:
     the journal's are the later ones. A journal that is not one a run wrote refuses the
-    node's facts (JournalError, ValidationError, ValueError or InputError)."""
+    node's facts (JournalError, jsondata.Invalid or InputError)."""
     facts = _with_node_journal(path, relative, facts)
     records = (journal or read_journal(path)).of(facts.node)
     if not records:
         return facts
-    return facts.model_copy(update={"probes": {**facts.probes, **records}})
+    return replace(facts, probes={**facts.probes, **records})
 
 
 def _with_node_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts:
@@ -619,7 +644,7 @@ def _with_node_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts
     append a crash cut short (a line without its end, or the zeros a machine's crash can
     leave where the system had not written yet): never stored, left out. A line that is
     not a record before one that is was not written by a run: the node's facts are refused
-    (ValidationError, ValueError or InputError), never read without it."""
+    (jsondata.Invalid or InputError), never read without it."""
     journal = relative.removesuffix(".json") + JOURNAL
     if not os.path.lexists(path / journal):
         return facts
@@ -628,8 +653,8 @@ def _with_node_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts
     problem: Exception | None = None
     for line in data.split(b"\n"):
         try:
-            record = ProbeRecord.model_validate_json(line)
-        except (ValidationError, ValueError) as exc:
+            record = jsondata.load(line, ProbeRecord)
+        except jsondata.Invalid as exc:
             problem = problem or exc
             continue
         if problem is not None:
@@ -639,7 +664,7 @@ def _with_node_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts
         return facts
     probes = dict(facts.probes)
     probes.update((record.probe, record) for record in records)
-    return facts.model_copy(update={"probes": probes})
+    return replace(facts, probes=probes)
 
 
 @dataclass(frozen=True)
@@ -673,9 +698,9 @@ def iter_facts(path: Path) -> Iterator[FactsEntry]:
             yield FactsEntry(name, relative, None, refused)
             continue
         try:
-            node = NodeFacts.model_validate_json(read_bytes_in(path, relative, "facts"))
+            node = read_node_facts(read_bytes_in(path, relative, "facts"))
             node = with_journal(path, relative, node, journal)
-        except (InputError, ValidationError, ValueError) as exc:
+        except (InputError, ValueError) as exc:  # jsondata.Invalid is a ValueError
             yield FactsEntry(name, relative, None, _one_line(exc))
             continue
         yield FactsEntry(name, relative, node)
@@ -704,9 +729,9 @@ def load_facts(path: Path) -> list[NodeFacts]:
     for file in files:
         text = _read(file, "facts", path if path.is_dir() else None)
         try:
-            facts = NodeFacts.model_validate_json(text)
-        except ValidationError as exc:
-            raise RunDirError(f"{file}: not a facts file ({_first_error(exc)})") from None
+            facts = read_node_facts(text)
+        except jsondata.Invalid as exc:
+            raise RunDirError(f"{file}: not a facts file ({exc})") from None
         if path.is_dir():
             facts = _journaled(path, file, facts, journal)
         if facts.node in where:
@@ -722,9 +747,9 @@ def _journaled(path: Path, file: Path, facts: NodeFacts, journal: JournalRead) -
     """load_facts' facts of one node with its journals' records; RunDirError naming it."""
     try:
         return with_journal(path, file.relative_to(path).as_posix(), facts, journal)
-    except ValidationError as exc:
+    except jsondata.Invalid as exc:
         older = file.with_suffix(JOURNAL)
-        raise RunDirError(f"{older}: not a facts journal ({_first_error(exc)})") from None
+        raise RunDirError(f"{older}: not a facts journal ({exc})") from None
     except (InputError, ValueError) as exc:
         raise RunDirError(f"{file.with_suffix(JOURNAL)}: {_one_line(exc)}") from None
 
@@ -738,9 +763,9 @@ def load_manifest(path: Path) -> Manifest:
         raise RunDirError(f"{path}: no manifest.json (not a run directory)")
     text = _read(file, "manifest", path)
     try:
-        return Manifest.model_validate_json(text)
-    except ValidationError as exc:
-        raise RunDirError(f"{file}: not a run manifest ({_first_error(exc)})") from None
+        return parse_manifest(text)
+    except jsondata.Invalid as exc:
+        raise RunDirError(f"{file}: not a run manifest ({exc})") from None
 
 
 def load_resumable(path: Path) -> tuple[Manifest, list[NodeFacts]]:
@@ -767,12 +792,6 @@ def _read(file: Path, what: str, run: Path | None) -> str:
 def _one_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    return " ".join(f"{where}: {err['msg']}".split())
 
 
 def default_path(command: str) -> Path:

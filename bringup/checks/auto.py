@@ -185,8 +185,8 @@ def judge_node_by(node: NodeFacts, profile: Profile | str) -> list[Finding]:
     measured = {k: r for k, r in node.probes.items() if r.ok}
     # The checks of the node's probes: every finding below is one of theirs.
     checks = checks_of_probes(node.probes)
-    unrun = judge_node(node.model_copy(update={"probes": failed}), NO_PROFILE)
-    unjudged = judge_node(node.model_copy(update={"probes": measured}), _stand_in())
+    unrun = judge_node(replace(node, probes=failed), NO_PROFILE)
+    unjudged = judge_node(replace(node, probes=measured), _stand_in())
     found = [
         *judged,
         *[f for f in unrun if f.check not in done],

@@ -482,9 +482,7 @@ def _judge_joint(
     complete = {n: r for n, r in results.items() if isinstance(r, BurninFacts)}
     merged = merge_job(names, complete)
     first = run.facts_of(names[0])
-    first.probes["burnin"] = first.probes["burnin"].model_copy(
-        update={"facts": dataclasses.asdict(merged)}
-    )
+    first.probes["burnin"] = replace(first.probes["burnin"], facts=dataclasses.asdict(merged))
     judged, result = judge_burnin(first, recipe, profile_for(first, prof), peak_tflops)
     findings.append(judge_job(names, None, merged))
     findings += [replace(f, node=f.node or names[0]) for f in judged]

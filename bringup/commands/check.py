@@ -388,7 +388,7 @@ def _replayed(node: NodeFacts, replay: Path, original: _Original) -> NodeFacts:
         elif not record.provenance and original.mode == "replay" and original.replay_of:
             record = record.with_source(replayed_source(original.replay_of, None))
         probes[name] = record.with_source(step)
-    return node.model_copy(update={"probes": probes})
+    return replace(node, probes=probes)
 
 
 class _Original:
@@ -755,7 +755,9 @@ def _inspect_facts(
     else:
         for node in nodes if not quiet else []:
             if show_facts:
-                out.print_json(node.model_dump_json())
+                from bringup.facts import node_facts_text
+
+                out.print_json(node_facts_text(node))
             mine = [f for f in findings if f.node == node.node]
             out.print(node_table(mine, f"{node.node} — profile {name}"))
         if not quiet:

@@ -9,6 +9,7 @@ exporter uses too.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -115,7 +116,7 @@ def restrict(run: RunData, limit: str) -> set[str]:
         run.findings = run.findings.filtered(lambda f: shown_for(f, kept))
     if run.manifest is not None:
         nodes = [n for n in run.manifest.nodes if n in kept]
-        run.manifest = run.manifest.model_copy(update={"nodes": nodes})
+        run.manifest = replace(run.manifest, nodes=nodes)
     run.notes.append(f"--limit {limit!r}: {len(kept)} of the run's {len(every)} nodes")
     return kept
 
@@ -324,7 +325,7 @@ class FactsDigest:
             probes[name] = kept
         shared = self._sets.setdefault(tuple(id(r) for r in probes.values()), probes)
         version = self._compact(node.bringup_version)
-        return node.model_copy(update={"probes": shared, "bringup_version": version})
+        return replace(node, probes=shared, bringup_version=version)
 
     def measurements(self, run: RunData) -> Figures:
         """The figures of the run's nodes (as narrowed by --limit)."""
@@ -465,7 +466,7 @@ def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]
     # burn-in sets its profile in memory), its status final, its exit code these
     # findings' own (not yet written).
     status = "complete" if run.manifest.status == "running" else run.manifest.status
-    manifest = run.manifest.model_copy(update={"status": status, "exit_code": None})
+    manifest = replace(run.manifest, status=status, exit_code=None)
     named = None
     if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
         with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it

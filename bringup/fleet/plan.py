@@ -11,12 +11,12 @@ recorded probes answer for the node: how GPU facts reach GPU-less simulated node
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bringup import profile as profiles
-from bringup.facts import NodeFacts
+from bringup.facts import NodeFacts, record_json
 from bringup.fleet.inventory import Host
 from bringup.fleet.transport import Runner
 from bringup.provenance import file_source, sha256_file
@@ -164,7 +164,7 @@ def load_replay(path: object, node: str) -> NodeFacts:
     source = file_source(str(file.resolve()), sha)
     facts = recorded[0]
     probes = {name: record.with_source(source) for name, record in facts.probes.items()}
-    return facts.model_copy(update={"probes": probes})
+    return replace(facts, probes=probes)
 
 
 @dataclass
@@ -226,7 +226,7 @@ def plan_node(
         for step in list(steps):
             record = recording.probes.get(step["name"])
             if record is not None:
-                copy = record.model_dump(mode="json")
+                copy = record_json(record)
                 copy["params"] = {**copy.get("params", {}), "replayed": True}
                 replayed.append(copy)
                 steps.remove(step)

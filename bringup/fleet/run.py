@@ -38,6 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from bringup import jsondata
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
@@ -115,6 +116,18 @@ class RecordGate:
             )
         self.seen.add(probe)
         self.raw_files, self.raw_bytes = files, size
+
+
+def _store(rundir: RunDir, node: str, record: dict[str, Any]) -> None:
+    """The node's record in the run directory, or Refused when it is no record (a type, a
+    key it lacks: bringup/jsondata.py): nothing of it stored, nothing more from the node."""
+    try:
+        rundir.add_record(node, record)
+    except jsondata.Invalid as exc:
+        raise Refused(
+            f"refused: the node sent a record of probe {str(record.get('probe'))[:80]!r} that "
+            f"is not one ({exc}); not stored, nothing more stored from the node"
+        ) from None
 
 
 # --- judging a node's outcome: pure -------------------------------------------------------
@@ -410,7 +423,7 @@ def _run_node(
                     progress.reported(plan.node, str(record["probe"]), fields)
                 continue
             gate.admit(record)  # Refused: not stored, the node stopped (its runner closed)
-            rundir.add_record(plan.node, record)
+            _store(rundir, plan.node, record)
             answered += 1
             if answered < len(names):
                 progress.doing(plan.node, f"running {names[answered]}")

@@ -5,16 +5,17 @@ node) and every node's records' headers (what ran, when, how it ended, where it 
 from) until its outputs are written. As read, each text is a new string from its JSON
 line (the node, check, action and most messages repeat across the fleet), each
 expectation a new object (a check's threshold is the same on every node), and each
-pydantic model (the headers) carries pydantic's record of which fields its input gave: a
-set of the field names, 728 bytes for eight names.
+pydantic model carries pydantic's record of which fields its input gave: a set of the
+field names, 728 bytes for eight names.
 
 `Compact` shares them, after validation: equal texts become one string, equal frozen
 values (a finding's `Expected`) one object, and a model whose input gave every field
 shares one set of its class's field names. That set is safe to share: pydantic adds to it
 only a field that is assigned (which it holds already), and a copy (model_copy) takes a set
 of its own. A model whose input left fields out keeps its own set, so what it was given
-(`model_fields_set`, `exclude_unset`) stays its own. A finding is a slotted dataclass: it
-has no such set, and its fields are swapped in place.
+(`model_fields_set`, `exclude_unset`) stays its own. A finding and a node's records'
+headers (`NodeFacts`, `ProbeRecord`) are slotted dataclasses: they have no such set, and
+their fields are swapped in place (a record's `Source`, frozen, shared as an expectation).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ after the other, and the plan of its acceptance check. Each part is kept as read
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from bringup.findings import Finding, read_finding
 from bringup.provenance import MANIFEST, Provenance, manifest_sha256
 from bringup.report.compact import Compact
 from bringup.report.findingstore import FindingsSpool, noted
-from bringup.rundir import Manifest, iter_facts
+from bringup.rundir import Manifest, iter_facts, parse_manifest
 
 # What a reader keeps of each node's facts as they are read (report's FactsDigest): the
 # whole run is never held at once. None: every node's facts kept as read.
@@ -177,7 +178,7 @@ def _bundle(path: Path) -> RunData:
         if piece.manifest is not None:
             manifest.overrides.update(piece.manifest.overrides)
         for name, facts in piece.facts.items():
-            mine = run.facts.setdefault(name, facts.model_copy(deep=True))
+            mine = run.facts.setdefault(name, copy.deepcopy(facts))
             mine.probes.update(facts.probes)
         for name, why in piece.facts_problems.items():
             run.facts_problems[name] = f"{part.path}: {why}"
@@ -205,8 +206,8 @@ def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
     if not os.path.lexists(path / MANIFEST):
         return None, "manifest.json is missing: which nodes and probes the run planned is unknown"
     try:
-        return Manifest.model_validate_json(read_bytes_in(path, MANIFEST, "manifest")), None
-    except (InputError, ValidationError, ValueError) as exc:
+        return parse_manifest(read_bytes_in(path, MANIFEST, "manifest")), None
+    except (InputError, ValueError) as exc:  # jsondata.Invalid is a ValueError
         return None, f"manifest.json unreadable ({_first_line(exc)}): the run's plan is unknown"
 
 

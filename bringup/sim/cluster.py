@@ -38,6 +38,7 @@ from types import TracebackType
 
 import yaml
 
+from bringup.facts import node_facts_text
 from bringup.sim.faults import (
     DEFAULT_LIVE,
     FAULTS,
@@ -306,7 +307,7 @@ class SimCluster:
             if self.rootfs_image is not None:
                 self._node_root(node).prepare(f"{sim_number(node.name):032x}")
             recording = node_facts(node.name, node.fault, node.live)
-            node.facts_file.write_text(recording.model_dump_json(indent=2) + "\n")
+            node.facts_file.write_text(node_facts_text(recording))
             if self.nvml_library is not None:
                 from bringup.sim.nvml import write_state
 

@@ -5,6 +5,7 @@ apart from reading the shipped b300 profile.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -76,9 +77,9 @@ def _with_node_pair(healthy: NodeFacts) -> NodeFacts:
         cells = rows[row].split("\t")
         cells[column] = "NODE"
         rows[row] = "\t".join(cells)
-    node = healthy.model_copy(deep=True)
+    node = copy.deepcopy(healthy)
     facts = dataclasses.asdict(parse_topo("\n".join(rows)))
-    node.probes["topology"] = node.probes["topology"].model_copy(update={"facts": facts})
+    node.probes["topology"] = dataclasses.replace(node.probes["topology"], facts=facts)
     return node
 
 
@@ -99,7 +100,7 @@ def node_facts(name: str, fault: str, live: Sequence[str] = DEFAULT_LIVE) -> Nod
         if probe == "gpu" and facts is not None:
             for gpu in facts["gpus"]:
                 gpu["serial"], gpu["uuid"] = gpu_identity(sim_number(name), gpu["index"])
-        probes[probe] = record.model_copy(update={"facts": facts})
+        probes[probe] = dataclasses.replace(record, facts=facts)
     return NodeFacts(
         node=name,
         bringup_version=demo.bringup_version,

@@ -155,9 +155,10 @@ def hostile(valid: Any, dump: Callable[[Any], bytes]) -> st.SearchStrategy[bytes
 
 
 def valid_facts() -> dict[str, Any]:
+    from bringup import jsondata
     from bringup.sim.demo import demo_nodes
 
-    return demo_nodes()[0].model_dump(mode="json")
+    return jsondata.to_json(demo_nodes()[0])
 
 
 def valid_manifest() -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from bringup import profile
 from bringup.checks.catalog import judge_node
-from bringup.facts import NodeFacts, ProbeRecord
+from bringup.facts import NodeFacts, ProbeRecord, record_json
 from bringup.findings import Finding, Status, exit_code
 from bringup.node.parsers.dmon import parse_dmon
 from bringup.node.probes import fabric, gemm, p2p, storage, uplink
@@ -96,7 +96,7 @@ def write_run(demo: Path, out: Path, *mutations: Mutation, profile_name: str = "
     for name in sorted(nodes):
         run.add_node(name)
         for rec in nodes[name].probes.values():
-            run.add_record(name, rec.model_dump())
+            run.add_record(name, record_json(rec))
         run.add_findings(judge_node(nodes[name], prof))
     run.finish("complete", 1)
     return out
@@ -126,8 +126,8 @@ def clean_run(
     prof = profile.load("b300")
     # A live run: the healthy node's facts as its probes would record them on each machine,
     # with serials and ids of its own (bringup/checks/identity.py), no demo label.
-    for rec in healthy.probes.values():
-        rec.provenance = []
+    probes = {name: dataclasses.replace(rec, provenance=[]) for name, rec in healthy.probes.items()}
+    healthy = dataclasses.replace(healthy, probes=probes)
     if suite == "demo":
         out.parent.mkdir(parents=True, exist_ok=True)
         suite = demo_suite(out.parent)
@@ -135,11 +135,11 @@ def clean_run(
     run.manifest.started_at = STAMP
     findings = []
     for number, name in enumerate(names, start=1):
-        node = healthy.model_copy(update={"node": name}, deep=True)
+        node = dataclasses.replace(copy.deepcopy(healthy), node=name)
         own_machine(node, number)
         run.add_node(name)
         for rec in node.probes.values():
-            run.add_record(name, rec.model_dump())
+            run.add_record(name, record_json(rec))
         judged = judge_node(node, prof)
         run.add_findings(judged)
         findings += judged
@@ -168,7 +168,7 @@ def fleet_run(out: Path, size: int) -> Path:
     for node in demo_fleet(size):
         run.add_node(node.node)
         for rec in node.probes.values():
-            run.add_record(node.node, rec.model_dump())
+            run.add_record(node.node, record_json(rec))
         judged = judge_node(node, prof)
         run.add_findings(judged)
         findings += judged
@@ -203,7 +203,7 @@ def hostile_run(out: Path, text: str, **fields: str) -> Path:
     said = {name: fields.get(name, text) for name in HOSTILE_FIELDS}
     base = next(n for n in demo_nodes() if n.node == "b300-node05")
     name = f"node-{said['node']}"
-    node = base.model_copy(update={"node": name}, deep=True)
+    node = dataclasses.replace(copy.deepcopy(base), node=name)
     facts: dict[str, Any] = {probe: record.facts for probe, record in node.probes.items()}
     for gpu in facts["gpu"]["gpus"]:
         gpu.update(name=f"NVIDIA {said['gpu']}", serial=said["serial"], vbios_version=said["vbios"])
@@ -227,7 +227,7 @@ def hostile_run(out: Path, text: str, **fields: str) -> Path:
     run.manifest.started_at = STAMP
     run.add_node(name)
     for rec in node.probes.values():
-        run.add_record(name, rec.model_dump())
+        run.add_record(name, record_json(rec))
     message = said["message"]
     planted = Finding(
         node=name,

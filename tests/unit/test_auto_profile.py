@@ -3,6 +3,8 @@ of its own GPU model; no GPU, or a model no profile knows, is one ERROR naming t
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,21 +143,21 @@ def test_the_probes_judged_without_a_profile_read_none(probe: str) -> None:
 
 
 def _with_gpu(node: NodeFacts, name: str | None, error: str | None = None) -> NodeFacts:
-    copy = node.model_copy(deep=True)
-    record = copy.probes["gpu"]
+    mine = copy.deepcopy(node)
+    record = mine.probes["gpu"]
     if error is not None:
-        copy.probes["gpu"] = record.model_copy(update={"ok": False, "error": error, "facts": {}})
+        mine.probes["gpu"] = replace(record, ok=False, error=error, facts={})
     else:
         for gpu in record.facts["gpus"]:
             gpu["name"] = name
-    return copy
+    return mine
 
 
 def test_each_node_of_a_mixed_fleet_gets_its_own_profile() -> None:
     b300, other = demo_nodes()[0], demo_nodes()[0]
-    h100 = _with_gpu(other.model_copy(update={"node": "h100-node"}), "NVIDIA H100 80GB HBM3")
-    l40s = _with_gpu(other.model_copy(update={"node": "l40s-node"}), "NVIDIA L40S")
-    gpuless = _with_gpu(other.model_copy(update={"node": "cpu-node"}), None, "no NVIDIA driver")
+    h100 = _with_gpu(replace(other, node="h100-node"), "NVIDIA H100 80GB HBM3")
+    l40s = _with_gpu(replace(other, node="l40s-node"), "NVIDIA L40S")
+    gpuless = _with_gpu(replace(other, node="cpu-node"), None, "no NVIDIA driver")
     said = {n.node: judge_node_by(n, AUTO)[0] for n in (b300, h100, l40s, gpuless)}
     assert {n: (f.status, f.value) for n, f in said.items()} == {
         "b300-node01": (Status.PASS, "b300"),

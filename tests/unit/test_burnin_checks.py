@@ -17,7 +17,7 @@ import pytest
 
 from bringup import baseline as baselines
 from bringup.checks import burnin as checks
-from bringup.facts import ProbeRecord, decode
+from bringup.facts import decode, read_record
 from bringup.findings import Status
 from bringup.node.parsers.dmon import parse_q_series
 from bringup.node.probes.burnin import BurninFacts
@@ -30,7 +30,7 @@ H200 = load("h200")
 
 def recorded() -> BurninFacts:
     record = json.loads((FIXTURES / "burnin" / "cpu-tiny-2ranks.json").read_text())
-    return decode(ProbeRecord.model_validate(record))
+    return decode(read_record(record))
 
 
 def h200_timeline(gpus: int = 8) -> Timeline:

@@ -10,7 +10,7 @@ from pathlib import Path
 from bringup import baseline as baselines
 from bringup.commands.burnin import _figures
 from bringup.commands.exporter import report_of
-from bringup.facts import ProbeRecord, decode
+from bringup.facts import decode, read_record
 from bringup.measurements import shown
 from bringup.node.probes.burnin import tokens_per_s_per_gpu
 from bringup.report.prometheus import metrics_of
@@ -29,7 +29,7 @@ def test_tokens_per_s_is_tokens_per_step_over_the_median_step_after_the_warmup()
 
 
 def test_console_baseline_report_and_exporter_agree(tmp_path: Path) -> None:
-    facts = decode(ProbeRecord.model_validate(RECORD))
+    facts = decode(read_record(RECORD))
     node = baselines.summarize("n1", facts, None, None)
     base = baselines.build([node], "tiny", None, "2026-01-01T00:00:00+00:00")
     baselines.write(tmp_path / "baseline.json", base)
@@ -61,7 +61,7 @@ def test_console_baseline_report_and_exporter_agree(tmp_path: Path) -> None:
 def test_the_baseline_judgement_names_the_same_figure() -> None:
     from bringup.checks.burnin import judge_baseline
 
-    node = baselines.summarize("n1", decode(ProbeRecord.model_validate(RECORD)), None, None)
+    node = baselines.summarize("n1", decode(read_record(RECORD)), None, None)
     base = baselines.build([node], "tiny", None, "2026-01-01T00:00:00+00:00")
     (verdict,) = judge_baseline(base, base)
     figure = shown("burnin.tokens_per_s", node.tokens_per_s_per_gpu)

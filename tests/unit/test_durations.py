@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bringup.commands.show import duration_lines, probe_durations, seconds_text
 from bringup.facts import NodeFacts, ProbeRecord
 
@@ -31,7 +33,7 @@ def test_a_fleet_shows_the_median_and_the_slowest_node() -> None:
 
 def test_replayed_probes_are_not_timed_here() -> None:
     recorded = node("n1", gpu=0.3, topology=0.0)
-    recorded.probes["topology"].params = {"replayed": True}
+    recorded.probes["topology"] = replace(recorded.probes["topology"], params={"replayed": True})
     assert probe_durations([recorded]) == {"n1": {"gpu": 0.3}}
     assert duration_lines({}) == []
 

@@ -3,6 +3,8 @@ serials (bringup/sim/demo.py), cloned under other names as a cloned image would 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bringup.checks.identity import judge_identity, node_marks
 from bringup.facts import NodeFacts
 from bringup.sim.demo import demo_nodes
@@ -10,7 +12,7 @@ from bringup.sim.demo import demo_nodes
 
 def clones(count: int) -> list[NodeFacts]:
     healthy = demo_nodes()[0]
-    return [healthy.model_copy(update={"node": f"node{i:02d}"}) for i in range(1, count + 1)]
+    return [replace(healthy, node=f"node{i:02d}") for i in range(1, count + 1)]
 
 
 def test_two_names_of_one_machine_name_each_other() -> None:

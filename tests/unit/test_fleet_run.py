@@ -153,6 +153,26 @@ def test_a_record_of_a_probe_not_asked_for_is_refused(tmp_path: Path) -> None:
     assert error.startswith("refused: the node sent a record of probe 'nvme', which it was not")
 
 
+def test_a_record_that_is_not_one_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A record's fields of the wrong type (pydantic's lax mode took "yes" for a bool):
+    neither it nor its raw outputs stored, and the node's error is one line."""
+    records = iter(
+        [
+            {"probe": "xid", "ok": "yes", "raw": {"a.txt": "x"}},
+            {"probe": "host", "ok": True},
+        ]
+    )
+    outcome, run, closed = hostile_run(tmp_path, records)
+    assert raw_on_disk(run) == (0, 0) and closed["closed"]
+    (error,) = node_run_errors(outcome)
+    assert error == (
+        "refused: the node sent a record of probe 'xid' that is not one (at ok: Expected "
+        "`bool`, got `str`); not stored, nothing more stored from the node"
+    )
+    assert outcome.state == "error"
+    assert '"xid"' not in (run / "facts" / "evil.json").read_text()
+
+
 def test_threads_judging_their_first_nodes_together_build_each_validator_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -208,9 +228,10 @@ def test_the_fleet_checks_judge_the_values_taken_at_judging_as_they_judge_the_fa
     facts, and the fleet checks over the values each node left in its outcome are the
     same findings, in the same order, as over the facts read back from the run."""
     from bringup.commands.check import judge_fleet
+    from bringup.facts import record_json
     from bringup.sim.demo import demo_nodes
 
-    demo = [[r.model_dump(mode="json") for r in n.probes.values()] for n in demo_nodes()]
+    demo = [[record_json(r) for r in n.probes.values()] for n in demo_nodes()]
     odd = copy.deepcopy(demo[0])  # the healthy node with another VBIOS on GPU 0: odd one out
     next(r for r in odd if r["probe"] == "gpu")["facts"]["gpus"][0]["vbios_version"] = "97.0"
 

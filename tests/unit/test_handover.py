@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bringup import baseline as baselines
+from bringup.facts import record_json
 from bringup.findings import Status
 from bringup.node.probes.nccl import parse_nccl_tests
 from bringup.rundir import RunDir
@@ -21,7 +22,7 @@ def nccl_run(out: Path, node: str) -> Path:
     run = RunDir.create(out, "nccl", "b300", None)
     run.manifest.started_at = STAMP
     run.add_node(node)
-    run.add_record(node, record("nccl", parse_nccl_tests(NCCL_LOG.read_text())).model_dump())
+    run.add_record(node, record_json(record("nccl", parse_nccl_tests(NCCL_LOG.read_text()))))
     run.finish("complete", 0)
     return out
 

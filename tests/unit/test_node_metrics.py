@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from bringup.facts import ProbeRecord
+from bringup.facts import read_record
 from bringup.measurements import measure, metric_probes, node_metrics
 from bringup.sim.demo import demo_nodes
 from tests.support import FIXTURES
@@ -22,9 +22,9 @@ def test_a_nodes_metrics_alone_are_the_whole_measurements_metrics() -> None:
     with_measurements(nodes)
     # node02 trained on the CPU as recorded; node03 the same record as a GPU's would read
     # (device_kind cuda): its MFU is computed from the profile's peak.
-    nodes["b300-node02"].probes["burnin"] = ProbeRecord.model_validate(BURNIN)
+    nodes["b300-node02"].probes["burnin"] = read_record(BURNIN)
     on_gpu = {**BURNIN, "facts": {**BURNIN["facts"], "device_kind": "cuda"}}
-    nodes["b300-node03"].probes["burnin"] = ProbeRecord.model_validate(on_gpu)
+    nodes["b300-node03"].probes["burnin"] = read_record(on_gpu)
     seen: set[str] = set()
     for node in nodes.values():
         for peak in (None, 2250e12):

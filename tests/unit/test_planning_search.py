@@ -248,14 +248,17 @@ def test_no_dash_for_a_cost_without_a_price() -> None:
 def facts_dir(path: Path, demo: bool) -> Path:
     """The demo fleet's facts (bringup/sim/demo.py) as a run directory holds them: marked
     demo data as `check --demo` marks them, or without a mark, as a live run's read."""
+    from dataclasses import replace
+
+    from bringup.facts import node_facts_text
     from bringup.sim.demo import demo_nodes
 
     (path / "facts").mkdir(parents=True)
     for node in demo_nodes():  # each record carries its demo mark: kept, or taken off
         if not demo:
-            probes = {k: r.model_copy(update={"provenance": []}) for k, r in node.probes.items()}
-            node = node.model_copy(update={"probes": probes})
-        (path / "facts" / f"{node.node}.json").write_text(node.model_dump_json())
+            probes = {k: replace(r, provenance=[]) for k, r in node.probes.items()}
+            node = replace(node, probes=probes)
+        (path / "facts" / f"{node.node}.json").write_text(node_facts_text(node))
     return path
 
 
@@ -310,16 +313,16 @@ def test_a_directory_without_facts_is_one_line(tmp_path: Path) -> None:
 
 
 def test_hostile_figures_in_a_run_are_not_rates(tmp_path: Path) -> None:
-    """A run directory is untrusted: a negative, NaN or zero read rate, a PCIe generation
-    no specification has and a negative memory are no figures; the profile's, assumed,
-    stand in."""
+    """A run directory is untrusted: a negative, negative zero or zero read rate, a PCIe
+    generation no specification has and a negative memory are no figures; the profile's,
+    assumed, stand in."""
     from bringup.commands.plan import links_from_run
 
     live = facts_dir(tmp_path / "live", demo=False)
     for n, file in enumerate(sorted((live / "facts").glob("*.json"))):
         data = json.loads(file.read_text())
         for path in data["probes"]["nvme"]["facts"]["paths"]:
-            path["seq_read_bytes_per_s"] = [-1.0, float("nan"), 0.0][n % 3]
+            path["seq_read_bytes_per_s"] = [-1.0, -0.0, 0.0][n % 3]
         for gpu in data["probes"]["gpu"]["facts"]["gpus"]:
             gpu["pcie_link_gen_max"] = gpu["pcie_gen_max"] = 99
         data["probes"]["host"]["facts"]["memory_total_bytes"] = -5
@@ -329,6 +332,22 @@ def test_hostile_figures_in_a_run_are_not_rates(tmp_path: Path) -> None:
     assert (host.nvme_read, host.pcie) == (assumed.nvme_read, assumed.pcie)
     assert host.memory_bytes is None
     assert host.nvme_write is not None and host.nvme_write.measured  # untouched: measured
+
+
+def test_a_facts_file_holding_nan_is_refused_in_one_line(tmp_path: Path) -> None:
+    """NaN is no JSON number: no run writes it (a number that is not finite is written
+    null), and a facts file that holds one is refused by name (docs/json.md, "How a run's
+    records are read"; pydantic read it as NaN)."""
+    live = facts_dir(tmp_path / "live", demo=False)
+    file = sorted((live / "facts").glob("*.json"))[0]
+    data = json.loads(file.read_text())
+    data["probes"]["nvme"]["facts"]["paths"][0]["seq_read_bytes_per_s"] = float("nan")
+    file.write_text(json.dumps(data))
+    argv = ("plan", "--model", "tiny", "--method", "lora", "--gpu", "b300", "--from", live)
+    result = invoke(*argv)
+    assert result.exit_code == 2
+    assert f"{file.name}: not a facts file (at the top: JSON is malformed: " in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_a_node_name_from_a_run_is_text_not_markup(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bringup import profile
 from bringup.commands.report import build_report
-from bringup.facts import ProbeRecord
+from bringup.facts import ProbeRecord, record_json
 from bringup.findings import Finding, Status, finding_line
 from bringup.report import junit, render
 from bringup.report.model import Report
@@ -204,7 +204,7 @@ def test_a_failed_probe_whose_errors_were_cut_is_missing(tmp_path: Path) -> None
     run = clean_run(tmp_path / "run")
     facts = json.loads((run / "facts" / "b300-node07.json").read_text())
     failed = ProbeRecord(probe="xid", ok=False, error="journalctl: permission denied")
-    facts["probes"]["xid"] = failed.model_dump(mode="json")
+    facts["probes"]["xid"] = record_json(failed)
     (run / "facts" / "b300-node07.json").write_text(json.dumps(facts))
     # Its findings as they were (PASS), the ERRORs a failed probe gives nowhere.
     report = report_of(run)

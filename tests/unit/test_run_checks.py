@@ -163,9 +163,9 @@ def test_a_run_is_held_to_its_recorded_plan_and_profile() -> None:
 
     burnin = Manifest(command="burnin", started_at="T", nodes=["n1"], status="complete")
     assert [check for _, check, _ in gaps(burnin, None)] == ["report.suite", "report.profile"]
-    provision = burnin.model_copy(update={"command": "provision"})
+    provision = replace(burnin, command="provision")
     assert [check for _, check, _ in gaps(provision, [])] == []
-    judged = burnin.model_copy(update={"profile": "h200"})
+    judged = replace(burnin, profile="h200")
     assert gaps(judged, ["burnin"]) == [
         (
             "n1",
@@ -221,7 +221,7 @@ def test_a_joint_job_that_did_not_run_is_one_finding_for_all_its_nodes() -> None
 
     assert found(manifest, [job]) == []
     # Not recorded as one job: n2 was never judged, said as before.
-    alone = manifest.model_copy(update={"jobs": []})
+    alone = replace(manifest, jobs=[])
     assert found(alone, [job]) == [
         ("n2", "report.missing", "no findings for this node: its facts were never judged")
     ]

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bringup import journal as journal_module
+from bringup.facts import record_json
 from bringup.journal import journal_files, read_journal
 from bringup.report import rundata
 from bringup.rundir import RunDir, RunDirError, iter_facts, load_facts
@@ -241,7 +242,7 @@ def test_records_arriving_together_share_one_sync_and_none_returns_before_its_ow
             synced = [json.loads(x) for x in text.splitlines()]
             if {
                 "node": name,
-                "record": run.facts_of(name).probes[probe].model_dump(mode="json"),
+                "record": record_json(run.facts_of(name).probes[probe]),
             } not in synced:
                 late.append(f"{name} {probe}")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bringup import baseline as baselines
-from bringup.facts import ProbeRecord, decode
+from bringup.facts import ProbeRecord, decode, read_record
 from bringup.node.probes.burnin import BurninFacts
 from tests.support.cli import run_cli, valid_envelope
 from tests.support.timing import scaled
@@ -34,7 +34,7 @@ def burnin(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 def burnin_facts(run_dir: Path) -> BurninFacts:
     facts = json.loads(next((run_dir / "facts").glob("*.json")).read_text())
-    return decode(ProbeRecord.model_validate(facts["probes"]["burnin"]))
+    return decode(read_record(facts["probes"]["burnin"]))
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1rank", "2ranks"])

@@ -31,8 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bringup.facts import NodeFacts
+from bringup.facts import read_node_facts
 from bringup.files import InputError
+from bringup.jsondata import to_json as record_data
 from bringup.rundir import with_journal
 from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
@@ -105,8 +106,8 @@ def _facts(run_dir: Path, node: str) -> dict[str, Any] | None:
     records its journal holds while the node runs (bringup/rundir.py)."""
     relative = f"facts/{node}.json"
     try:
-        facts = NodeFacts.model_validate_json((run_dir / relative).read_text())
-        return with_journal(run_dir, relative, facts).model_dump(mode="json")
+        facts = read_node_facts((run_dir / relative).read_text())
+        return record_data(with_journal(run_dir, relative, facts))
     except (OSError, ValueError, InputError):  # not written yet, or its journal just settled
         return None
 

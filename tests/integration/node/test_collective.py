@@ -10,7 +10,7 @@ import pytest
 
 from bringup.checks import nccl as checks
 from bringup.checks.catalog import judge_probe
-from bringup.facts import ProbeRecord, decode
+from bringup.facts import decode, read_record
 from bringup.findings import Status
 from bringup.node.collective import launcher
 from bringup.node.collective.measure import Layout, bus_factor, layout, make_row, sweep
@@ -263,7 +263,7 @@ def test_probe_end_to_end_through_the_node_side() -> None:
     assert {"rank0-events.jsonl", "torch-all_reduce.txt", "torch-broadcast.txt"} <= set(
         record["raw"]
     )
-    facts = decode(ProbeRecord.model_validate(record))
+    facts = decode(read_record(record))
     assert isinstance(facts, NcclFacts)
     assert facts.engine == "torch" and facts.others[0].collective == "broadcast"
     check_rows(facts, 2)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bringup.facts import node_facts_text
 from bringup.fleet import ssh
 from bringup.fleet.inventory import Host
 from bringup.fleet.known_hosts import UNKNOWN_HOST_KEY
@@ -54,7 +55,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         node = demo[index]
         node.probes = {k: v for k, v in node.probes.items() if k == "gpu"}
         out[key] = root / f"{key}.json"
-        out[key].write_text(node.model_dump_json())
+        out[key].write_text(node_facts_text(node))
     return out
 
 
