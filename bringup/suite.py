@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
 from bringup.data import data_dir
-from bringup.schema import Strict, locate, read_yaml, shipped, validate
+from bringup.schema import locate, read_yaml, shipped, validate
+
+# Stdlib dataclasses, read from YAML by bringup/schema.py's one validator and built plainly
+# by the commands that make a suite of their own (a one-probe suite): not changed once made.
+_SCHEMA = dataclass(frozen=True, slots=True, kw_only=True)
 
 
-class ProbeStep(Strict):
+@_SCHEMA
+class ProbeStep:
     name: str
-    params: dict[str, object] = Field(default_factory=dict)
-    timeout_s: float = Field(default=120.0, gt=0)
+    params: dict[str, object] = field(default_factory=dict)
+    timeout_s: Annotated[float, Meta(gt=0)] = 120.0
 
 
-class Suite(Strict):
+@_SCHEMA
+class Suite:
     name: str
     description: str
-    budget_s: float = Field(gt=0)  # the whole suite on one node should finish within this
+    budget_s: Annotated[float, Meta(gt=0)]  # the whole suite on one node should end within
     probes: list[ProbeStep]
     # Jobs across nodes `bringup check` runs after the probes, when two nodes or more
     # answered: "ibperf" (every rail against a partner's, docs/fabric.md).
-    jobs: list[Literal["ibperf"]] = Field(default_factory=list)
+    jobs: list[Literal["ibperf"]] = field(default_factory=list)
 
 
 class SuiteError(Exception):
