@@ -111,7 +111,7 @@ def write_suite(path: Path, probes: list[str]) -> Path:
 
     from bringup import suite
 
-    steps = [s.model_dump() for s in suite.load("acceptance").probes if s.name in probes]
+    steps = [dataclasses.asdict(s) for s in suite.load("acceptance").probes if s.name in probes]
     document = {
         "name": "demo-probes",
         "description": "the acceptance suite's probes the demo fleet recorded (benchmark)",

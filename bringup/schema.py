@@ -78,7 +78,6 @@ def locate(name_or_path: str, folder: Path, kind: str, error: type[Exception]) -
     return path
 
 
-
 # --- reading a document into its dataclasses --------------------------------------------
 #
 # A profile, a suite and a recipe are standard-library dataclasses (docs/contributing.md,
