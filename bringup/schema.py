@@ -114,36 +114,71 @@ def as_json(value: object) -> Any:
     return msgspec.to_builtins(value, str_keys=True)
 
 
-def unknown_key(kind: Any, data: object, where: str = "") -> str | None:
+def unknown_key(kind: Any, data: object) -> str | None:
     """The path of the first key in `data` that its dataclass does not name, or None.
 
     The order is pydantic's (`extra="forbid"`), which named an unknown key before any
     other error: a dataclass's fields first, in their order, each searched in turn, then
     its own keys. So a typo ("gpu.pcie_gn") is named, not the key it leaves missing.
     """
-    kind = _bare(kind)
-    origin = typing.get_origin(kind)
-    found: str | None = None
-    if dataclasses.is_dataclass(kind) and isinstance(data, dict):
-        hints = _hints(kind)
-        for name, hint in hints.items():
-            if name in data and (found := unknown_key(hint, data[name], _join(where, name))):
-                return found
-        return next((_join(where, key) for key in data if key not in hints), None)
-    if origin is list and isinstance(data, list):
-        (item,) = typing.get_args(kind)
-        for i, value in enumerate(data):
-            if found := unknown_key(item, value, f"{where}[{i}]"):
-                return found
-    elif origin is dict and isinstance(data, dict):
-        item = typing.get_args(kind)[1]
-        for key, value in data.items():
-            if found := unknown_key(item, value, f"{where}[{_key(key)}]"):
-                return found
-    elif origin in (types.UnionType, typing.Union):
-        for member in typing.get_args(kind):
-            if found := unknown_key(member, data, where):
-                return found
+    check = _checker(kind)
+    found = check(data) if check is not None else None
+    return None if found is None else "".join(reversed(found)).removeprefix(".")
+
+
+# A type's search for an unknown key, made once per type: it walks only the fields, items
+# and values that can hold a dataclass (a profile's numbers are not visited). It gives the
+# path found, its pieces last to first (".gpu", "[0]", "['nccl.busbw']"), or None.
+Checker = typing.Callable[[object], "list[str] | None"]
+_CHECKERS: dict[Any, Checker | None] = {}
+
+
+def _checker(kind: Any) -> Checker | None:
+    """The search of type `kind`; None where nothing under it is a dataclass."""
+    if kind not in _CHECKERS:
+        _CHECKERS[kind] = None  # while it is made (a schema holds no type of itself)
+        _CHECKERS[kind] = _make_checker(_bare(kind))
+    return _CHECKERS[kind]
+
+
+def _make_checker(kind: Any) -> Checker | None:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if dataclasses.is_dataclass(kind):
+        named = _hints(kind)  # type: ignore[arg-type]
+        inner = {name: c for name, hint in named.items() if (c := _checker(hint)) is not None}
+
+        def in_object(data: object) -> list[str] | None:
+            if not isinstance(data, dict):
+                return None  # not an object: msgspec names the type error
+            for name, check in inner.items():
+                if name in data and (found := check(data[name])) is not None:
+                    return [*found, f".{name}"]
+            return next(([_piece(key)] for key in data if key not in named), None)
+
+        return in_object
+    if origin in (list, dict) and (item := _checker(args[-1])) is not None:
+        if origin is list:
+
+            def in_list(data: object) -> list[str] | None:
+                for i, value in enumerate(data if isinstance(data, list) else ()):
+                    if (found := item(value)) is not None:
+                        return [*found, f"[{i}]"]
+                return None
+
+            return in_list
+
+        def in_dict(data: object) -> list[str] | None:
+            for key, value in data.items() if isinstance(data, dict) else ():
+                if (found := item(value)) is not None:
+                    return [*found, f"[{_key(key)}]"]
+            return None
+
+        return in_dict
+    if origin in (types.UnionType, typing.Union):
+        members = [c for m in args if (c := _checker(m)) is not None]
+        if len(members) <= 1:
+            return members[0] if members else None
+        return lambda data: next((f for c in members if (f := c(data)) is not None), None)
     return None
 
 
@@ -246,9 +281,11 @@ def _hints(kind: type) -> dict[str, Any]:
 def _join(where: str, key: object) -> str:
     """A key appended to a path: `gpu.count`, or `tolerances['nccl.busbw']` for a key that
     is not a plain name."""
-    if isinstance(key, str) and _NAME.fullmatch(key):
-        return f"{where}.{key}" if where else key
-    return f"{where}[{_key(key)}]"
+    return (where + _piece(key)).removeprefix(".")
+
+
+def _piece(key: object) -> str:
+    return f".{key}" if isinstance(key, str) and _NAME.fullmatch(key) else f"[{_key(key)}]"
 
 
 def _key(key: object) -> str:
