@@ -4,7 +4,8 @@ The schema forbids unknown keys so that a typo in a user's copy ("pcie_gn") is a
 naming the key, not a threshold silently ignored. A profile is a tree of frozen stdlib
 dataclasses: read from YAML by bringup/schema.py's one validator (the bounds are msgspec's
 `Meta` in the types), built plainly by the tool's own code, never changed once made (a
-node's overrides make a new one, fleet.plan.node_profile).
+node's overrides make a new one, fleet.plan.node_profile). Keyword-only, so that a field
+with a default may come before one without, in the order the files write them.
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ from bringup.data import data_dir
 from bringup.node import gpu_ids
 from bringup.schema import locate, read_yaml, shipped, unknown_key, validate
 
-# Keyword-only: a field with a default may come before one without, in the file's order.
-_SCHEMA = dataclass(frozen=True, slots=True, kw_only=True)
 Report = Literal["ecc", "remapped_rows", "power_limit"]
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
     model: str  # the name nvidia-smi/NVML prints, e.g. "NVIDIA B300 SXM6 AC"
     count: Annotated[int, Meta(ge=1)]
@@ -49,7 +48,7 @@ class GpuSpec:
     reports: list[Report] = field(default_factory=lambda: ["ecc", "remapped_rows", "power_limit"])
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvlinkSpec:
     version: int  # 4 = Hopper, 5 = Blackwell
     links_per_gpu: int
@@ -67,20 +66,20 @@ class NvlinkSpec:
     imex_required: bool = False
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ThermalSpec:
     slowdown_margin_warn_c: float = 10.0  # WARN when the GPU is this close to slowdown
     memory_max_c: float | None = None  # HBM limit when the driver does not report one
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SoftwareSpec:
     min_driver: str  # e.g. "580.65.06"
     min_cuda: str  # CUDA version the driver must support, e.g. "12.9"
     driver_branch: str | None = None  # informational, e.g. "R580"
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NcclSpec:
     """All-reduce floors by scope (inside one NVLink domain, or across domains over RDMA)
     and rank count; GB/s = 1e9 B/s, large messages (docs/reference.md#nccl-floors)."""
@@ -96,7 +95,7 @@ class NcclSpec:
     allreduce_busbw_multinode_min_gb_s: float | None = None
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NetworkSpec:
     """The compute (east-west) NICs of the node's reference design."""
 
@@ -118,21 +117,21 @@ class NetworkSpec:
     link_flaps_fail_count: Annotated[int, Meta(ge=1)] = 3
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvmeSpec:
     seq_read_min_gb_s: float = 3.0
     seq_write_min_gb_s: float = 3.0
     checkpoint_write_min_gb_s: float | None = None
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostSpec:
     cpu_governor: str = "performance"
     min_memlock_bytes: int | None = None  # None = unlimited required
     min_free_bytes: int = 100 * 10**9  # on the data and checkpoint paths
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UplinkSpec:
     """The node's external bandwidth (the uplink probe): a site figure, not a GPU's."""
 
@@ -140,7 +139,7 @@ class UplinkSpec:
     dataset_bytes: Annotated[int, Meta(gt=0)] = 512 * 10**9  # whose transfer time is stated
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetricTolerance:
     """How far a measured metric may move before a report flags it (docs/reports.md)."""
 
@@ -165,7 +164,7 @@ def default_tolerances() -> dict[str, MetricTolerance]:
     return dict(DEFAULT_TOLERANCES)  # the tolerances are frozen: shared, the dict is not
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Profile:
     name: str
     description: str

@@ -91,7 +91,7 @@ def locate(name_or_path: str, folder: Path, kind: str, error: type[Exception]) -
 # A dict key in a path: msgspec writes every one as `[...]`; the key itself is named here.
 _STEP = re.compile(r"\.(\w+)|\[(\d+|\.\.\.)\]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KEY_CHARS = 40  # a key shown in a message is cut here: the message stays one short line
+_KEY_CHARS = 40  # a key or value shown in a message is cut here: one short line
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
@@ -134,9 +134,10 @@ _CHECKERS: dict[Any, Checker | None] = {}
 
 
 def _checker(kind: Any) -> Checker | None:
-    """The search of type `kind`; None where nothing under it is a dataclass."""
+    """The search of type `kind`; None where nothing under it is a dataclass. Stored once
+    made whole (threads reading their first profiles together each make their own), so a
+    schema may not hold a type of itself."""
     if kind not in _CHECKERS:
-        _CHECKERS[kind] = None  # while it is made (a schema holds no type of itself)
         _CHECKERS[kind] = _make_checker(_bare(kind))
     return _CHECKERS[kind]
 
@@ -199,7 +200,8 @@ def describe(exc: msgspec.ValidationError, kind: Any, data: object) -> str:
     elif on_key:
         message = f"key {_key(_failing_key(hint, held))}: {_lower(message)}"
     else:
-        message = _lower(message.replace("Invalid enum value", "invalid value"))
+        value = re.fullmatch(r"Invalid enum value (.*)", message)  # the value as given
+        message = f"invalid value {_cut(value[1])}" if value else _lower(message)
         choices = _choices(hint)
         if choices:
             message = f"{message} (one of: {choices})"
@@ -228,6 +230,7 @@ def _follow(kind: Any, data: object, place: str) -> tuple[str, Any, object]:
 def _failing_key(hint: Any, data: object) -> object:
     """The key of the first entry of a dict that its type refuses: the one msgspec, which
     reads the entries in order and stops at the first error, wrote as `[...]`."""
+    hint = _container(hint)
     if not isinstance(data, dict) or typing.get_origin(hint) is not dict:
         return "?"
     for key, value in data.items():
@@ -289,7 +292,12 @@ def _piece(key: object) -> str:
 
 
 def _key(key: object) -> str:
-    text = repr(key)
+    return _cut(repr(key))
+
+
+def _cut(text: str) -> str:
+    """A key or value the file gave, as shown in a message: one short line."""
+    text = " ".join(text.split())
     return text if len(text) <= _KEY_CHARS else f"{text[: _KEY_CHARS - 3]}..."
 
 

@@ -1,4 +1,8 @@
-"""Suites: which probes run, with which parameters and time budget. Data in checks/suites/."""
+"""Suites: which probes run, with which parameters and time budget. Data in checks/suites/.
+
+Frozen stdlib dataclasses, read from YAML by bringup/schema.py's one validator and built
+plainly by the commands that make a suite of their own (a one-probe suite).
+"""
 
 from __future__ import annotations
 
@@ -11,19 +15,15 @@ from msgspec import Meta
 from bringup.data import data_dir
 from bringup.schema import locate, read_yaml, shipped, validate
 
-# Stdlib dataclasses, read from YAML by bringup/schema.py's one validator and built plainly
-# by the commands that make a suite of their own (a one-probe suite): not changed once made.
-_SCHEMA = dataclass(frozen=True, slots=True, kw_only=True)
 
-
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeStep:
     name: str
     params: dict[str, object] = field(default_factory=dict)
     timeout_s: Annotated[float, Meta(gt=0)] = 120.0
 
 
-@_SCHEMA
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Suite:
     name: str
     description: str

@@ -614,6 +614,12 @@ def test_a_long_or_odd_key_is_shown_quoted_and_cut() -> None:
     text = str(caught.value)
     assert text.startswith("x: gpu['a key\\nwith a newline zzz".replace(" zzz", "zzz"))
     assert text.endswith("...]: unknown key") and len(text) < 80 and "\n" not in text
+    with pytest.raises(profile.ProfileError) as caught:
+        profile.parse(replaced(GB300, ("gpu", "reports"), ["x\n" * 100]), "x")
+    assert str(caught.value) == (
+        "x: gpu.reports[0]: invalid value '" + "x\\n" * 12 + "... (one of: 'ecc', "
+        "'remapped_rows', 'power_limit')"
+    )
 
 
 def test_lax_is_what_docs_profiles_md_lists() -> None:
