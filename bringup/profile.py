@@ -1,32 +1,31 @@
 """Profiles: what a node of one kind must show. Data in checks/profiles/*.yaml.
 
 The schema forbids unknown keys so that a typo in a user's copy ("pcie_gn") is an error
-naming the key, not a threshold silently ignored. A profile is a tree of frozen stdlib
-dataclasses: read from YAML by bringup/schema.py's one validator (the bounds are msgspec's
-`Meta` in the types), built plainly by the tool's own code, never changed once made (a
-node's overrides make a new one, fleet.plan.node_profile). Keyword-only, so that a field
-with a default may come before one without, in the order the files write them.
+naming the key, not a threshold silently ignored. A profile is a tree of frozen msgspec
+Structs (`schema.Schema`: docs/contributing.md, "validation", says why not stdlib
+dataclasses): read from YAML by bringup/schema.py's one validator (the bounds are
+msgspec's `Meta` in the types), built plainly by the tool's own code, never changed once
+made (a node's overrides make a new one, fleet.plan.node_profile; a copy with a change is
+`msgspec.structs.replace`). Keyword-only, so that a field with a default may come before
+one without, in the order the files write them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from msgspec import Meta
+from msgspec import Meta, field, structs
 
 from bringup.data import data_dir
 from bringup.node import gpu_ids
-from bringup.schema import locate, read_yaml, shipped, unknown_key, validate
+from bringup.schema import Schema, locate, read_yaml, shipped, unknown_key, validate
 
-Report = Literal["ecc", "remapped_rows", "power_limit"]
+Reported = Literal["ecc", "remapped_rows", "power_limit"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GpuSpec:
+class GpuSpec(Schema, kw_only=True):
     model: str  # the name nvidia-smi/NVML prints, e.g. "NVIDIA B300 SXM6 AC"
     count: Annotated[int, Meta(ge=1)]
     memory_min_bytes: int  # smallest total memory per GPU that is acceptable
@@ -45,11 +44,10 @@ class GpuSpec:
     # What this GPU must report (every datacenter HBM GPU has ECC, row remapping and a
     # power limit): "N/A" there is a GPU or driver that could not say, flagged by the check
     # that reads it. A profile of a GPU without one of these leaves it out: N/A stays SKIP.
-    reports: list[Report] = field(default_factory=lambda: ["ecc", "remapped_rows", "power_limit"])
+    reports: list[Reported] = field(default_factory=lambda: ["ecc", "remapped_rows", "power_limit"])
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NvlinkSpec:
+class NvlinkSpec(Schema, kw_only=True):
     version: int  # 4 = Hopper, 5 = Blackwell
     links_per_gpu: int
     per_pair: int  # the NV# expected between every GPU pair in `nvidia-smi topo -m`
@@ -66,21 +64,18 @@ class NvlinkSpec:
     imex_required: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThermalSpec:
+class ThermalSpec(Schema, kw_only=True):
     slowdown_margin_warn_c: float = 10.0  # WARN when the GPU is this close to slowdown
     memory_max_c: float | None = None  # HBM limit when the driver does not report one
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SoftwareSpec:
+class SoftwareSpec(Schema, kw_only=True):
     min_driver: str  # e.g. "580.65.06"
     min_cuda: str  # CUDA version the driver must support, e.g. "12.9"
     driver_branch: str | None = None  # informational, e.g. "R580"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NcclSpec:
+class NcclSpec(Schema, kw_only=True):
     """All-reduce floors by scope (inside one NVLink domain, or across domains over RDMA)
     and rank count; GB/s = 1e9 B/s, large messages (docs/reference.md#nccl-floors)."""
 
@@ -95,8 +90,7 @@ class NcclSpec:
     allreduce_busbw_multinode_min_gb_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NetworkSpec:
+class NetworkSpec(Schema, kw_only=True):
     """The compute (east-west) NICs of the node's reference design."""
 
     # Every compute rail port's rate, Gb/s as ibstat prints it (a rail trained lower FAILs).
@@ -117,30 +111,26 @@ class NetworkSpec:
     link_flaps_fail_count: Annotated[int, Meta(ge=1)] = 3
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NvmeSpec:
+class NvmeSpec(Schema, kw_only=True):
     seq_read_min_gb_s: float = 3.0
     seq_write_min_gb_s: float = 3.0
     checkpoint_write_min_gb_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostSpec:
+class HostSpec(Schema, kw_only=True):
     cpu_governor: str = "performance"
     min_memlock_bytes: int | None = None  # None = unlimited required
     min_free_bytes: int = 100 * 10**9  # on the data and checkpoint paths
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UplinkSpec:
+class UplinkSpec(Schema, kw_only=True):
     """The node's external bandwidth (the uplink probe): a site figure, not a GPU's."""
 
     min_mbit_s: float | None = None  # None: measured and reported, not judged
     dataset_bytes: Annotated[int, Meta(gt=0)] = 512 * 10**9  # whose transfer time is stated
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MetricTolerance:
+class MetricTolerance(Schema, kw_only=True):
     """How far a measured metric may move before a report flags it (docs/reports.md)."""
 
     better: Literal["higher", "lower"]  # which way is an improvement
@@ -164,8 +154,7 @@ def default_tolerances() -> dict[str, MetricTolerance]:
     return dict(DEFAULT_TOLERANCES)  # the tolerances are frozen: shared, the dict is not
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Profile:
+class Profile(Schema, kw_only=True):
     name: str
     description: str
     gpu: GpuSpec
@@ -217,7 +206,7 @@ def _over_defaults(value: object, origin: str) -> object:
     if not isinstance(value, dict):
         return value  # the validator names the type error
     merged: dict[object, object] = {
-        name: dataclasses.asdict(t) for name, t in DEFAULT_TOLERANCES.items()
+        name: structs.asdict(t) for name, t in DEFAULT_TOLERANCES.items()
     }
     for name, entry in value.items():
         if name not in DEFAULT_TOLERANCES:

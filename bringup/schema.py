@@ -78,15 +78,25 @@ def locate(name_or_path: str, folder: Path, kind: str, error: type[Exception]) -
     return path
 
 
-# --- reading a document into its dataclasses --------------------------------------------
+# --- reading a document into its schema ------------------------------------------------
 #
-# A profile, a suite and a recipe are standard-library dataclasses (docs/contributing.md,
-# "validation"), read from their parsed YAML by `validate` alone: msgspec's `convert` in
-# strict mode checks the types, the bounds (`Annotated[int, Meta(ge=1)]`), the Literals and
-# each dataclass's `__post_init__`. msgspec passes over a key a dataclass does not name, and
-# in a file an operator writes that is a typo to name ("pcie_gn"), not a default silently
-# used: `unknown_key` looks for one first. docs/profiles.md ("How a YAML file is read")
-# says what is taken and lists what pydantic, the reader before, took besides.
+# A profile and a suite are msgspec Structs (`Schema`); a recipe is the node side's stdlib
+# dataclasses (no msgspec on a node). Both are read from their parsed YAML by `validate`
+# alone: msgspec's `convert` in strict mode checks the types, the bounds (`Annotated[int,
+# Meta(ge=1)]`), the Literals and a dataclass's `__post_init__`. A key the schema does not
+# name is a typo to name in a file an operator writes ("pcie_gn"), not a default silently
+# used: msgspec passes over one on a dataclass, and names the first it meets on a Struct,
+# so `unknown_key` looks for one first, in pydantic's order. docs/profiles.md ("How a YAML
+# file is read") says what is taken and lists what pydantic, the reader before, took besides.
+
+
+class Schema(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A section of a YAML file an operator writes: its keys are the fields, no others;
+    never changed once made (`msgspec.structs.replace` makes a changed copy). A Struct, not
+    a stdlib dataclass, for what it costs to make the classes at every start of a health
+    check (docs/contributing.md, "validation"). A subclass says `kw_only=True` again
+    (msgspec does not pass it on), so that its fields keep the files' order."""
+
 
 # A dict key in a path: msgspec writes every one as `[...]`; the key itself is named here.
 _STEP = re.compile(r"\.(\w+)|\[(\d+|\.\.\.)\]")
@@ -96,7 +106,7 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 
 def validate(kind: type[T], data: object, origin: str, error: type[Exception]) -> T:
-    """`data` (parsed YAML) as the dataclass `kind`, or `error` with one line naming the
+    """`data` (parsed YAML) as `kind` (a Schema or a dataclass), or `error` with one line naming the
     offending key: '{origin}: gpu.pcie_gn: unknown key'. A dict of int keys takes them as
     text too ("8"), as JSON writes them (an inventory's `bringup_profile_overrides`)."""
     where = unknown_key(kind, data)
@@ -109,16 +119,16 @@ def validate(kind: type[T], data: object, origin: str, error: type[Exception]) -
 
 
 def as_json(value: object) -> Any:
-    """A schema's dataclasses as JSON data (dicts, lists, text, numbers; dict keys as
+    """A Schema (or dataclass) as JSON data (dicts, lists, text, numbers; dict keys as
     text): what `validate` reads back into the same value."""
     return msgspec.to_builtins(value, str_keys=True)
 
 
 def unknown_key(kind: Any, data: object) -> str | None:
-    """The path of the first key in `data` that its dataclass does not name, or None.
+    """The path of the first key in `data` that its schema does not name, or None.
 
     The order is pydantic's (`extra="forbid"`), which named an unknown key before any
-    other error: a dataclass's fields first, in their order, each searched in turn, then
+    other error: an object's fields first, in their order, each searched in turn, then
     its own keys. So a typo ("gpu.pcie_gn") is named, not the key it leaves missing.
     """
     check = _checker(kind)
@@ -127,14 +137,14 @@ def unknown_key(kind: Any, data: object) -> str | None:
 
 
 # A type's search for an unknown key, made once per type: it walks only the fields, items
-# and values that can hold a dataclass (a profile's numbers are not visited). It gives the
+# and values that can hold an object (a profile's numbers are not visited). It gives the
 # path found, its pieces last to first (".gpu", "[0]", "['nccl.busbw']"), or None.
 Checker = typing.Callable[[object], "list[str] | None"]
 _CHECKERS: dict[Any, Checker | None] = {}
 
 
 def _checker(kind: Any) -> Checker | None:
-    """The search of type `kind`; None where nothing under it is a dataclass. Stored once
+    """The search of type `kind`; None where nothing under it is an object. Stored once
     made whole (threads reading their first profiles together each make their own), so a
     schema may not hold a type of itself."""
     if kind not in _CHECKERS:
@@ -144,8 +154,8 @@ def _checker(kind: Any) -> Checker | None:
 
 def _make_checker(kind: Any) -> Checker | None:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if dataclasses.is_dataclass(kind):
-        named = _hints(kind)  # type: ignore[arg-type]
+    if _is_class(kind):
+        named = _hints(kind)
         inner = {name: c for name, hint in named.items() if (c := _checker(hint)) is not None}
 
         def in_object(data: object) -> list[str] | None:
@@ -195,8 +205,11 @@ def describe(exc: msgspec.ValidationError, kind: Any, data: object) -> str:
     place = place.removeprefix("key` in `").removesuffix("`").removeprefix("$")
     where, hint, held = _follow(kind, data, place)
     missing = re.fullmatch(r"Object missing required field `(\w+)`", message)
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", message)
     if missing:
         where, message = _join(where, missing[1]), "missing (a required key)"
+    elif unknown:  # unknown_key found it first; this is what msgspec says of a Struct
+        where, message = _join(where, unknown[1]), "unknown key"
     elif on_key:
         message = f"key {_key(_failing_key(hint, held))}: {_lower(message)}"
     else:
@@ -247,7 +260,7 @@ def _bare(hint: Any) -> Any:
 
 
 def _container(hint: Any) -> Any:
-    """A dataclass, list or dict type, out of `X | None` and `Annotated`."""
+    """An object, list or dict type, out of `X | None` and `Annotated`."""
     hint = _bare(hint)
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         members = [m for m in typing.get_args(hint) if m is not type(None)]
@@ -269,15 +282,21 @@ def _choices(hint: Any) -> str:
 
 
 def _is_class(hint: Any) -> bool:
-    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+    """Whether a type is an object of named fields: a Struct or a dataclass."""
+    return isinstance(hint, type) and (
+        issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint)
+    )
 
 
 def _hints(kind: type) -> dict[str, Any]:
-    """A dataclass's fields and their types, in order (its ClassVars left out)."""
+    """A Struct's or a dataclass's fields and their types, in order (ClassVars left out)."""
     hints = _HINTS.get(kind)
     if hints is None:
         every = typing.get_type_hints(kind, include_extras=True)
-        hints = _HINTS[kind] = {f.name: every[f.name] for f in dataclasses.fields(kind)}
+        names = getattr(kind, "__struct_fields__", None)
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(kind))
+        hints = _HINTS[kind] = {name: every[name] for name in names}
     return hints
 
 

@@ -1,30 +1,28 @@
 """Suites: which probes run, with which parameters and time budget. Data in checks/suites/.
 
-Frozen stdlib dataclasses, read from YAML by bringup/schema.py's one validator and built
-plainly by the commands that make a suite of their own (a one-probe suite).
+Frozen msgspec Structs (`schema.Schema`), read from YAML by bringup/schema.py's one
+validator and built plainly by the commands that make a suite of their own (a one-probe
+suite).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from msgspec import Meta
+from msgspec import Meta, field
 
 from bringup.data import data_dir
-from bringup.schema import locate, read_yaml, shipped, validate
+from bringup.schema import Schema, locate, read_yaml, shipped, validate
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeStep:
+class ProbeStep(Schema, kw_only=True):
     name: str
     params: dict[str, object] = field(default_factory=dict)
     timeout_s: Annotated[float, Meta(gt=0)] = 120.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Suite:
+class Suite(Schema, kw_only=True):
     name: str
     description: str
     budget_s: Annotated[float, Meta(gt=0)]  # the whole suite on one node should end within

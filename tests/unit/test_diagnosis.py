@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from bringup.checks.throttle import judge_gemm_stragglers, judge_throttling
 from bringup.commands.diagnose import recorded_gemm
@@ -278,8 +279,8 @@ def test_no_telemetry_is_an_error_and_the_gemm_part_still_counts() -> None:
 
 
 def test_profile_without_hbm_limit_skips_the_hbm_rule() -> None:
-    cooler = dataclasses.replace(H200.thermal, memory_max_c=None)
-    profile = dataclasses.replace(H200, thermal=cooler)
+    cooler = structs.replace(H200.thermal, memory_max_c=None)
+    profile = structs.replace(H200, thermal=cooler)
     hot = edit(healthy(), 7, 1, memory_temperature_c=99.0)
     assert problems(judge_throttling(hot, gemm(), profile)) == []
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from bringup.checks import host as checks
 from bringup.facts import validate_facts
@@ -326,7 +327,7 @@ def profile() -> Profile:
 
 
 def with_host(profile: Profile, **changes: object) -> Profile:
-    return dataclasses.replace(profile, host=dataclasses.replace(profile.host, **changes))
+    return structs.replace(profile, host=structs.replace(profile.host, **changes))
 
 
 def only(findings: list[Finding]) -> Finding:

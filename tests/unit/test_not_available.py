@@ -10,7 +10,7 @@ a field it has no value for (`Remapped Rows : N/A`, `[N/A]`): derived here, not 
 
 from __future__ import annotations
 
-import dataclasses
+from msgspec import structs
 
 from bringup.findings import Finding, Status
 from bringup.profile import load
@@ -106,9 +106,7 @@ def test_a_field_the_profile_does_not_expect_stays_skip() -> None:
     # A user's profile for a GPU without row remapping (a consumer board) leaves it out.
     text = with_na(REMAPS, "    Remapped Rows                                  : N/A\n")
     h100 = load("h100")
-    own = dataclasses.replace(
-        h100, gpu=dataclasses.replace(h100.gpu, reports=["ecc", "power_limit"])
-    )
+    own = structs.replace(h100, gpu=structs.replace(h100.gpu, reports=["ecc", "power_limit"]))
     assert of(text, "gpu.remapped_rows", own) == [
         (Status.SKIP, "remapped rows not reported (GPU older than A100, or MIG active)")
     ]

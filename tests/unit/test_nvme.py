@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from bringup.checks import nvme as checks
 from bringup.facts import validate_facts
@@ -78,7 +78,7 @@ def h200() -> Profile:
 def with_floors(**floors: float | None) -> Profile:
     """The h200 profile with other NVMe floors, as a user's edited copy would have."""
     profile = h200()
-    return dataclasses.replace(profile, nvme=dataclasses.replace(profile.nvme, **floors))
+    return structs.replace(profile, nvme=structs.replace(profile.nvme, **floors))
 
 
 def judge(check: str, facts: NvmeFacts, profile: Profile) -> list[Finding]:

@@ -6,7 +6,6 @@ nccl-tests and dmon outputs; see its docstring for the sources.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -15,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 from typer.testing import CliRunner
 
 from bringup import profile
@@ -414,7 +414,7 @@ def test_shipped_profiles_carry_the_default_tolerances() -> None:
     for name in profile.available():
         tolerances = profile.load(name).tolerances
         assert tolerances == profile.DEFAULT_TOLERANCES
-    assert dataclasses.asdict(B300.tolerances["nccl.busbw"]) == {
+    assert structs.asdict(B300.tolerances["nccl.busbw"]) == {
         "better": "higher",
         "baseline_pct": 5.0,
         "fleet_pct": 5.0,
@@ -425,7 +425,7 @@ def test_a_profile_overrides_one_field_of_one_metric(tmp_path: Path) -> None:
     data = {k: v for k, v in as_json(B300).items() if k != "tolerances"}
     data["tolerances"] = {"burnin.mfu": {"baseline_pct": 2}}
     parsed = profile.parse(data, "mine.yaml")
-    assert dataclasses.asdict(parsed.tolerances["burnin.mfu"]) == {
+    assert structs.asdict(parsed.tolerances["burnin.mfu"]) == {
         "better": "higher",
         "baseline_pct": 2.0,
         "fleet_pct": 3.0,

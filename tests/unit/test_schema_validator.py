@@ -1,5 +1,6 @@
-"""The YAML reader (bringup/schema.py `validate`: msgspec, strict, unknown keys refused)
-against the pydantic models it replaced, copied below as they stand on main before issue
+"""The YAML reader (bringup/schema.py `validate`: msgspec, strict, unknown keys refused;
+the profile and suite as Structs, the recipe as the node's dataclasses) against the
+pydantic models it replaced, copied below as they stand on main before issue
 31's step (`Strict` models, the tolerances merged by a field validator; the recipe read
 by a `TypeAdapter` over the node's dataclasses with `extra="forbid"`).
 
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -239,9 +241,9 @@ def typed(value: Any) -> Any:
     a pydantic model and a dataclass of the same fields alike."""
     if isinstance(value, BaseModel):
         return ("object", tuple((n, typed(getattr(value, n))) for n in type(value).model_fields))
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = dataclasses.fields(value)
-        return ("object", tuple((f.name, typed(getattr(value, f.name))) for f in fields))
+    if _is_object(type(value)):
+        names = _hints(type(value))
+        return ("object", tuple((n, typed(getattr(value, n))) for n in names))
     if isinstance(value, list):
         return ("list", tuple(typed(v) for v in value))
     if isinstance(value, dict):
@@ -343,8 +345,15 @@ GARBAGE: list[tuple[str, Any]] = [
 ]
 
 
+def _is_object(tp: Any) -> bool:
+    """A Struct (the profile's, the suite's) or a dataclass (the recipe's)."""
+    return isinstance(tp, type) and (issubclass(tp, msgspec.Struct) or dataclasses.is_dataclass(tp))
+
+
 def _hints(cls: type) -> dict[str, Any]:
     every = typing.get_type_hints(cls, include_extras=True)
+    if issubclass(cls, msgspec.Struct):
+        return {name: every[name] for name in cls.__struct_fields__}
     return {f.name: every[f.name] for f in dataclasses.fields(cls)}
 
 
@@ -362,7 +371,7 @@ def sites(tp: Any, value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tup
     """(path, type) of every value in a document, by the new schema's types."""
     yield path, tp
     tp = _bare(tp)
-    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+    if _is_object(tp) and isinstance(value, dict):
         hints = _hints(tp)
         for key, item in value.items():
             if key in hints:
@@ -478,7 +487,7 @@ def _path(path: tuple[Any, ...]) -> str:
 def objects(kind: Kind, data: Any) -> Iterator[tuple[tuple[Any, ...], type]]:
     """(path, dataclass) of every object of a document."""
     for path, tp in sites(kind.schema, data):
-        if dataclasses.is_dataclass(_bare(tp)) and isinstance(at(data, path), dict):
+        if _is_object(_bare(tp)) and isinstance(at(data, path), dict):
             yield path, _bare(tp)
 
 
@@ -510,6 +519,8 @@ def test_a_key_removed_at_each_level_is_refused_where_main_refused_it() -> None:
 
 
 def _required(cls: type) -> set[str]:
+    if issubclass(cls, msgspec.Struct):
+        return {f.name for f in msgspec.structs.fields(cls) if f.required}
     missing = dataclasses.MISSING
     fields = dataclasses.fields(cls)
     return {f.name for f in fields if f.default is missing and f.default_factory is missing}
@@ -519,7 +530,7 @@ def at_type(kind: Kind, path: tuple[Any, ...]) -> Any:
     tp: Any = kind.schema
     for step in path:
         tp = _bare(tp)
-        tp = _hints(tp)[step] if dataclasses.is_dataclass(tp) else typing.get_args(tp)[-1]
+        tp = _hints(tp)[step] if _is_object(tp) else typing.get_args(tp)[-1]
     return tp
 
 
