@@ -3,21 +3,26 @@
     .venv/bin/python benchmarks/yaml_schema.py [--repeat 200]
 
 The profile's and the suite's schema classes (bringup/profile.py, bringup/suite.py) are
-made again, each of the same fields, types and defaults, two ways: as the frozen slotted
-keyword-only stdlib dataclasses they are (what importing the modules pays), and as
-`msgspec.Struct`s with `forbid_unknown_fields=True` (msgspec refuses an unknown key
-itself, where a dataclass needs bringup/schema.py's search first). Then every shipped
-profile is read: the whole reader (`schema.validate`: the unknown-key search, then
-`msgspec.convert`), the search alone, and the same documents read into the Structs. CPU
+made again, each of the same fields, types and defaults, two ways: as the frozen
+keyword-only `msgspec.Struct`s they are (what importing the modules pays), and as frozen
+slotted keyword-only stdlib dataclasses (the house's form for data, which `@dataclass`
+makes by `exec`ing the source of each method). Then every shipped profile is read by the
+one reader (`schema.validate`: bringup/schema.py's unknown-key search, then
+`msgspec.convert`): into the Structs, the search alone, and into the dataclasses. CPU
 seconds (process time), the median of five rounds of `--repeat` each; the machine's load
-moves them, their ratios less. Asserts nothing.
+moves them, their ratios less. With `--instructions` (valgrind installed), the
+instructions making the classes once adds to this script's own start, each way. Asserts
+nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 import types
@@ -50,31 +55,38 @@ SCHEMAS = [
 ]
 
 
-def _fields(cls: type) -> list[tuple[str, Any, dataclasses.Field[Any]]]:
+def _fields(cls: type) -> list[Any]:
+    """The fields of a schema Struct: name, type (its bounds kept), default or factory."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    return [(f.name, hints[f.name], f) for f in dataclasses.fields(cls)]
+    return [(f.name, hints[f.name], f) for f in msgspec.structs.fields(cls)]
 
 
 def as_dataclass(cls: type, swap: dict[type, type]) -> type:
-    spec = []
+    spec: list[Any] = []
     for name, hint, f in _fields(cls):
-        keep = {"default": f.default} if f.default is not dataclasses.MISSING else {}
-        if f.default_factory is not dataclasses.MISSING:
-            keep = {"default_factory": f.default_factory}
-        spec.append((name, _swapped(hint, swap), dataclasses.field(**keep)))
+        if f.default_factory is not msgspec.NODEFAULT:
+            keep = dataclasses.field(default_factory=f.default_factory)
+        elif f.default is not msgspec.NODEFAULT:
+            default = f.default
+            if isinstance(default, msgspec.Struct):  # a section's defaults: the stand-in's own
+                default = msgspec.convert(schema.as_json(default), swap[type(default)])
+            keep = dataclasses.field(default=default)
+        else:
+            keep = dataclasses.field()
+        spec.append((name, _swapped(hint, swap), keep))
     return dataclasses.make_dataclass(cls.__name__, spec, frozen=True, slots=True, kw_only=True)
 
 
 def as_struct(cls: type, swap: dict[type, type]) -> type:
     spec: list[Any] = []
     for name, hint, f in _fields(cls):
-        if f.default_factory is not dataclasses.MISSING:
+        if f.default_factory is not msgspec.NODEFAULT:
             spec.append(
                 (name, _swapped(hint, swap), msgspec.field(default_factory=f.default_factory))
             )
-        elif f.default is not dataclasses.MISSING:
+        elif f.default is not msgspec.NODEFAULT:
             default = f.default
-            if dataclasses.is_dataclass(default):  # a section's defaults: the Struct's own
+            if isinstance(default, msgspec.Struct):
                 default = msgspec.convert(schema.as_json(default), swap[type(default)])
             spec.append((name, _swapped(hint, swap), default))
         else:
@@ -119,35 +131,61 @@ def cpu(work: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
-    repeat = parser.parse_args().repeat
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count them under valgrind (slow)"
+    )
+    parser.add_argument("--make", choices=MAKERS, help=argparse.SUPPRESS)  # one, counted
+    args = parser.parse_args()
+    if args.make:
+        if args.make != "nothing":
+            make_all(MAKERS[args.make])
+        return
+    repeat = args.repeat
 
     docs = [read_yaml(profile.profiles_dir() / f"{n}.yaml", OSError) for n in profile.available()]
-    structs = make_all(as_struct)
-    struct_profile = structs[profile.Profile]
+    as_dataclasses = make_all(as_dataclass)[profile.Profile]
 
-    def read_structs() -> None:
+    def read_dataclasses() -> None:
         for doc in docs:
             merged = dict(doc)  # the tolerances laid over the defaults, as profile.parse does
             if "tolerances" in merged:
                 merged["tolerances"] = profile._over_defaults(merged["tolerances"], "x")
-            msgspec.convert(merged, struct_profile, strict=True, str_keys=True)
+            schema.validate(as_dataclasses, merged, "x", ValueError)
 
     figures = {
+        "make the 13 classes, msgspec Structs (as they are)": cpu(
+            lambda: make_all(as_struct), repeat
+        ),
         "make the 13 classes, stdlib dataclasses": cpu(lambda: make_all(as_dataclass), repeat),
-        "make the 13 classes, msgspec Structs": cpu(lambda: make_all(as_struct), repeat),
-        "read the 7 shipped profiles, dataclasses (schema.validate)": cpu(
+        "read the 7 shipped profiles, Structs (profile.parse)": cpu(
             lambda: [profile.parse(doc, "x") for doc in docs], repeat
         ),
         "  of which the unknown-key search": cpu(
             lambda: [schema.unknown_key(profile.Profile, doc) for doc in docs], repeat
         ),
-        "read the 7 shipped profiles, Structs (unknown keys refused by msgspec)": cpu(
-            read_structs, repeat
-        ),
+        "read the 7 shipped profiles, stdlib dataclasses": cpu(read_dataclasses, repeat),
     }
     width = max(len(name) for name in figures)
     for name, seconds in figures.items():
         print(f"{name:{width}}  {seconds * 1e6:9.1f} us")
+    if args.instructions:
+        floor = instructions("nothing")
+        for maker in ("struct", "dataclass"):
+            extra = instructions(maker) - floor
+            print(f"make the 13 classes once, {maker}: {extra / 1e6:.1f} M instructions")
+
+
+MAKERS: dict[str, Any] = {"struct": as_struct, "dataclass": as_dataclass, "nothing": None}
+
+
+def instructions(maker: str) -> int:
+    """Instructions of this script's process making the classes one way (cachegrind, the
+    hash seed fixed): a figure the machine's load does not move."""
+    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    argv += [sys.executable, __file__, "--make", maker]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    return int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)[1].replace(",", ""))  # type: ignore[index]
 
 
 if __name__ == "__main__":
