@@ -106,9 +106,9 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 
 def validate(kind: type[T], data: object, origin: str, error: type[Exception]) -> T:
-    """`data` (parsed YAML) as `kind` (a Schema or a dataclass), or `error` with one line naming the
-    offending key: '{origin}: gpu.pcie_gn: unknown key'. A dict of int keys takes them as
-    text too ("8"), as JSON writes them (an inventory's `bringup_profile_overrides`)."""
+    """`data` (parsed YAML) as `kind` (a Schema or a dataclass), or `error` with one line
+    naming the offending key: '{origin}: gpu.pcie_gn: unknown key'. A dict of int keys
+    takes them as text too ("8"), as JSON writes them (`bringup_profile_overrides`)."""
     where = unknown_key(kind, data)
     if where is not None:
         raise error(f"{origin}: {where}: unknown key")
