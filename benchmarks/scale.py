@@ -110,8 +110,9 @@ def write_suite(path: Path, probes: list[str]) -> Path:
     import yaml
 
     from bringup import suite
+    from bringup.schema import as_json
 
-    steps = [s.model_dump() for s in suite.load("acceptance").probes if s.name in probes]
+    steps = [as_json(s) for s in suite.load("acceptance").probes if s.name in probes]
     document = {
         "name": "demo-probes",
         "description": "the acceptance suite's probes the demo fleet recorded (benchmark)",

@@ -29,18 +29,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bringup import __version__
 from bringup.files import InputError, read_bytes, read_in, read_text, write_atomic
 from bringup.node.probes.burnin import BurninFacts, measured, tokens_per_s_per_gpu
 from bringup.node.timeline import Timeline
 from bringup.provenance import sha256_file
-from bringup.schema import Strict, describe
 
 SCHEMA_VERSION = 1
 KIND = "bringup.node.burnin.baseline"
 LOAD_UTILIZATION_PCT = 50.0  # telemetry samples above this GPU utilization count as "load"
+
+
+class Strict(BaseModel):
+    """A schema that rejects unknown keys, so a typo is an error and not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# How pydantic names an unknown key: in a model, and in a dataclass.
+_UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def describe(exc: ValidationError) -> str:
+    """One line naming the offending key: 'nodes.0.gpux: unknown key'.
+
+    An unknown key is named first: a renamed key also shows up as a missing one, and the
+    key that is there is the one to look at.
+    """
+    err = sorted(exc.errors(), key=lambda e: e["type"] not in _UNKNOWN_KEY)[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    kind = "unknown key" if err["type"] in _UNKNOWN_KEY else err["msg"]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return " ".join(f"{where}: {kind}{more}".split())
 
 
 class GpuTelemetry(Strict):

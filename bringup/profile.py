@@ -1,25 +1,35 @@
 """Profiles: what a node of one kind must show. Data in checks/profiles/*.yaml.
 
 The schema forbids unknown keys so that a typo in a user's copy ("pcie_gn") is an error
-naming the key, not a threshold silently ignored.
+naming the key, not a threshold silently ignored. A profile is a tree of frozen msgspec
+Structs (`schema.Schema`: docs/contributing.md, "validation", says why not stdlib
+dataclasses): read from YAML by bringup/schema.py's one validator (the bounds are
+msgspec's `Meta` in the types), built plainly by the tool's own code, never changed once
+made (a node's overrides make a new one, fleet.plan.node_profile; a copy with a change is
+`msgspec.structs.replace`). Keyword-only, so that a field with a default may come before
+one without, in the order the files write them.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the schema's types are made once, as the
+# classes are, where as text each would be compiled at the first read, twice (msgspec's
+# and schema.unknown_key's look-up of the types): 114 compiles, about 20 ms of a health
+# check (docs/scale.md).
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from msgspec import Meta, field, structs
 
 from bringup.data import data_dir
 from bringup.node import gpu_ids
-from bringup.schema import Strict, locate, read_yaml, shipped, validate
+from bringup.schema import Schema, locate, read_yaml, shipped, unknown_key, validate
+
+Reported = Literal["ecc", "remapped_rows", "power_limit"]
 
 
-class GpuSpec(Strict):
+class GpuSpec(Schema, kw_only=True):
     model: str  # the name nvidia-smi/NVML prints, e.g. "NVIDIA B300 SXM6 AC"
-    count: int = Field(ge=1)
+    count: Annotated[int, Meta(ge=1)]
     memory_min_bytes: int  # smallest total memory per GPU that is acceptable
     compute_capability: str
     pci_device_id: str | None = None
@@ -36,19 +46,17 @@ class GpuSpec(Strict):
     # What this GPU must report (every datacenter HBM GPU has ECC, row remapping and a
     # power limit): "N/A" there is a GPU or driver that could not say, flagged by the check
     # that reads it. A profile of a GPU without one of these leaves it out: N/A stays SKIP.
-    reports: list[Literal["ecc", "remapped_rows", "power_limit"]] = Field(
-        default_factory=lambda: ["ecc", "remapped_rows", "power_limit"]
-    )
+    reports: list[Reported] = field(default_factory=lambda: ["ecc", "remapped_rows", "power_limit"])
 
 
-class NvlinkSpec(Strict):
+class NvlinkSpec(Schema, kw_only=True):
     version: int  # 4 = Hopper, 5 = Blackwell
     links_per_gpu: int
     per_pair: int  # the NV# expected between every GPU pair in `nvidia-smi topo -m`
     link_speed_gb_s: float  # per link, per direction, GB/s as `nvidia-smi nvlink -s` prints
     # GPUs in one NVLink domain: 8 on an HGX board, 72 across the trays of an NVL72 rack.
     # None: the node's own GPUs (gpu.count). A job of more ranks crosses domains (RDMA).
-    domain_gpus: int | None = Field(default=None, ge=1)
+    domain_gpus: Annotated[int, Meta(ge=1)] | None = None
     # The tray's GPUs reach each other only through the NVLink fabric (NVL72): fabric
     # registration (Fabric Manager / NVLink subnet manager, the IMEX domain) must complete.
     fabric_required: bool = False
@@ -58,18 +66,18 @@ class NvlinkSpec(Strict):
     imex_required: bool = False
 
 
-class ThermalSpec(Strict):
+class ThermalSpec(Schema, kw_only=True):
     slowdown_margin_warn_c: float = 10.0  # WARN when the GPU is this close to slowdown
     memory_max_c: float | None = None  # HBM limit when the driver does not report one
 
 
-class SoftwareSpec(Strict):
+class SoftwareSpec(Schema, kw_only=True):
     min_driver: str  # e.g. "580.65.06"
     min_cuda: str  # CUDA version the driver must support, e.g. "12.9"
     driver_branch: str | None = None  # informational, e.g. "R580"
 
 
-class NcclSpec(Strict):
+class NcclSpec(Schema, kw_only=True):
     """All-reduce floors by scope (inside one NVLink domain, or across domains over RDMA)
     and rank count; GB/s = 1e9 B/s, large messages (docs/reference.md#nccl-floors)."""
 
@@ -78,77 +86,77 @@ class NcclSpec(Strict):
     # Inside the domain, smaller jobs: rank count -> floor; a job is judged by the entry of
     # the largest rank count it reaches. A job smaller than every entry (and than the
     # domain) has no published floor: reported, not judged.
-    allreduce_busbw_min_gb_s_by_ranks: dict[int, float] = Field(default_factory=dict)
+    allreduce_busbw_min_gb_s_by_ranks: dict[int, float] = field(default_factory=dict)
     # Across NVLink domains (the RDMA fabric bounds it; 2 nodes of HGX, 2 racks of NVL72).
     # None: no published figure for this system; such runs are reported, not judged.
     allreduce_busbw_multinode_min_gb_s: float | None = None
 
 
-class NetworkSpec(Strict):
+class NetworkSpec(Schema, kw_only=True):
     """The compute (east-west) NICs of the node's reference design."""
 
     # Every compute rail port's rate, Gb/s as ibstat prints it (a rail trained lower FAILs).
     # None: no expectation; the ports are judged only for being up at one rate.
     compute_rate_gbit_s: float | None = None
-    compute_ports: int | None = Field(default=None, ge=1)  # rails per node, informational
+    compute_ports: Annotated[int, Meta(ge=1)] | None = None  # rails per node, informational
     # Lanes every compute rail trains at ("4X"); a rail at fewer lost lanes (a cable or
     # transceiver fault). None: not judged (docs/reference.md#fabric).
-    compute_width: int | None = Field(default=None, ge=1)
+    compute_width: Annotated[int, Meta(ge=1)] | None = None
     # ib_write_bw's average on a rail: at least this share of the rail's rate
     # (docs/reference.md#fabric: Azure's node health checks ask 375 of 400 Gb/s).
-    write_bw_min_fraction: float = Field(default=0.9375, gt=0, le=1)
+    write_bw_min_fraction: Annotated[float, Meta(gt=0, le=1)] = 0.9375
     # The per-rail job: a rail more than this share under the median of its node's rails or
     # of the fleet's FAILs (docs/reference.md#fabric: SuperBench's default variance rule).
-    rail_median_tolerance: float = Field(default=0.05, gt=0, lt=1)
+    rail_median_tolerance: Annotated[float, Meta(gt=0, lt=1)] = 0.05
     # mlx5 link-down events of one port in the kernel log window: one or more WARN, more
     # than this FAIL (docs/reference.md#fabric).
-    link_flaps_fail_count: int = Field(default=3, ge=1)
+    link_flaps_fail_count: Annotated[int, Meta(ge=1)] = 3
 
 
-class NvmeSpec(Strict):
+class NvmeSpec(Schema, kw_only=True):
     seq_read_min_gb_s: float = 3.0
     seq_write_min_gb_s: float = 3.0
     checkpoint_write_min_gb_s: float | None = None
 
 
-class HostSpec(Strict):
+class HostSpec(Schema, kw_only=True):
     cpu_governor: str = "performance"
     min_memlock_bytes: int | None = None  # None = unlimited required
     min_free_bytes: int = 100 * 10**9  # on the data and checkpoint paths
 
 
-class UplinkSpec(Strict):
+class UplinkSpec(Schema, kw_only=True):
     """The node's external bandwidth (the uplink probe): a site figure, not a GPU's."""
 
     min_mbit_s: float | None = None  # None: measured and reported, not judged
-    dataset_bytes: int = Field(default=512 * 10**9, gt=0)  # whose transfer time is stated
+    dataset_bytes: Annotated[int, Meta(gt=0)] = 512 * 10**9  # whose transfer time is stated
 
 
-class MetricTolerance(Strict):
+class MetricTolerance(Schema, kw_only=True):
     """How far a measured metric may move before a report flags it (docs/reports.md)."""
 
     better: Literal["higher", "lower"]  # which way is an improvement
-    baseline_pct: float = Field(ge=0)  # worse than the baseline run by more than this: flagged
-    fleet_pct: float = Field(ge=0)  # worse than the fleet median by more than this: straggler
+    baseline_pct: Annotated[float, Meta(ge=0)]  # worse than the baseline run by more: flagged
+    fleet_pct: Annotated[float, Meta(ge=0)]  # worse than the fleet median by more: straggler
 
 
 # Defaults; a profile's `tolerances:` section overrides them field by field. All are bringup
 # policy: docs/reference.md#report-tolerances gives the reason for each.
 DEFAULT_TOLERANCES: dict[str, MetricTolerance] = {
-    "nccl.busbw": MetricTolerance(better="higher", baseline_pct=5, fleet_pct=5),
-    "burnin.mfu": MetricTolerance(better="higher", baseline_pct=3, fleet_pct=3),
-    "burnin.tokens_per_s": MetricTolerance(better="higher", baseline_pct=3, fleet_pct=3),
-    "gemm.tflops": MetricTolerance(better="higher", baseline_pct=5, fleet_pct=5),
-    "nvme.seq_read": MetricTolerance(better="higher", baseline_pct=10, fleet_pct=10),
-    "nvme.seq_write": MetricTolerance(better="higher", baseline_pct=10, fleet_pct=10),
+    "nccl.busbw": MetricTolerance(better="higher", baseline_pct=5.0, fleet_pct=5.0),
+    "burnin.mfu": MetricTolerance(better="higher", baseline_pct=3.0, fleet_pct=3.0),
+    "burnin.tokens_per_s": MetricTolerance(better="higher", baseline_pct=3.0, fleet_pct=3.0),
+    "gemm.tflops": MetricTolerance(better="higher", baseline_pct=5.0, fleet_pct=5.0),
+    "nvme.seq_read": MetricTolerance(better="higher", baseline_pct=10.0, fleet_pct=10.0),
+    "nvme.seq_write": MetricTolerance(better="higher", baseline_pct=10.0, fleet_pct=10.0),
 }
 
 
 def default_tolerances() -> dict[str, MetricTolerance]:
-    return {name: t.model_copy() for name, t in DEFAULT_TOLERANCES.items()}
+    return dict(DEFAULT_TOLERANCES)  # the tolerances are frozen: shared, the dict is not
 
 
-class Profile(Strict):
+class Profile(Schema, kw_only=True):
     name: str
     description: str
     gpu: GpuSpec
@@ -161,25 +169,7 @@ class Profile(Strict):
     network: NetworkSpec = NetworkSpec()
     uplink: UplinkSpec = UplinkSpec()
     # Metric name ("nccl.busbw", ...) -> tolerance; every known metric is present.
-    tolerances: dict[str, MetricTolerance] = Field(default_factory=default_tolerances)
-
-    @field_validator("tolerances", mode="before")
-    @classmethod
-    def _merge_tolerances(cls, value: object) -> object:
-        """The defaults with the profile's entries laid over them; unknown metrics rejected."""
-        if value is None:
-            return default_tolerances()
-        if not isinstance(value, dict):
-            return value  # pydantic names the type error
-        merged: dict[str, object] = {k: t.model_dump() for k, t in DEFAULT_TOLERANCES.items()}
-        for name, entry in value.items():
-            if name not in DEFAULT_TOLERANCES:
-                known = ", ".join(DEFAULT_TOLERANCES)
-                raise ValueError(f"unknown metric {name!r} (known: {known})")
-            if isinstance(entry, dict):
-                entry = {**DEFAULT_TOLERANCES[name].model_dump(), **entry}
-            merged[name] = entry
-        return merged
+    tolerances: dict[str, MetricTolerance] = field(default_factory=default_tolerances)
 
 
 class ProfileError(Exception):
@@ -202,7 +192,32 @@ def load(name_or_path: str) -> Profile:
 
 
 def parse(data: object, origin: str) -> Profile:
+    """The profile from parsed YAML, or ProfileError with one line naming the offending key.
+
+    Its `tolerances:` are laid over the defaults, each entry field by field (a profile
+    names what it changes); a metric not among the defaults is refused.
+    """
+    if isinstance(data, dict) and "tolerances" in data and unknown_key(Profile, data) is None:
+        data = {**data, "tolerances": _over_defaults(data["tolerances"], origin)}
     return validate(Profile, data, origin, ProfileError)
+
+
+def _over_defaults(value: object, origin: str) -> object:
+    if value is None:
+        return default_tolerances()
+    if not isinstance(value, dict):
+        return value  # the validator names the type error
+    merged: dict[object, object] = {
+        name: structs.asdict(t) for name, t in DEFAULT_TOLERANCES.items()
+    }
+    for name, entry in value.items():
+        if name not in DEFAULT_TOLERANCES:
+            known = ", ".join(DEFAULT_TOLERANCES)
+            raise ProfileError(f"{origin}: tolerances: unknown metric {name!r} (known: {known})")
+        if isinstance(entry, dict):
+            entry = {**merged[name], **entry}  # type: ignore[dict-item]
+        merged[name] = entry
+    return merged
 
 
 # --profile auto: each node is judged by the profile of its own GPU (checks/auto.py).

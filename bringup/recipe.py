@@ -1,8 +1,9 @@
 """Recipes: the burn-in workload as data (burnin/*.yaml). See docs/burnin.md.
 
 The schema is the node side's (bringup/node/burnin/recipe.py: plain dataclasses that check
-their own values); here pydantic validates a YAML file into them. It refuses unknown keys,
-so that a typo ("micro_bach") is an error naming the key, not a default silently used.
+their own values); here bringup/schema.py's one validator reads a YAML file into them, as
+it reads profiles and suites. It refuses unknown keys, so that a typo ("micro_bach") is an
+error naming the key, not a default silently used.
 """
 
 from __future__ import annotations
@@ -10,14 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
-
 from bringup.data import data_dir
 from bringup.files import InputError, read_text
 from bringup.node.burnin.recipe import Recipe, to_json
-from bringup.schema import describe, locate, read_yaml, shipped
-
-_RECIPE = TypeAdapter(Recipe)
+from bringup.schema import locate, read_yaml, shipped, validate
 
 
 class RecipeError(Exception):
@@ -41,10 +38,7 @@ def load(name_or_path: str) -> Recipe:
 
 def parse(data: object, origin: str) -> Recipe:
     """The recipe from parsed YAML, or RecipeError with one line naming the offending key."""
-    try:
-        return _RECIPE.validate_python(data)
-    except ValidationError as exc:
-        raise RecipeError(f"{origin}: {describe(exc)}") from None
+    return validate(Recipe, data, origin, RecipeError)
 
 
 def with_overrides(

@@ -1,30 +1,37 @@
-"""Suites: which probes run, with which parameters and time budget. Data in checks/suites/."""
+"""Suites: which probes run, with which parameters and time budget. Data in checks/suites/.
 
-from __future__ import annotations
+Frozen msgspec Structs (`schema.Schema`), read from YAML by bringup/schema.py's one
+validator and built plainly by the commands that make a suite of their own (a one-probe
+suite).
+"""
 
+# No `from __future__ import annotations`: the schema's types are made once, as the
+# classes are, where as text each would be compiled at the first read, twice (msgspec's
+# and schema.unknown_key's look-up of the types): 114 compiles, about 20 ms of a health
+# check (docs/scale.md).
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta, field
 
 from bringup.data import data_dir
-from bringup.schema import Strict, locate, read_yaml, shipped, validate
+from bringup.schema import Schema, locate, read_yaml, shipped, validate
 
 
-class ProbeStep(Strict):
+class ProbeStep(Schema, kw_only=True):
     name: str
-    params: dict[str, object] = Field(default_factory=dict)
-    timeout_s: float = Field(default=120.0, gt=0)
+    params: dict[str, object] = field(default_factory=dict)
+    timeout_s: Annotated[float, Meta(gt=0)] = 120.0
 
 
-class Suite(Strict):
+class Suite(Schema, kw_only=True):
     name: str
     description: str
-    budget_s: float = Field(gt=0)  # the whole suite on one node should finish within this
+    budget_s: Annotated[float, Meta(gt=0)]  # the whole suite on one node should end within
     probes: list[ProbeStep]
     # Jobs across nodes `bringup check` runs after the probes, when two nodes or more
     # answered: "ibperf" (every rail against a partner's, docs/fabric.md).
-    jobs: list[Literal["ibperf"]] = Field(default_factory=list)
+    jobs: list[Literal["ibperf"]] = field(default_factory=list)
 
 
 class SuiteError(Exception):

@@ -792,11 +792,13 @@ def profiles_list(as_json: JsonOpt = False, quiet: QuietOpt = False) -> None:
 @profiles_app.command("show")
 def profiles_show(name: str, as_json: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Every threshold of one profile (a name or a YAML path)."""
+    from bringup.schema import as_json as plain
+
     prof = load_profile(name)
     if as_json:
-        print_envelope([], judged=False, data={"profile": prof.model_dump(mode="json")})
+        print_envelope([], judged=False, data={"profile": plain(prof)})
     elif quiet:
         line = f"{prof.name}: {prof.gpu.count}× {prof.gpu.model} — {prof.description}"
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     else:
-        out.print_json(prof.model_dump_json())
+        out.print_json(data=plain(prof))

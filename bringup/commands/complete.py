@@ -19,7 +19,7 @@ from bringup.data import data_dir
 
 METHODS = ("full", "lora", "qlora")
 FORMATS = ("html", "md", "junit", "json", "all")
-AUTO = "auto"  # bringup.profile.AUTO, not imported: that module loads pydantic
+AUTO = "auto"  # bringup.profile.AUTO, not imported: a TAB reads no profile
 
 
 def _names(folder: Path) -> list[str]:

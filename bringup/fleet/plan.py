@@ -21,6 +21,7 @@ from bringup.fleet.inventory import Host
 from bringup.fleet.transport import Runner
 from bringup.provenance import file_source, sha256_file
 from bringup.rundir import Override, RunDirError, load_facts
+from bringup.schema import as_json
 from bringup.suite import Suite
 
 # Probes whose `paths` parameter --data-dir (or bringup_data_dirs) replaces.
@@ -79,7 +80,7 @@ def node_profile(base: profiles.Profile, overrides: object, node: str) -> profil
         return base
     if not isinstance(overrides, dict):
         raise FleetError(f"host {node}: bringup_profile_overrides must be a mapping")
-    data = merge(base.model_dump(mode="json"), overrides)
+    data = merge(as_json(base), overrides)
     try:
         return profiles.parse(data, f"host {node}: bringup_profile_overrides")
     except profiles.ProfileError as exc:
@@ -90,9 +91,7 @@ def override_changes(base: profiles.Profile, judged: profiles.Profile) -> list[O
     """Each field (dotted, "gpu.count") where the node's profile differs from its base."""
     return [
         Override(field=name, profile=was, value=now)
-        for name, was, now in _differences(
-            base.model_dump(mode="json"), judged.model_dump(mode="json")
-        )
+        for name, was, now in _differences(as_json(base), as_json(judged))
     ]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bringup.profile import Profile
+from bringup.profile import Profile, parse
 
 H100: dict[str, Any] = {
     "name": "h100-test",
@@ -39,4 +39,4 @@ def h100_profile(**sections: dict[str, Any] | None) -> Profile:
     data = {key: dict(value) if isinstance(value, dict) else value for key, value in H100.items()}
     for section, values in sections.items():
         data[section] = None if values is None else {**(data.get(section) or {}), **values}
-    return Profile.model_validate(data)
+    return parse(data, "tests/support/profiles.py")

@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from bringup.checks.throttle import judge_gemm_stragglers, judge_throttling
 from bringup.commands.diagnose import recorded_gemm
@@ -22,7 +23,7 @@ from bringup.findings import Expected, Finding, Status
 from bringup.node.parsers.dmon import parse_dmon, parse_q_series
 from bringup.node.probes.gemm import GemmFacts, GemmGpu
 from bringup.node.timeline import Sample, Timeline
-from bringup.profile import Profile, load
+from bringup.profile import load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200 = load("h200")
@@ -278,9 +279,8 @@ def test_no_telemetry_is_an_error_and_the_gemm_part_still_counts() -> None:
 
 
 def test_profile_without_hbm_limit_skips_the_hbm_rule() -> None:
-    data = H200.model_dump()
-    data["thermal"]["memory_max_c"] = None
-    profile = Profile.model_validate(data)
+    cooler = structs.replace(H200.thermal, memory_max_c=None)
+    profile = structs.replace(H200, thermal=cooler)
     hot = edit(healthy(), 7, 1, memory_temperature_c=99.0)
     assert problems(judge_throttling(hot, gemm(), profile)) == []
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from msgspec import structs
 
 from bringup.checks import gpu as gpu_checks
 from bringup.checks.burnin import judge_throttle
@@ -213,8 +214,8 @@ def test_lost_gpu_is_named_by_gpu_count_alone() -> None:
     facts = parse_q_text(read("ugpuexp-h200-q-load.txt"))
     lost = dataclasses.replace(facts.gpus[0], index=1, name="unknown", error="NVML: GPU is lost")
     facts = dataclasses.replace(facts, attached_gpus=2, gpus=[facts.gpus[0], lost])
-    profile = load_profile("h200").model_copy(deep=True)
-    profile.gpu.count = 2
+    h200 = load_profile("h200")
+    profile = structs.replace(h200, gpu=structs.replace(h200.gpu, count=2))
     findings = [f for c in gpu_checks.CHECKS for f in c.judge(facts, profile)]
     bad = [(f.check, f.status, f.message) for f in findings if f.status != Status.PASS]
     assert bad[0] == (

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from bringup.checks import host as checks
 from bringup.facts import validate_facts
 from bringup.findings import Expected, Finding, Status
 from bringup.node.probes import host
 from bringup.node.result import ParseError
-from bringup.profile import HostSpec, Profile, load
+from bringup.profile import Profile, load
 
 # --- public samples --------------------------------------------------------------------------
 
@@ -326,7 +327,7 @@ def profile() -> Profile:
 
 
 def with_host(profile: Profile, **changes: object) -> Profile:
-    return profile.model_copy(update={"host": HostSpec(**{**profile.host.model_dump(), **changes})})
+    return structs.replace(profile, host=structs.replace(profile.host, **changes))
 
 
 def only(findings: list[Finding]) -> Finding:

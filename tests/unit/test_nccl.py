@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 from pydantic import TypeAdapter
 
 from bringup.checks import nccl as checks
@@ -320,8 +321,8 @@ def test_below_the_floor_fails() -> None:
 
 
 # 2x8 H100 over 8x400G IB: ~470-477 GB/s (NVIDIA/nccl-tests#309; docs/reference.md#nccl-floors).
-H100_TWO_NODES = H100.model_copy(
-    update={"nccl": H100.nccl.model_copy(update={"allreduce_busbw_multinode_min_gb_s": 470})}
+H100_TWO_NODES = structs.replace(
+    H100, nccl=structs.replace(H100.nccl, allreduce_busbw_multinode_min_gb_s=470.0)
 )
 
 

@@ -10,6 +10,8 @@ a field it has no value for (`Remapped Rows : N/A`, `[N/A]`): derived here, not 
 
 from __future__ import annotations
 
+from msgspec import structs
+
 from bringup.findings import Finding, Status
 from bringup.profile import load
 from bringup.recognize import inspect_text, read_text
@@ -103,8 +105,8 @@ def test_an_unreadable_power_limit_warns() -> None:
 def test_a_field_the_profile_does_not_expect_stays_skip() -> None:
     # A user's profile for a GPU without row remapping (a consumer board) leaves it out.
     text = with_na(REMAPS, "    Remapped Rows                                  : N/A\n")
-    own = load("h100").model_copy(deep=True)
-    own.gpu.reports = ["ecc", "power_limit"]
+    h100 = load("h100")
+    own = structs.replace(h100, gpu=structs.replace(h100.gpu, reports=["ecc", "power_limit"]))
     assert of(text, "gpu.remapped_rows", own) == [
         (Status.SKIP, "remapped rows not reported (GPU older than A100, or MIG active)")
     ]

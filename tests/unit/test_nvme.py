@@ -8,6 +8,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from bringup.checks import nvme as checks
 from bringup.facts import validate_facts
@@ -17,7 +18,7 @@ from bringup.node.parsers.fio import parse_fio_json
 from bringup.node.probes import nvme
 from bringup.node.probes.nvme import NvmeFacts, NvmePath, Params
 from bringup.node.result import ProbeError
-from bringup.profile import NvmeSpec, Profile, load
+from bringup.profile import Profile, load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "fio"
 MIB = 2**20
@@ -77,7 +78,7 @@ def h200() -> Profile:
 def with_floors(**floors: float | None) -> Profile:
     """The h200 profile with other NVMe floors, as a user's edited copy would have."""
     profile = h200()
-    return profile.model_copy(update={"nvme": NvmeSpec(**{**profile.nvme.model_dump(), **floors})})
+    return structs.replace(profile, nvme=structs.replace(profile.nvme, **floors))
 
 
 def judge(check: str, facts: NvmeFacts, profile: Profile) -> list[Finding]:

@@ -54,40 +54,46 @@ def test_unknown_key_is_named(tmp_path: Path) -> None:
 def test_steps_or_minutes_not_both(tmp_path: Path) -> None:
     data = tiny_data()
     data["train"]["minutes"] = 5
-    with pytest.raises(RecipeError, match=r"train: Value error, give exactly one of steps or"):
+    with pytest.raises(RecipeError, match=r"train: give exactly one of steps or minutes$"):
         recipe.load(str(write(tmp_path, data)))
 
 
 def test_heads_must_divide(tmp_path: Path) -> None:
     data = tiny_data()
     data["model"]["num_kv_heads"] = 3
-    with pytest.raises(RecipeError, match=r"model: Value error, num_heads must be a multiple"):
+    with pytest.raises(RecipeError, match=r"model: num_heads must be a multiple"):
         recipe.load(str(write(tmp_path, data)))
 
 
 def test_unknown_target_and_stage(tmp_path: Path) -> None:
     data = tiny_data()
     data["lora"]["targets"] = ["q_proj", "qkv_proj"]
-    with pytest.raises(RecipeError, match=r"lora\.targets\.1: Input should be 'q_proj'"):
+    with pytest.raises(RecipeError) as exc:
         recipe.load(str(write(tmp_path, data)))
+    assert str(exc.value).endswith(
+        ": lora.targets[1]: invalid value 'qkv_proj' (one of: 'q_proj', 'k_proj', 'v_proj', "
+        "'o_proj', 'gate_proj', 'up_proj', 'down_proj')"
+    )
     data = tiny_data()
     data["deepspeed"]["zero_stage"] = 1
-    with pytest.raises(RecipeError, match=r"deepspeed\.zero_stage: Input should be 2 or 3"):
+    with pytest.raises(
+        RecipeError, match=r": deepspeed\.zero_stage: invalid value 1 \(one of: 2, 3\)$"
+    ):
         recipe.load(str(write(tmp_path, data)))
 
 
 @pytest.mark.parametrize(
     ("part", "key", "value", "message"),
     [
-        ("model", "hidden_size", 0, "model: Value error, hidden_size must be >= 1"),
-        ("model", "vocab_size", 1, "model: Value error, vocab_size must be >= 2"),
-        ("model", "rope_theta", 0, "model: Value error, rope_theta must be > 0"),
-        ("lora", "dropout", 1.0, "lora: Value error, dropout must be >= 0 and < 1"),
-        ("lora", "targets", [], "lora: Value error, targets must name at least one projection"),
-        ("train", "seq_len", 1, "train: Value error, seq_len must be >= 2"),
-        ("train", "steps", 0, "train: Value error, steps must be >= 1"),
-        ("train", "warmup_steps", -1, "train: Value error, warmup_steps must be >= 0"),
-        ("data", "kind", "jsonl", "data: Value error, kind jsonl needs a path"),
+        ("model", "hidden_size", 0, "model: hidden_size must be >= 1"),
+        ("model", "vocab_size", 1, "model: vocab_size must be >= 2"),
+        ("model", "rope_theta", 0, "model: rope_theta must be > 0"),
+        ("lora", "dropout", 1.0, "lora: dropout must be >= 0 and < 1"),
+        ("lora", "targets", [], "lora: targets must name at least one projection"),
+        ("train", "seq_len", 1, "train: seq_len must be >= 2"),
+        ("train", "steps", 0, "train: steps must be >= 1"),
+        ("train", "warmup_steps", -1, "train: warmup_steps must be >= 0"),
+        ("data", "kind", "jsonl", "data: kind jsonl needs a path"),
     ],
 )
 def test_out_of_range_is_refused_by_both_sides(
@@ -103,7 +109,7 @@ def test_out_of_range_is_refused_by_both_sides(
     plan.setdefault(part, {})[key] = value
     with pytest.raises(NodeRecipeError) as node_exc:
         from_json(plan)
-    assert str(node_exc.value) == f"recipe.{part}: {message.split('Value error, ')[1]}"
+    assert str(node_exc.value) == f"recipe.{message}"
 
 
 def test_unknown_recipe_and_bad_yaml(tmp_path: Path) -> None:
@@ -118,7 +124,7 @@ def test_unknown_recipe_and_bad_yaml(tmp_path: Path) -> None:
 def test_overrides() -> None:
     r = recipe.with_overrides(recipe.load("llama-8b-lora"), steps=10, zero_stage=2)
     assert (r.train.steps, r.train.minutes, r.deepspeed.zero_stage) == (10, None, 2)
-    with pytest.raises(RecipeError, match=r"^recipe tiny: train: Value error, give exactly one"):
+    with pytest.raises(RecipeError, match=r"^recipe tiny: train: give exactly one"):
         recipe.with_overrides(recipe.load("tiny"), steps=10, minutes=5)
     assert recipe.deepspeed_config(r)["zero_optimization"]["stage"] == 2
     j = recipe.with_overrides(recipe.load("tiny"), data_path="/data/pairs.jsonl")

@@ -17,6 +17,7 @@ from bringup.node.gpu_facts import Gpu, GpuFacts, NvLink
 from bringup.node.probes.topology import TopologyFacts, TopoPair, parse_topo
 from bringup.node.result import ParseError
 from bringup.profile import Profile, load
+from bringup.profile import parse as parse_profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "topo"
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.txt"))
@@ -317,7 +318,7 @@ def profile(count: int = 8, per_pair: int | None = 18) -> Profile:
             "per_pair": per_pair,
             "link_speed_gb_s": 53.125,
         }
-    return Profile.model_validate(
+    return parse_profile(
         {
             "name": "test-hgx",
             "description": "8x GPU HGX for tests",
@@ -334,7 +335,8 @@ def profile(count: int = 8, per_pair: int | None = 18) -> Profile:
             "nvlink": nvlink,
             "software": {"min_driver": "570.26", "min_cuda": "12.8"},
             "nccl": {"allreduce_busbw_min_gb_s": 800},
-        }
+        },
+        "test_topology.py",
     )
 
 

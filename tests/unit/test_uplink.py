@@ -61,8 +61,7 @@ def measured(rate: float) -> UplinkFacts:
 
 
 def test_judged_against_the_site_figure_with_the_dataset_time() -> None:
-    profile = h100_profile()
-    profile.uplink.min_mbit_s = 1000
+    profile = h100_profile(uplink={"min_mbit_s": 1000})
     (slow,) = judge_throughput(measured(610e6), profile)
     assert (slow.status, slow.message) == (
         Status.FAIL,

@@ -2,8 +2,9 @@
 
 A recipe names a model shape (built with random weights, nothing downloaded), the LoRA
 adapters, the batch, and the DeepSpeed config. The controller validates a recipe file into
-these dataclasses (bringup/recipe.py: pydantic checks the types and refuses unknown keys,
-so a typo such as "micro_bach" is an error naming the key, not a default silently used)
+these dataclasses (bringup/recipe.py, through the one reader of the project's YAML,
+bringup/schema.py: msgspec checks the types and the Literals, the reader refuses unknown
+keys, so a typo such as "micro_bach" is an error naming the key, not a default silently used)
 and sends `to_json(recipe)` in the trainer's plan. A node has python3 and torch, deepspeed,
 transformers and peft, none of the controller's packages: the trainer reads the plan back
 with `from_json`, standard library only. Each dataclass checks its own values in
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, Literal, get_args
 
 Family = Literal["llama", "qwen2"]  # transformers LlamaForCausalLM / Qwen2ForCausalLM
 # The projections of a Llama/Qwen2 decoder layer that LoRA may adapt (transformers names).
@@ -25,10 +26,6 @@ DataKind = Literal["synthetic", "jsonl"]
 
 PROJECTIONS: tuple[str, ...] = get_args(Projection)
 
-# Read by pydantic on the controller (a plain dict: nothing is imported here): a key the
-# schema does not know is an error there; from_json refuses it here.
-_UNKNOWN_KEYS_REFUSED = {"extra": "forbid"}
-
 
 class NodeRecipeError(ValueError):
     """The plan's recipe is not the JSON the controller sends; one line."""
@@ -37,8 +34,6 @@ class NodeRecipeError(ValueError):
 @dataclass(frozen=True)
 class ModelShape:
     """A decoder shape as the public config.json states it (cite it in the recipe)."""
-
-    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
 
     family: Family
     hidden_size: int
@@ -71,8 +66,6 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class LoraSpec:
-    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
-
     r: int = 32
     alpha: float = 64
     dropout: float = 0.0
@@ -92,8 +85,6 @@ class LoraSpec:
 
 @dataclass(frozen=True)
 class TrainSpec:
-    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
-
     seq_len: int
     micro_batch: int  # sequences per GPU per forward
     grad_accum: int = 1
@@ -122,8 +113,6 @@ class TrainSpec:
 
 @dataclass(frozen=True)
 class DeepSpeedSpec:
-    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
-
     config: str = "zero3"  # a file in burnin/deepspeed/ (name without .json) or a path
     zero_stage: ZeroStage = 3  # overrides zero_optimization.stage of the file
 
@@ -133,8 +122,6 @@ class DeepSpeedSpec:
 
 @dataclass(frozen=True)
 class DataSpec:
-    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
-
     kind: DataKind = "synthetic"
     path: str | None = None  # a local JSONL of {"prompt", "response"} lines, for kind jsonl
 
@@ -146,8 +133,6 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class Recipe:
-    __pydantic_config__: ClassVar[dict[str, str]] = _UNKNOWN_KEYS_REFUSED
-
     name: str
     description: str
     source: str  # where the shape comes from (the public config.json)

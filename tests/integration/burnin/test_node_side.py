@@ -78,7 +78,8 @@ def test_trainer_imports_from_the_zip_without_controller_packages(tmp_path: Path
 
 
 def test_the_blocker_does_refuse_a_controller_import(tmp_path: Path) -> None:
-    """The hook above can fail: importing bringup.recipe (pydantic) from the checkout fails."""
+    """The hook above can fail: importing bringup.recipe (through bringup.schema, PyYAML and
+    msgspec) from the checkout fails."""
     script = CHILD.split("sys.meta_path.insert(0, ControllerOnly())")[0]
     script += "sys.meta_path.insert(0, ControllerOnly())\nimport bringup.recipe\n"
     proc = subprocess.run(
@@ -88,7 +89,7 @@ def test_the_blocker_does_refuse_a_controller_import(tmp_path: Path) -> None:
         timeout=scaled(120),
     )
     assert proc.returncode == 1
-    assert "ImportError: bringup.recipe imports pydantic: not on a node" in proc.stderr
+    assert "ImportError: bringup.schema imports yaml: not on a node" in proc.stderr
 
 
 def test_the_trainer_reads_back_every_shipped_recipe_the_controller_sends() -> None:
