@@ -14,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bringup import profile
 from bringup.commands.report import FactsDigest, build_report, make_report, write
@@ -24,7 +26,14 @@ from bringup.report.figures import Figures
 from bringup.report.model import NodeSections, Report
 from bringup.report.rundata import load
 from bringup.rundir import file_name, iter_facts
-from tests.support.report_runs import demo_run, fleet_run, scale_run, with_measurements, write_run
+from tests.support.report_runs import (
+    demo_run,
+    fleet_run,
+    hostile_run,
+    scale_run,
+    with_measurements,
+    write_run,
+)
 
 B300 = profile.load("b300")
 
@@ -48,6 +57,20 @@ def test_an_empty_report_json_in_pieces(fleet: Report) -> None:
     assert "".join(render.json_pieces(empty)) == whole
 
 
+def _testcase(node: str, name: str, f: Finding) -> ET.Element:
+    """A finding's <testcase> as an element, as junit.py made it before it wrote the text
+    directly (issue 29): the oracle of that text."""
+    case = ET.Element("testcase", name=name, classname=f"bringup.{node}", time="0")
+    if f.status.bad:
+        kind = "FAIL" if f.status == Status.FAIL else f.status.value
+        ET.SubElement(case, "failure", type=kind, message=f.message).text = junit._text([f])
+    elif f.status == Status.SKIP:
+        ET.SubElement(case, "skipped", message=f.message)
+    else:
+        ET.SubElement(case, "system-out").text = junit._text([f])
+    return case
+
+
 def _whole_tree_junit(report: Report) -> str:
     """The JUnit document as it was made before it streamed: the whole tree, indented."""
     by_node: dict[str, list[Finding]] = defaultdict(list)
@@ -58,7 +81,7 @@ def _whole_tree_junit(report: Report) -> str:
     for node in sorted(by_node, key=lambda n: (n == junit.RUN_SUITE, n)):
         found = by_node[node]
         names = junit.case_names(found)
-        cases = [junit._testcase(node, n, f) for n, f in zip(names, found, strict=True)]
+        cases = [_testcase(node, n, f) for n, f in zip(names, found, strict=True)]
         bad = sum(1 for c in cases if c.find("failure") is not None)
         skipped = sum(1 for c in cases if c.find("skipped") is not None)
         suite = ET.SubElement(
@@ -91,6 +114,39 @@ def test_junit_in_pieces_is_the_whole_trees_text(fleet: Report) -> None:
     assert len(list(junit.junit_pieces(fleet))) == 2 + len({f.node for f in fleet.findings})
     empty = fleet.model_copy(update={"findings": []})
     assert junit.to_junit(empty) == _whole_tree_junit(empty)
+
+
+# Every character class a node's text may hold that an escape treats apart: markup, XML's
+# and Markdown's specials, quotes, line breaks, a tab, controls, bidi, XML's non-characters,
+# text past ASCII (a lone surrogate cannot reach a run's files: the hypothesis test has it).
+HOSTILE = "<b>&amp;</b> \"q\" 'a' |x| [l](u) \\ \r\n\t \x00\x07\x1b[31m \u202e \ufffe é 😀"
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    run = hostile_run(tmp_path_factory.mktemp("hostile") / "run", HOSTILE)
+    return build_report(load(run), B300, generated_at="T")
+
+
+def test_junit_written_directly_is_elementtrees_text_whatever_the_node_sent(
+    hostile: Report,
+) -> None:
+    """junit.py writes each <testsuite> as text (issue 29): the same bytes ElementTree
+    gave, for a node whose every string is hostile."""
+    assert junit.to_junit(hostile) == _whole_tree_junit(hostile)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_junit_escapes_text_as_elementtree_does(text: str) -> None:
+    case = ET.Element("testcase", name=escape.xml(text))
+    case.text = escape.xml(text)
+    written = ET.tostring(case, encoding="unicode")
+    empty = not case.text
+    assert written == (
+        f'<testcase name="{junit._attr(text)}"'
+        + (" />" if empty else f">{junit._cdata(text)}</testcase>")
+    )
 
 
 def test_markdown_and_html_in_pieces(fleet: Report) -> None:
