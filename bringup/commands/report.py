@@ -597,20 +597,30 @@ def write(
         make_dir(out)
     except OSError as exc:
         fail(f"cannot create {out}: {exc.strerror}")
+    # Each node's part of report.md, JUnit and report.json, made in one pass over the
+    # nodes (report/nodepass.py), then each file written in turn around its parts.
+    try:
+        parts = render.node_parts(report, formats)
+    except OSError as exc:
+        fail(f"cannot spool the report's parts to a temporary file ({exc.strerror}): set TMPDIR")
     texts = {
         "html": lambda: render.html_pieces(report, render.make_plots(report, prof)),
-        "md": lambda: render.markdown_pieces(report),
-        "junit": lambda: junit.junit_pieces(report),
-        "json": lambda: render.json_pieces(report),
+        "md": lambda: render.markdown_pieces(report, parts),
+        "junit": lambda: junit.junit_pieces(report, parts),
+        "json": lambda: render.json_pieces(report, parts),
     }
     written = []
-    for name in formats:
-        target = out / FILE_NAMES[name]
-        try:
-            write_atomic(target, texts[name]())
-        except OSError as exc:
-            fail(f"cannot write {target}: {exc.strerror}")
-        written.append(target)
+    try:
+        for name in formats:
+            target = out / FILE_NAMES[name]
+            try:
+                write_atomic(target, texts[name]())
+            except OSError as exc:
+                fail(f"cannot write {target}: {exc.strerror}")
+            written.append(target)
+    finally:
+        if parts is not None:
+            parts.close()
     return written
 
 

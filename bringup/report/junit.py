@@ -24,6 +24,7 @@ from bringup.findings import Finding, Status
 from bringup.report import escape
 from bringup.report.findingstore import in_report_order
 from bringup.report.model import Report
+from bringup.report.nodepass import NodePart, Parts, node_pass, streamed
 
 RUN_SUITE = "run"  # the testsuite of findings that belong to no node
 
@@ -68,14 +69,14 @@ def to_junit(report: Report) -> str:
     return "".join(junit_pieces(report))
 
 
-def junit_pieces(report: Report) -> Iterator[str]:
+def junit_pieces(report: Report, parts: Parts | None = None) -> Iterator[str]:
     """The document in pieces, one <testsuite> (a node) at a time, to be written as they
     come: at ten thousand nodes the whole tree was the report's largest object. The text
-    is the one ET.indent and ET.tostring give of the whole tree."""
+    is the one ET.indent and ET.tostring give of the whole tree. `parts`: the suites made
+    already in the one pass over the nodes (render.node_parts); else made here."""
     # Each node's findings read back in turn (report/findingstore.py), in report order:
     # node, then catalog check order. The run's own ("") are the suite RUN_SUITE, last.
     findings = in_report_order(report.findings)
-    ordered = sorted({f or RUN_SUITE for f in findings.nodes}, key=lambda n: (n == RUN_SUITE, n))
     # The totals head the document: counted first, without building a testcase.
     tests = len(findings)
     failures = sum(1 for f in findings.noted if f.status.bad)
@@ -86,16 +87,48 @@ def junit_pieces(report: Report) -> Iterator[str]:
     _only_xml_text(root)
     head = ET.tostring(root, encoding="unicode")  # <testsuites ... />: opened by hand
     prolog = '<?xml version="1.0" encoding="UTF-8"?>\n'
-    if not ordered:
+    if not findings:
         yield prolog + head + "\n"
         return
     yield prolog + head.removesuffix(" />") + ">"
-    for node in ordered:
-        found = findings.of(node)
-        if node == RUN_SUITE:  # the run's own, then a node of that name's (if any)
-            found = [*findings.of(""), *found]
-        yield "\n  " + _suite_xml(report, node, found)
+    nodes = streamed(report)
+    if parts is not None:
+        yield from parts.pieces("junit")
+    elif nodes is not None:
+        with node_pass(nodes, [Suites(report)]) as own:
+            yield from own.pieces("junit")
+    else:
+        names = {n or RUN_SUITE for n in findings.nodes}
+        ordered = sorted(names, key=lambda n: (n == RUN_SUITE, n))
+        for node in ordered:
+            found = findings.of(node)
+            if node == RUN_SUITE:  # the run's own, then a node of that name's (if any)
+                found = [*findings.of(""), *found]
+            yield "\n  " + _suite_xml(report, node, found)
     yield "\n</testsuites>\n"
+
+
+class Suites:
+    """The document's part of each node (report/nodepass.py): its <testsuite>, in node
+    order; the run's own findings ("") and a node named RUN_SUITE's, the suite RUN_SUITE,
+    last."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+        self._last: dict[str, list[Finding]] = {}
+
+    def part(self, node: NodePart) -> Iterator[tuple[str, str]]:
+        if not node.findings:
+            return
+        if node.name in ("", RUN_SUITE):
+            self._last[node.name] = node.findings  # the run's own: a few
+            return
+        yield "junit", "\n  " + _suite_xml(self._report, node.name, node.findings)
+
+    def end(self) -> Iterator[tuple[str, str]]:
+        found = [*self._last.get("", []), *self._last.get(RUN_SUITE, [])]
+        if found:
+            yield "junit", "\n  " + _suite_xml(self._report, RUN_SUITE, found)
 
 
 def _suite_xml(report: Report, node: str, found: list[Finding]) -> str:

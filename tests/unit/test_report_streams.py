@@ -21,7 +21,7 @@ from bringup import profile
 from bringup.commands.report import FactsDigest, build_report, make_report, write
 from bringup.findings import Finding, Status, finding_line, read_finding
 from bringup.measurements import measure
-from bringup.report import escape, junit, render
+from bringup.report import escape, junit, nodepass, render
 from bringup.report.figures import Figures
 from bringup.report.model import NodeSections, Report
 from bringup.report.rundata import load
@@ -44,11 +44,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return build_report(load(run), B300, generated_at="T")
 
 
-def test_report_json_in_pieces_is_the_whole_models_text(fleet: Report) -> None:
+def test_report_json_in_pieces_is_the_whole_models_text(
+    fleet: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
     whole = json.dumps(fleet.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    monkeypatch.setattr(nodepass, "PIECE_BYTES", 256)  # its lists read back in small pieces
     pieces = list(render.json_pieces(fleet))
     assert "".join(pieces) == whole
-    assert len(pieces) > len(fleet.findings)  # a piece per finding at least: never one string
+    assert len(pieces) > len(fleet.findings)  # never one string
 
 
 def test_an_empty_report_json_in_pieces(fleet: Report) -> None:
@@ -109,9 +112,13 @@ def _whole_tree_junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def test_junit_in_pieces_is_the_whole_trees_text(fleet: Report) -> None:
+def test_junit_in_pieces_is_the_whole_trees_text(
+    fleet: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert junit.to_junit(fleet) == _whole_tree_junit(fleet)
-    assert len(list(junit.junit_pieces(fleet))) == 2 + len({f.node for f in fleet.findings})
+    monkeypatch.setattr(nodepass, "PIECE_BYTES", 256)  # its suites read back in small pieces
+    pieces = list(junit.junit_pieces(fleet))
+    assert len(pieces) > 2 * len({f.node for f in fleet.findings})  # never one string
     empty = fleet.model_copy(update={"findings": []})
     assert junit.to_junit(empty) == _whole_tree_junit(empty)
 
@@ -147,6 +154,42 @@ def test_junit_escapes_text_as_elementtree_does(text: str) -> None:
         f'<testcase name="{junit._attr(text)}"'
         + (" />" if empty else f">{junit._cdata(text)}</testcase>")
     )
+
+
+def _whole_model_json(report: Report) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def test_report_json_in_one_pass_is_the_whole_models_text(hostile: Report, large_run: Path) -> None:
+    """report.json writes its findings and its nodes' sections in one pass over the nodes,
+    each section's text made from its findings' (issue 29): the whole model's text still,
+    for a node whose every string is hostile, and a large fleet's (with its run's own
+    findings, node "")."""
+    assert "".join(render.json_pieces(hostile)) == _whole_model_json(hostile)
+    large = build_report(load(large_run), B300, generated_at="T")
+    assert any(not f.node for f in large.findings)
+    assert "".join(render.json_pieces(large)) == _whole_model_json(large)
+
+
+def _one_template_markdown(report: Report) -> str:
+    """report.md as one template made it before each node's section had a template of its
+    own, rendered in the one pass over the nodes (issue 29): the loop over the sections
+    of the nodes with a problem at the end of report.md.j2."""
+    whole = render.environment(autoescape=False).from_string(
+        '{% include "report.md.j2" %}{% for node in report.nodes.sections('
+        'report.nodes.problems) %}{% include "report-node.md.j2" %}{% endfor %}'
+    )
+    return whole.render(report=report)
+
+
+def test_markdown_in_one_pass_is_the_one_templates_text(
+    fleet: Report, hostile: Report, large_run: Path, measured_run: Path
+) -> None:
+    large = build_report(load(large_run), B300, generated_at="T")
+    measured = build_report(load(measured_run), B300, generated_at="T")
+    for report in (fleet, hostile, large, measured):
+        assert report.nodes.problems  # type: ignore[union-attr]
+        assert "".join(render.markdown_pieces(report)) == _one_template_markdown(report)
 
 
 def test_markdown_and_html_in_pieces(fleet: Report) -> None:
