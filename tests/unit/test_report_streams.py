@@ -192,6 +192,38 @@ def test_markdown_in_one_pass_is_the_one_templates_text(
         assert "".join(render.markdown_pieces(report)) == _one_template_markdown(report)
 
 
+# A node section's rows of findings as report-node.md.j2 wrote them before render.check_rows
+# wrote them (issue 29): the oracle of its text.
+TEMPLATE_ROWS = (
+    "{% for row in node.checks %}{% set f = row.finding %}\n"
+    "| `{{ f.check }}` | {{ f.status.value }} | {{ f | value | md }} | "
+    '{{ (f.expected or "") | md }} | {% if row.fleet_median is not none %}'
+    "{{ row.fleet_median | number }} ({{ row.vs_fleet_pct | pct }}){% endif %} | "
+    "{{ f.message | md }}{% if f.action and f.status.value not in "
+    '("PASS", "SKIP") %}<br>→ {{ f.action | md }}{% endif %} |\n'
+    "{% endfor %}\n"
+)
+
+
+def test_a_sections_rows_are_the_templates_text(
+    fleet: Report, hostile: Report, large_run: Path, measured_run: Path
+) -> None:
+    """Markdown's rows of findings, written in Python (render.check_rows), are the text
+    the template wrote, every field escaped alike: for a node whose every string is
+    hostile, a fleet's medians beside each value, actions, SKIPs and WARNs."""
+    rows = render.environment(autoescape=False).from_string(TEMPLATE_ROWS)
+    large = build_report(load(large_run), B300, generated_at="T")
+    measured = build_report(load(measured_run), B300, generated_at="T")
+    seen: set[str] = set()
+    for report in (fleet, hostile, large, measured):
+        for section in report.nodes:
+            mine = render.check_rows(section)
+            assert (mine + "\n" if mine else "") == rows.render(node=section)
+            seen.update(row.finding.status.value for row in section.checks)
+            seen.update("median" for row in section.checks if row.fleet_median is not None)
+    assert seen >= {"PASS", "WARN", "FAIL", "SKIP", "median"}
+
+
 def test_markdown_and_html_in_pieces(fleet: Report) -> None:
     plots = render.make_plots(fleet, B300)
     assert len(list(render.markdown_pieces(fleet))) > 1
