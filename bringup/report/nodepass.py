@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import codecs
 import functools
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from tempfile import TemporaryFile
 from typing import IO, Protocol
 
 from bringup.findings import Finding
@@ -71,7 +71,7 @@ class Parts:
     def add(self, kind: str, text: str) -> None:
         spool = self._files.get(kind)
         if spool is None:
-            spool = self._files[kind] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+            spool = self._files[kind] = TemporaryFile()  # noqa: SIM115 (closed by close())
         spool.write(text.encode("utf-8"))
 
     def pieces(self, kind: str) -> Iterator[str]:

@@ -716,6 +716,29 @@ def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_exit_2(
     assert "Traceback" not in result.output
 
 
+def test_a_full_temporary_folder_while_the_nodes_parts_are_written_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nodes' parts of report.md, JUnit and report.json go to temporary files too
+    (report/nodepass.py): the folder full by then is one line and exit 2, no file half
+    written in the run directory."""
+    import errno
+
+    from tests.support.cli import invoke
+
+    run = scale_run(tmp_path / "run", 2)
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(nodepass, "TemporaryFile", full)  # its own, not the spools'
+    result = invoke("report", run, "--format", "md,junit,json")
+    assert result.exit_code == 2, result.output
+    assert "cannot spool the report's parts to a temporary file (No space left" in result.output
+    assert "Traceback" not in result.output
+    assert not list(run.glob("report*"))
+
+
 def test_identity_marks_on_disk_are_judged_as_the_whole_fleets() -> None:
     """Each node's identity marks are spooled, a hash of each held (SpooledMarks): the
     nodes that share a value are read back and judged, and the findings are judge_marks's
