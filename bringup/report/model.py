@@ -460,7 +460,7 @@ def _node_report(
     for f in mine:
         median, delta = versus_fleet(f, medians)
         # Built from values of its fields' types (a median as a float, as validation made
-        # it): 29 rows a node of the scale run, each validated was a tenth of a section.
+        # it), not validated again: 29 rows a node of the scale run.
         median = None if median is None else float(median)
         rows.append(CheckRow.model_construct(finding=f, fleet_median=median, vs_fleet_pct=delta))
     return NodeReport(
