@@ -497,21 +497,25 @@ def _timelines(probe: str, facts: dict[str, Any]) -> Iterator[Timeline]:
 
 def _dicts(obj: Any, depth: int = 0) -> list[dict[str, Any]]:
     """obj and every dict nested in it (a few levels: facts are shallow), depth first in
-    key order. A list, not a generator: the report walks every record's facts this way."""
+    key order. A list, not a generator: the report walks every record's facts this way
+    (at a thousand nodes, 290,000 dicts): only the containers are visited and their keys
+    sorted, a scalar is passed over where it stands."""
     found: list[dict[str, Any]] = []
+    containers = (dict, list)
 
     def walk(item: Any, level: int) -> None:
         if level > 4:
             return
         if isinstance(item, dict):
             found.append(item)
-            for key in sorted(item):
-                value = item[key]
-                if isinstance(value, dict | list):
-                    walk(value, level + 1)
+            nested = [key for key, value in item.items() if isinstance(value, containers)]
+            if nested:
+                nested.sort()
+                for key in nested:
+                    walk(item[key], level + 1)
         elif isinstance(item, list):
             for value in item:
-                if isinstance(value, dict | list):
+                if isinstance(value, containers):
                     walk(value, level + 1)
 
     walk(obj, depth)

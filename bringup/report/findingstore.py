@@ -148,6 +148,11 @@ class ReportFindings:
         self.noted = self._in_order(spool.noted) if self._sorted else list(spool.noted)
         self.bad_count = sum(1 for f in spool.noted if f.status.bad)
 
+    @property
+    def grouped(self) -> bool:
+        """Whether they come node by node (report order): iteration is `groups`'."""
+        return self._sorted
+
     @classmethod
     def held(cls, findings: Iterable[Finding]) -> ReportFindings:
         """Findings given in report order already (a report made by hand, tests)."""

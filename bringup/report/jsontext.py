@@ -36,7 +36,7 @@ def dumps(value: object, indent: str = "") -> str:
     return "".join(out)
 
 
-def _float(value: float) -> str:
+def float_text(value: float) -> str:
     """A float as json writes it (allow_nan: NaN and the infinities as JavaScript's words)."""
     if value != value:
         return "NaN"
@@ -47,14 +47,14 @@ def _float(value: float) -> str:
     return float.__repr__(value)
 
 
-def _scalar(value: object) -> str | None:
+def scalar(value: object) -> str | None:
     """A scalar's text, the common types by their exact type (the fast path: most of a
     report is numbers and text); None for anything else (written by _write)."""
     kind = type(value)
     if kind is str:
         return encode_basestring_ascii(value)  # type: ignore[arg-type]
     if kind is float:
-        return _float(value)  # type: ignore[arg-type]
+        return float_text(value)  # type: ignore[arg-type]
     if kind is int:
         return int.__repr__(value)  # type: ignore[arg-type]
     if value is None:
@@ -80,7 +80,7 @@ def _write(value: object, out: list[str], newline: str) -> None:
     elif isinstance(value, int):
         out.append(int.__repr__(value))
     elif isinstance(value, float):
-        out.append(_float(value))
+        out.append(float_text(value))
     elif isinstance(value, list | tuple):
         if not value:
             out.append("[]")
@@ -89,7 +89,7 @@ def _write(value: object, out: list[str], newline: str) -> None:
         out.append("[")
         separator = inner
         for item in value:
-            text = _scalar(item)
+            text = scalar(item)
             if text is not None:
                 out.append(separator + text)
             else:
@@ -112,7 +112,7 @@ def _write(value: object, out: list[str], newline: str) -> None:
             if type(key) is not str:
                 raise _NotPlain  # json turns such keys into text, and sorts them as they were
             item = value[key]
-            text = _scalar(item)
+            text = scalar(item)
             if text is not None:
                 out.append(separator + encode_basestring_ascii(key) + ": " + text)
             else:

@@ -118,10 +118,32 @@ class NodeSections(Sequence[NodeReport]):
     def passing(self) -> list[NodeSummary]:
         return [row for row in self.rows if not row.problem]
 
-    def section(self, node: str) -> NodeReport:
-        """One node's section, built now from its findings and its figures."""
-        mine = self._findings.of(node)
-        return _node_report(node, self._figures.get(node), mine, self._medians)
+    def section(
+        self,
+        node: str,
+        mine: list[Finding] | None = None,
+        figures: NodeMeasurements | None = None,
+    ) -> NodeReport:
+        """One node's section, built now from its findings and its figures (`mine`,
+        `figures`: read back already; the findings in report order)."""
+        if mine is None:
+            mine = self._findings.of(node)
+        if figures is None:
+            figures = self._figures.get(node)
+        return _node_report(node, figures, mine, self._medians)
+
+    def figures(self, node: str) -> NodeMeasurements:
+        """A node's full figures (read back from the spool)."""
+        return self._figures.get(node)
+
+    @property
+    def medians(self) -> dict[str, float]:
+        """Each check's fleet median, which a section's rows show beside each finding."""
+        return self._medians
+
+    @property
+    def findings(self) -> ReportFindings:
+        return self._findings
 
     def sections(self, rows: Iterable[NodeSummary]) -> Iterator[NodeReport]:
         """These nodes' sections, one at a time."""
@@ -151,7 +173,7 @@ def _summary(node: str, mine: list[Finding], brief: Brief) -> NodeSummary:
         status=worst(mine) if mine else Status.ERROR,
         finding_count=len(mine),
         troubles=troubles_of(mine),
-        missing=[f.message for f in mine if _is_gap(f)],
+        missing=[f.message for f in mine if is_gap(f)],
         brief=brief,
     )
 
@@ -339,7 +361,7 @@ class _Pass:
             self.medians.add(node, mine)
             self.stragglers += [f for f in mine if _straggler(f)]
             if not node:
-                self.gaps = [f.message for f in mine if _is_gap(f) and f.check != COVERAGE]
+                self.gaps = [f.message for f in mine if is_gap(f) and f.check != COVERAGE]
             if node not in shown:
                 continue
             subjects.update(dict.fromkeys(f.check.split(".")[0] for f in mine))
@@ -436,21 +458,31 @@ def _node_report(
     """One node's section from its own findings (in report order)."""
     rows = []
     for f in mine:
-        median = medians.get(f.check)
-        delta = None
-        if median and isinstance(f.value, int | float) and not isinstance(f.value, bool):
-            delta = (float(f.value) - median) / abs(median) * 100
-        rows.append(CheckRow(finding=f, fleet_median=median, vs_fleet_pct=delta))
+        median, delta = versus_fleet(f, medians)
+        # Built from values of its fields' types (a median as a float, as validation made
+        # it), not validated again: 29 rows a node of the scale run.
+        median = None if median is None else float(median)
+        rows.append(CheckRow.model_construct(finding=f, fleet_median=median, vs_fleet_pct=delta))
     return NodeReport(
         node=node,
         status=worst(mine) if mine else Status.ERROR,
         measurements=measurements,
         checks=rows,
-        missing=[f.message for f in mine if _is_gap(f)],
+        missing=[f.message for f in mine if is_gap(f)],
     )
 
 
-def _is_gap(f: Finding) -> bool:
+def versus_fleet(f: Finding, medians: dict[str, float]) -> tuple[float | None, float | None]:
+    """A finding's row beside the fleet: its check's median, and how far the finding's
+    value is from it (signed percent; None where either is not a number)."""
+    median = medians.get(f.check)
+    delta = None
+    if median and isinstance(f.value, int | float) and not isinstance(f.value, bool):
+        delta = (float(f.value) - median) / abs(median) * 100
+    return median, delta
+
+
+def is_gap(f: Finding) -> bool:
     """A missing piece of the run (bringup/checks/completeness.py), not a measurement."""
     return f.check.startswith("report.")
 

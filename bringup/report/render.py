@@ -18,13 +18,14 @@ from markupsafe import Markup
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python as _jsonable
 
-from bringup.findings import Finding, Status
+from bringup.findings import Finding, Status, worst
 from bringup.measurements import METRICS, NodeMeasurements, shown
 from bringup.node.identity import SystemIdentity
 from bringup.profile import Profile
 from bringup.report import escape, jsontext
 from bringup.report.findingstore import ReportFindings
-from bringup.report.model import NodeReport, NodeSections, Report
+from bringup.report.model import NodeReport, NodeSections, Report, is_gap, versus_fleet
+from bringup.report.nodepass import Maker, NodePart, Parts, node_pass, streamed
 from bringup.words import plural
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -208,7 +209,36 @@ def _finalize(autoescape: bool) -> Callable[[object], object]:
     """
     if autoescape:
         return lambda value: value if isinstance(value, Markup) else escape.printable(value)
-    return escape.markdown
+    return lambda value: value if type(value) is Escaped else escape.markdown(value)
+
+
+class Escaped(str):
+    """Markdown made in Python with every field in it escaped already (`check_rows`):
+    what the template writes as it is."""
+
+
+def check_rows(node: NodeReport) -> Escaped:
+    """A node section's table of findings, a row each, as report-node.md.j2 wrote it row
+    by row: a node's rows are most of report.md (290,000 at ten thousand nodes), and the
+    template's work for each field (a lookup, a filter, the escape) was most of its cost.
+    Every field is escaped as the template's `{{ ... }}` escapes (escape.markdown, after
+    the same filter); rows without a final newline (the template adds it)."""
+    md = escape.markdown
+    rows = []
+    for row in node.checks:
+        f = row.finding
+        status = f.status.value
+        median = ""
+        if row.fleet_median is not None:
+            median = f"{md(_number(row.fleet_median))} ({md(_pct(row.vs_fleet_pct))})"
+        action = ""
+        if f.action and status not in ("PASS", "SKIP"):
+            action = f"<br>→ {md(_md_cell(f.action))}"
+        rows.append(
+            f"| `{md(f.check)}` | {md(status)} | {md(_md_cell(_value(f)))} | "
+            f"{md(_md_cell(f.expected or ''))} | {median} | {md(_md_cell(f.message))}{action} |"
+        )
+    return Escaped("\n".join(rows))
 
 
 def _known(system: SystemIdentity | None, name: str) -> str:
@@ -254,7 +284,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
         status_class=lambda s: Status(s).value.lower(),
         plural=plural,  # {{ n | plural("node") }}: "1 node", "2 nodes"
     )
-    env.globals.update(METRICS=METRICS, Status=Status, known=_known)
+    env.globals.update(METRICS=METRICS, Status=Status, known=_known, check_rows=check_rows)
     return env
 
 
@@ -322,10 +352,48 @@ def markdown(report: Report) -> str:
     return "".join(markdown_pieces(report))
 
 
-def markdown_pieces(report: Report) -> Iterator[str]:
-    """report.md in pieces, as html_pieces."""
+def markdown_pieces(report: Report, parts: Parts | None = None) -> Iterator[str]:
+    """report.md in pieces, as html_pieces: what the whole run shows, then the section of
+    each node with a problem (`parts`: made already by node_parts, with the others)."""
     template = environment(autoescape=False).get_template("report.md.j2")
-    return template.generate(report=report)
+    yield from template.generate(report=report)
+    if parts is not None:
+        yield from parts.pieces("md")
+        return
+    assert isinstance(report.nodes, NodeSections)  # the template reads its rows
+    with node_pass(report.nodes, [MarkdownSections()]) as own:
+        yield from own.pieces("md")
+
+
+class MarkdownSections:
+    """report.md's part of each node with a problem: its section (report-node.md.j2)."""
+
+    def __init__(self) -> None:
+        self._template = environment(autoescape=False).get_template("report-node.md.j2")
+
+    def part(self, node: NodePart) -> Iterator[tuple[str, str]]:
+        if node.row is not None and node.row.problem:
+            yield "md", self._template.render(node=node.section)
+
+    def end(self) -> Iterator[tuple[str, str]]:
+        return iter(())
+
+
+def node_parts(report: Report, formats: list[str]) -> Parts | None:
+    """The nodes' parts of these formats' files (md, junit, json), in one pass over the
+    nodes (report/nodepass.py); None for a report made by hand, or no such format."""
+    from bringup.report import junit
+
+    nodes = streamed(report)
+    makers: dict[str, Maker] = {
+        "md": MarkdownSections(),
+        "junit": junit.Suites(report),
+        "json": JsonParts(),
+    }
+    chosen = [makers[name] for name in formats if name in makers]
+    if nodes is None or not chosen:
+        return None
+    return node_pass(nodes, chosen)
 
 
 def summary_json(report: Report) -> str:
@@ -333,34 +401,126 @@ def summary_json(report: Report) -> str:
     return "".join(json_pieces(report))
 
 
-def json_pieces(report: Report) -> Iterator[str]:
+def json_pieces(report: Report, parts: Parts | None = None) -> Iterator[str]:
     """report.json in pieces, to be written as they come: exactly the text of
     `json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"`
-    (docs/json.md), but each finding, node, metric and matrix row is dumped on its own
-    (one JSONEncoder per item), so the whole model is never one dict nor one string:
-    at ten thousand nodes that dict was the report's peak memory."""
-    yield "{"
-    for i, name in enumerate(sorted(Report.model_fields)):
-        yield ("," if i else "") + f"\n  {json.dumps(name)}: "
-        value = getattr(report, name)
-        if isinstance(value, list | NodeSections | ReportFindings) and len(value):
-            # The nodes' sections and the findings: each read back, written and dropped
-            # in turn.
-            yield "["
-            for j, item in enumerate(value):
-                yield ("," if j else "") + "\n    " + _item_json(item, "    ")
-            yield "\n  ]"
-        elif isinstance(value, NodeSections | ReportFindings):
-            yield "[]"
-        elif isinstance(value, dict) and value:
-            yield "{"
-            for j, key in enumerate(sorted(value)):
-                text = _item_json(value[key], "    ")
-                yield ("," if j else "") + f"\n    {json.dumps(key)}: {text}"
-            yield "\n  }"
-        else:
-            yield _item_json(value, "  ")
-    yield "\n}\n"
+    (docs/json.md), but each finding, node, metric and matrix row is dumped on its own,
+    so the whole model is never one dict nor one string: at ten thousand nodes that dict
+    was the report's peak memory.
+
+    A report built by `build` has its findings and its nodes' sections written in the
+    one pass over the nodes (`parts`, made by node_parts; else made here): each node's
+    findings read back and made JSON once for both lists (JsonParts)."""
+    own = None
+    nodes = streamed(report)
+    if nodes is not None and parts is None:
+        own = parts = node_pass(nodes, [JsonParts()])
+    try:
+        yield "{"
+        for i, name in enumerate(sorted(Report.model_fields)):
+            yield ("," if i else "") + f"\n  {json.dumps(name)}: "
+            value = getattr(report, name)
+            if parts is not None and name in ("findings", "nodes"):
+                yield from parts.pieces(f"json.{name}")
+            elif isinstance(value, list | NodeSections | ReportFindings) and len(value):
+                yield "["
+                for j, item in enumerate(value):
+                    yield ("," if j else "") + "\n    " + _item_json(item, "    ")
+                yield "\n  ]"
+            elif isinstance(value, NodeSections | ReportFindings):
+                yield "[]"
+            elif isinstance(value, dict) and value:
+                yield "{"
+                for j, key in enumerate(sorted(value)):
+                    text = _item_json(value[key], "    ")
+                    yield ("," if j else "") + f"\n    {json.dumps(key)}: {text}"
+                yield "\n  }"
+            else:
+                yield _item_json(value, "  ")
+        yield "\n}\n"
+    finally:
+        if own is not None:
+            own.close()
+
+
+class JsonParts:
+    """report.json's "findings" list, in report order, and its "nodes" list: each node's
+    findings made JSON once for both (a finding's copy in its node's section is the same
+    text, six columns further in)."""
+
+    def __init__(self) -> None:
+        self._findings = 0
+        self._nodes = 0
+
+    def part(self, node: NodePart) -> Iterator[tuple[str, str]]:
+        texts = [_finding_json(f, "    ") for f in node.findings]
+        for text in texts:
+            yield "json.findings", ("," if self._findings else "[") + "\n    " + text
+            self._findings += 1
+        if node.row is not None:
+            section = _section_json(node, texts)
+            yield "json.nodes", ("," if self._nodes else "[") + "\n    " + section
+            self._nodes += 1
+
+    def end(self) -> Iterator[tuple[str, str]]:
+        yield "json.findings", "\n  ]" if self._findings else "[]"
+        yield "json.nodes", "\n  ]" if self._nodes else "[]"
+
+
+def _section_json(node: NodePart, texts: list[str]) -> str:
+    """A node's section (model.NodeReport) as `_item_json(node.section, "    ")` writes
+    it, from its findings' texts as the findings list has them: without building the
+    section's models and dumping them again (tests/unit/test_report_streams.py holds the
+    two to the same bytes)."""
+    medians = node.nodes.medians
+    rows = []
+    for f, text in zip(node.findings, texts, strict=True):
+        median, delta = versus_fleet(f, medians)
+        # As model.CheckRow holds them: floats (a median of 3 is 3.0).
+        median_text = "null" if median is None else jsontext.float_text(float(median))
+        delta_text = "null" if delta is None else jsontext.float_text(float(delta))
+        rows.append(
+            "{\n"
+            f'          "finding": {text.replace(_SHIFT_FROM, _SHIFT_TO)},\n'
+            f'          "fleet_median": {median_text},\n'
+            f'          "vs_fleet_pct": {delta_text}\n'
+            "        }"
+        )
+    checks = "[\n        " + ",\n        ".join(rows) + "\n      ]" if rows else "[]"
+    status = worst(node.findings) if node.findings else Status.ERROR
+    measured = _item_json(node.figures, "      ")
+    missing = _item_json([f.message for f in node.findings if is_gap(f)], "      ")
+    return (
+        "{\n"
+        f'      "checks": {checks},\n'
+        f'      "measurements": {measured},\n'
+        f'      "missing": {missing},\n'
+        f'      "node": {_item_json(node.name, "")},\n'
+        f'      "status": {_item_json(status.value, "")}\n'
+        "    }"
+    )
+
+
+# A finding's text in the findings list is four columns in; in a section's row, ten.
+_SHIFT_FROM, _SHIFT_TO = "\n", "\n      "
+
+
+def _finding_json(f: Finding, indent: str) -> str:
+    """A finding as `_item_json(f, indent)` writes it, from its fields directly: the
+    report's most numerous item (290,000 at ten thousand nodes), each written once or
+    twice. A field of a type json would write otherwise goes the general way."""
+    fields = (f.action, f.check, f.message, f.node, f.status.value, f.unit, f.value)
+    texts = [jsontext.scalar(value) for value in fields]
+    if None in texts:
+        return _item_json(f, indent)
+    action, check, message, node, status, unit, value = texts
+    inner = ",\n" + indent + '  "'
+    expected = "null" if f.expected is None else _item_json(f.expected, indent + "  ")
+    return (
+        f'{{\n{indent}  "action": {action}{inner}check": {check}{inner}expected": {expected}'
+        f'{inner}message": {message}{inner}node": {node}{inner}status": {status}'
+        f'{inner}unit": {unit}{inner}value": {value}\n{indent}}}'
+    )
 
 
 def _item_json(value: object, indent: str) -> str:

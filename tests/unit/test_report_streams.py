@@ -14,18 +14,27 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bringup import profile
 from bringup.commands.report import FactsDigest, build_report, make_report, write
 from bringup.findings import Finding, Status, finding_line, read_finding
 from bringup.jsondata import dumps as record_line
 from bringup.measurements import measure
-from bringup.report import escape, junit, render
+from bringup.report import escape, junit, nodepass, render
 from bringup.report.figures import Figures
 from bringup.report.model import NodeSections, Report
 from bringup.report.rundata import load
 from bringup.rundir import file_name, iter_facts
-from tests.support.report_runs import demo_run, fleet_run, scale_run, with_measurements, write_run
+from tests.support.report_runs import (
+    demo_run,
+    fleet_run,
+    hostile_run,
+    scale_run,
+    with_measurements,
+    write_run,
+)
 
 B300 = profile.load("b300")
 
@@ -36,17 +45,34 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return build_report(load(run), B300, generated_at="T")
 
 
-def test_report_json_in_pieces_is_the_whole_models_text(fleet: Report) -> None:
+def test_report_json_in_pieces_is_the_whole_models_text(
+    fleet: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
     whole = json.dumps(fleet.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    monkeypatch.setattr(nodepass, "PIECE_BYTES", 256)  # its lists read back in small pieces
     pieces = list(render.json_pieces(fleet))
     assert "".join(pieces) == whole
-    assert len(pieces) > len(fleet.findings)  # a piece per finding at least: never one string
+    assert len(pieces) > len(fleet.findings)  # never one string
 
 
 def test_an_empty_report_json_in_pieces(fleet: Report) -> None:
     empty = fleet.model_copy(update={"findings": [], "nodes": [], "fleet": [], "matrix": {}})
     whole = json.dumps(empty.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     assert "".join(render.json_pieces(empty)) == whole
+
+
+def _testcase(node: str, name: str, f: Finding) -> ET.Element:
+    """A finding's <testcase> as an element, as junit.py made it before it wrote the text
+    directly (issue 29): the oracle of that text."""
+    case = ET.Element("testcase", name=name, classname=f"bringup.{node}", time="0")
+    if f.status.bad:
+        kind = "FAIL" if f.status == Status.FAIL else f.status.value
+        ET.SubElement(case, "failure", type=kind, message=f.message).text = junit._text([f])
+    elif f.status == Status.SKIP:
+        ET.SubElement(case, "skipped", message=f.message)
+    else:
+        ET.SubElement(case, "system-out").text = junit._text([f])
+    return case
 
 
 def _whole_tree_junit(report: Report) -> str:
@@ -59,7 +85,7 @@ def _whole_tree_junit(report: Report) -> str:
     for node in sorted(by_node, key=lambda n: (n == junit.RUN_SUITE, n)):
         found = by_node[node]
         names = junit.case_names(found)
-        cases = [junit._testcase(node, n, f) for n, f in zip(names, found, strict=True)]
+        cases = [_testcase(node, n, f) for n, f in zip(names, found, strict=True)]
         bad = sum(1 for c in cases if c.find("failure") is not None)
         skipped = sum(1 for c in cases if c.find("skipped") is not None)
         suite = ET.SubElement(
@@ -87,11 +113,116 @@ def _whole_tree_junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def test_junit_in_pieces_is_the_whole_trees_text(fleet: Report) -> None:
+def test_junit_in_pieces_is_the_whole_trees_text(
+    fleet: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert junit.to_junit(fleet) == _whole_tree_junit(fleet)
-    assert len(list(junit.junit_pieces(fleet))) == 2 + len({f.node for f in fleet.findings})
+    monkeypatch.setattr(nodepass, "PIECE_BYTES", 256)  # its suites read back in small pieces
+    pieces = list(junit.junit_pieces(fleet))
+    assert len(pieces) > 2 * len({f.node for f in fleet.findings})  # never one string
     empty = fleet.model_copy(update={"findings": []})
     assert junit.to_junit(empty) == _whole_tree_junit(empty)
+
+
+# Every character class a node's text may hold that an escape treats apart: markup, XML's
+# and Markdown's specials, quotes, line breaks, a tab, controls, bidi, XML's non-characters,
+# text past ASCII (a lone surrogate cannot reach a run's files: the hypothesis test has it).
+HOSTILE = "<b>&amp;</b> \"q\" 'a' |x| [l](u) \\ \r\n\t \x00\x07\x1b[31m \u202e \ufffe é 😀"
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    run = hostile_run(tmp_path_factory.mktemp("hostile") / "run", HOSTILE)
+    return build_report(load(run), B300, generated_at="T")
+
+
+def test_junit_written_directly_is_elementtrees_text_whatever_the_node_sent(
+    hostile: Report,
+) -> None:
+    """junit.py writes each <testsuite> as text (issue 29): the same bytes ElementTree
+    gave, for a node whose every string is hostile."""
+    assert junit.to_junit(hostile) == _whole_tree_junit(hostile)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_junit_escapes_text_as_elementtree_does(text: str) -> None:
+    case = ET.Element("testcase", name=escape.xml(text))
+    case.text = escape.xml(text)
+    written = ET.tostring(case, encoding="unicode")
+    empty = not case.text
+    assert written == (
+        f'<testcase name="{junit._attr(text)}"'
+        + (" />" if empty else f">{junit._cdata(text)}</testcase>")
+    )
+
+
+def _whole_model_json(report: Report) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def test_report_json_in_one_pass_is_the_whole_models_text(hostile: Report, large_run: Path) -> None:
+    """report.json writes its findings and its nodes' sections in one pass over the nodes,
+    each section's text made from its findings' (issue 29): the whole model's text still,
+    for a node whose every string is hostile, and a large fleet's (with its run's own
+    findings, node "")."""
+    assert "".join(render.json_pieces(hostile)) == _whole_model_json(hostile)
+    large = build_report(load(large_run), B300, generated_at="T")
+    assert any(not f.node for f in large.findings)
+    assert "".join(render.json_pieces(large)) == _whole_model_json(large)
+
+
+def _one_template_markdown(report: Report) -> str:
+    """report.md as one template made it before each node's section had a template of its
+    own, rendered in the one pass over the nodes (issue 29): the loop over the sections
+    of the nodes with a problem at the end of report.md.j2."""
+    whole = render.environment(autoescape=False).from_string(
+        '{% include "report.md.j2" %}{% for node in report.nodes.sections('
+        'report.nodes.problems) %}{% include "report-node.md.j2" %}{% endfor %}'
+    )
+    return whole.render(report=report)
+
+
+def test_markdown_in_one_pass_is_the_one_templates_text(
+    fleet: Report, hostile: Report, large_run: Path, measured_run: Path
+) -> None:
+    large = build_report(load(large_run), B300, generated_at="T")
+    measured = build_report(load(measured_run), B300, generated_at="T")
+    for report in (fleet, hostile, large, measured):
+        assert report.nodes.problems  # type: ignore[union-attr]
+        assert "".join(render.markdown_pieces(report)) == _one_template_markdown(report)
+
+
+# A node section's rows of findings as report-node.md.j2 wrote them before render.check_rows
+# wrote them (issue 29): the oracle of its text.
+TEMPLATE_ROWS = (
+    "{% for row in node.checks %}{% set f = row.finding %}\n"
+    "| `{{ f.check }}` | {{ f.status.value }} | {{ f | value | md }} | "
+    '{{ (f.expected or "") | md }} | {% if row.fleet_median is not none %}'
+    "{{ row.fleet_median | number }} ({{ row.vs_fleet_pct | pct }}){% endif %} | "
+    "{{ f.message | md }}{% if f.action and f.status.value not in "
+    '("PASS", "SKIP") %}<br>→ {{ f.action | md }}{% endif %} |\n'
+    "{% endfor %}\n"
+)
+
+
+def test_a_sections_rows_are_the_templates_text(
+    fleet: Report, hostile: Report, large_run: Path, measured_run: Path
+) -> None:
+    """Markdown's rows of findings, written in Python (render.check_rows), are the text
+    the template wrote, every field escaped alike: for a node whose every string is
+    hostile, a fleet's medians beside each value, actions, SKIPs and WARNs."""
+    rows = render.environment(autoescape=False).from_string(TEMPLATE_ROWS)
+    large = build_report(load(large_run), B300, generated_at="T")
+    measured = build_report(load(measured_run), B300, generated_at="T")
+    seen: set[str] = set()
+    for report in (fleet, hostile, large, measured):
+        for section in report.nodes:
+            mine = render.check_rows(section)
+            assert (mine + "\n" if mine else "") == rows.render(node=section)
+            seen.update(row.finding.status.value for row in section.checks)
+            seen.update("median" for row in section.checks if row.fleet_median is not None)
+    assert seen >= {"PASS", "WARN", "FAIL", "SKIP", "median"}
 
 
 def test_markdown_and_html_in_pieces(fleet: Report) -> None:
@@ -582,6 +713,29 @@ def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_exit_2(
     assert result.exit_code == 2, result.output
     assert "cannot spool the report's data to a temporary file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_full_temporary_folder_while_the_nodes_parts_are_written_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nodes' parts of report.md, JUnit and report.json go to temporary files too
+    (report/nodepass.py): the folder full by then is one line and exit 2, no file half
+    written in the run directory."""
+    import errno
+
+    from tests.support.cli import invoke
+
+    run = scale_run(tmp_path / "run", 2)
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(nodepass, "TemporaryFile", full)  # its own, not the spools'
+    result = invoke("report", run, "--format", "md,junit,json")
+    assert result.exit_code == 2, result.output
+    assert "cannot spool the report's parts to a temporary file (No space left" in result.output
+    assert "Traceback" not in result.output
+    assert not list(run.glob("report*"))
 
 
 def test_identity_marks_on_disk_are_judged_as_the_whole_fleets() -> None:
