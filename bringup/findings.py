@@ -423,11 +423,11 @@ def matrix_cells(findings: list[Finding]) -> dict[tuple[str, str], Cell]:
         at_worst = [f for f in group if f.status == status]
         checks = []
         if status.rank >= Status.WARN.rank and status is not Status.UNREACHABLE:
-            checks = list(dict.fromkeys(_cell_name(f) for f in at_worst))
+            checks = list(dict.fromkeys(cell_name(f) for f in at_worst))
         cells[key] = Cell(status=status, count=len(at_worst), checks=checks)
     return cells
 
 
-def _cell_name(f: Finding) -> str:
+def cell_name(f: Finding) -> str:
     """A check as a bad cell names it: "count" under gpu; a probe that did not run."""
     return "not judged" if is_probe_line(f) else f.check.split(".", 1)[-1]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from bringup.checks.identity import Mark
     from bringup.facts import NodeFacts, ProbeRecord
     from bringup.findings import Finding
+    from bringup.fleet.tally import Tally
     from bringup.measurements import NodeMeasurements
     from bringup.report.figures import Figures
     from bringup.report.model import Report
@@ -446,7 +447,7 @@ class WholeRunDigest(FactsDigest):
         self.peak = peak
 
 
-def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]:
+def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
     console, the exit code and the report then count the same findings.
@@ -456,7 +457,9 @@ def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]
     ten thousand nodes, never every node's facts at once (docs/scale.md). `held`: the
     findings the run wrote, as the caller holds them: taken for findings.jsonl's when the
     file holds as many lines, not read back (a second copy of 290,000 findings at 10,000
-    nodes); else the file is read, as the report reads it."""
+    nodes); else the file is read, as the report reads it. `check` gives its Tally
+    (fleet/tally.py): what those rules read of the findings, the nodes that have any and
+    the bad ones, without every finding."""
     from bringup import profile as profile_mod
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
