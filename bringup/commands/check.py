@@ -48,7 +48,6 @@ from bringup.commands.common import (
     load_suite,
     node_entries,
     not_for,
-    one_line,
     open_nodes,
     out,
     print_envelope,
@@ -255,8 +254,8 @@ def read_back(run: RunDir, tally: Tally) -> Iterator[Finding]:
             fail(f"{where}: more findings than the run wrote: it changed under the run")
     except InputError as exc:
         fail(f"cannot read back the run's findings: {exc}")
-    except ValueError as exc:  # a line that does not parse (pydantic's ValidationError)
-        fail(f"{where}: a finding does not parse ({one_line(exc)}): it changed under the run")
+    except ValueError:  # a line that does not parse (pydantic's ValidationError)
+        fail(f"{where}: a line does not parse as a finding: it changed under the run")
     except OSError as exc:
         fail(f"cannot spool the run's findings to a temporary file: {exc.strerror}")
     if counts != tally.counts:

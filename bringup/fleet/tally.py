@@ -52,14 +52,19 @@ class Tally:
         self.counts: dict[Status, int] = dict.fromkeys(Status, 0)
         self.total = 0
         self.nodes: set[str] = set()  # every finding's `node` field
-        self.noted: list[Finding] = []  # WARN or worse, in order
-        self.subjects: dict[str, None] = {}  # the matrix's subjects, in order of first finding
+        self._noted: dict[Order, list[Finding]] = {}  # WARN or worse, by batch
+        self._noted_in_order: list[Finding] | None = []
+        # Each batch's subjects of the matrix, in the order of their first finding (equal
+        # tuples held once).
+        self._subjects: dict[Order, tuple[str, ...]] = {}
+        self._subjects_in_order: list[str] | None = []
         self.profiles: set[object] = set()  # the values of the `auto.profile` findings
         self.profiles_pass = True  # every `auto.profile` finding passed
         # (order, count) of each batch, in findings.jsonl's order.
         self.batches: list[tuple[Order, int]] = []
         self._rows: dict[str, Row] = {}
         self._distinct: dict[Row, Row] = {}
+        self._distinct_subjects: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._every: list[Finding] | None = None
         # Where every finding is read back from when this Tally holds no list of them
         # (commands/check.py: findings.jsonl, in the order the command gives them).
@@ -75,6 +80,26 @@ class Tally:
         return tally
 
     @property
+    def noted(self) -> list[Finding]:
+        """The findings at WARN or worse, in the order the command gives its findings
+        (the plan's nodes, then what came after them), not the order the nodes ended in:
+        "what to do" and the verdict line list them so."""
+        if self._noted_in_order is None:
+            by_batch = self._noted
+            self._noted_in_order = [f for order in sorted(by_batch) for f in by_batch[order]]
+        return self._noted_in_order
+
+    @property
+    def subjects(self) -> list[str]:
+        """The matrix's subjects in the order of their first finding, in the order the
+        command gives its findings (findings.matrix_cells's columns)."""
+        if self._subjects_in_order is None:
+            by_batch = self._subjects
+            firsts = (s for order in sorted(by_batch) for s in by_batch[order])
+            self._subjects_in_order = list(dict.fromkeys(firsts))
+        return self._subjects_in_order
+
+    @property
     def bad(self) -> int:
         """How many findings are FAIL, ERROR or UNREACHABLE."""
         return sum(n for status, n in self.counts.items() if status.bad)
@@ -86,7 +111,14 @@ class Tally:
         """Tally a batch, as it was written to findings.jsonl (in that order: the caller
         holds one lock over both). `node_index`: the batch is the findings of the plan's
         node at that place; else it comes after every node's, in the order added."""
+        if node_index is None:
+            order = (1, self._after)
+            self._after += 1
+        else:
+            order = (0, node_index)
         added = 0
+        noted: list[Finding] = []
+        subjects: dict[str, None] = {}
         rows: dict[str, dict[str, list[int]]] = {}
         for f in findings:
             added += 1
@@ -94,14 +126,14 @@ class Tally:
             self.counts[status] += 1
             self.nodes.add(f.node)
             if status.rank >= _WARN:
-                self.noted.append(f)
+                noted.append(f)
             if f.check == AUTO_PROFILE:
                 self.profiles.add(f.value)
                 self.profiles_pass = self.profiles_pass and status is Status.PASS
             if status is Status.SKIP and moved_to(f) is not None:
                 continue  # counted in the cell of the check that judges its fault
             subject = f.check.split(".", 1)[0]
-            self.subjects[subject] = None
+            subjects[subject] = None
             row = rows.get(f.node)
             if row is None:
                 row = rows[f.node] = self._unfrozen(f.node)
@@ -116,11 +148,13 @@ class Tally:
             frozen = tuple((subject, p, s) for subject, (p, s) in row.items())
             self._rows[node] = self._distinct.setdefault(frozen, frozen)
         self.total += added
-        if node_index is None:
-            order = (1, self._after)
-            self._after += 1
-        else:
-            order = (0, node_index)
+        if noted:
+            self._noted.setdefault(order, []).extend(noted)
+            self._noted_in_order = None
+        if subjects:
+            firsts = tuple(dict.fromkeys([*self._subjects.get(order, ()), *subjects]))
+            self._subjects[order] = self._distinct_subjects.setdefault(firsts, firsts)
+            self._subjects_in_order = None
         self.batches.append((order, added))
 
     def _unfrozen(self, node: str) -> dict[str, list[int]]:
