@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from bringup.fleet.tally import Tally
 
 DEFAULT_FORKS = 64
+_WARN = Status.WARN.rank
 State = Literal["complete", "unreachable", "error", "interrupted"]
 
 
@@ -456,7 +457,12 @@ def _finish(
     outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
-        found = [shared.finding(f) for f in outcome_findings(plan, facts, state, reason)]
+        found = outcome_findings(plan, facts, state, reason)
+        # Texts held once where the findings are held to the end: every one, or with a
+        # tally only those at WARN or worse (the rest are on disk, counted).
+        held = (f for f in found if shared.tally is None or f.status.rank >= _WARN)
+        for f in held:
+            shared.finding(f)
         rundir.record_overrides(plan.node, judged_overrides(plan, facts))
         if shared.tally is None:
             outcome.findings = found
