@@ -235,6 +235,7 @@ def read_back(run: RunDir, tally: Tally) -> Iterator[Finding]:
     counts = dict.fromkeys(Status, 0)
     spool = tempfile.TemporaryFile()  # noqa: SIM115 (unlinked; closed by the generator)
     places: list[tuple[int, int]] = []  # each batch's (offset, length) in the spool
+    read = False
     try:
         lines = read_lines_in(run.path, "findings.jsonl", "findings", cap, FINDINGS_LINE_BYTES)
         written = (line for line in lines if line.strip())
@@ -252,14 +253,18 @@ def read_back(run: RunDir, tally: Tally) -> Iterator[Finding]:
             spool.write(data)
         if next(written, None) is not None:
             fail(f"{where}: more findings than the run wrote: it changed under the run")
+        if counts != tally.counts:
+            fail(f"{where}: not the findings the run wrote (other statuses): it changed")
+        read = True
     except InputError as exc:
         fail(f"cannot read back the run's findings: {exc}")
     except ValueError:  # a line that does not parse (pydantic's ValidationError)
         fail(f"{where}: a line does not parse as a finding: it changed under the run")
     except OSError as exc:
         fail(f"cannot spool the run's findings to a temporary file: {exc.strerror}")
-    if counts != tally.counts:
-        fail(f"{where}: not the findings the run wrote (other statuses): it changed under the run")
+    finally:
+        if not read:  # refused: the spool is of no use
+            spool.close()
     return _spooled(spool, [places[index] for index, _ in tally.in_order()])
 
 
