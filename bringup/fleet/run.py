@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
-from bringup.facts import NodeFacts, decode_record
+from bringup.facts import NodeFacts, decode_record, decoded_once
 from bringup.findings import Expected, Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress, Silent
@@ -457,13 +457,19 @@ def _finish(
     outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
-        found = outcome_findings(plan, facts, state, reason)
+        # Its checks, its profile (--profile auto: judged, then its overrides) and its
+        # fleet values read the same records: each validated once.
+        with decoded_once():
+            found = outcome_findings(plan, facts, state, reason)
+            overrides = judged_overrides(plan, facts)
+            if shared.compare:
+                outcome.fields, outcome.marks = fleet_values(facts, shared)
         # Texts held once where the findings are held to the end: every one, or with a
         # tally only those at WARN or worse (the rest are on disk, counted).
         held = (f for f in found if shared.tally is None or f.status.rank >= _WARN)
         for f in held:
             shared.finding(f)
-        rundir.record_overrides(plan.node, judged_overrides(plan, facts))
+        rundir.record_overrides(plan.node, overrides)
         if shared.tally is None:
             outcome.findings = found
             rundir.add_findings(found)
@@ -471,8 +477,6 @@ def _finish(
             with shared.lock:
                 rundir.add_findings(found)
                 shared.tally.add(found, index)
-        if shared.compare:
-            outcome.fields, outcome.marks = fleet_values(facts, shared)
     rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:
         progress.finished(outcome.node, outcome.state)

@@ -280,3 +280,23 @@ def test_one_nodes_check_reads_its_findings_back_for_its_table(
     shown = _shown(run, tally, monkeypatch)
     assert shown == _shown(held_run, held, monkeypatch)
     assert "gpu.count" in shown
+
+
+def test_a_judged_nodes_records_are_each_validated_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its checks, its overrides and its fleet values read the same records: each record
+    of a node is validated once (twice before: the checks', then the fleet values')."""
+    from bringup import facts
+
+    validated: list[str] = []
+    real = facts._decode
+
+    def counted(record: Any) -> Any:
+        validated.append(record.probe)
+        return real(record)
+
+    monkeypatch.setattr(facts, "_decode", counted)
+    _fleet_run(tmp_path / "run", 2, Tally())
+    probes = [r["probe"] for r in _demo_records()[0]]
+    assert sorted(validated) == sorted(probes * 2)
