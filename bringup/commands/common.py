@@ -448,7 +448,9 @@ def show_run(
     the run directory is, and last the verdict line (with --quiet that line alone), which
     says when the facts were not measured by this run (demo data, a replay)."""
     from bringup.commands.show import duration_lines, plain, show_findings, verdict_line
+    from bringup.fleet.tally import tallied
 
+    findings = tallied(findings)  # a list tallied once for the tables and the verdict
     if not quiet:
         show_findings(out, findings, run.manifest.nodes, title)
         for line in duration_lines(durations or {}):
