@@ -9,14 +9,13 @@ reports and JUnit all show.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cache
-from json.encoder import encode_basestring
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -272,14 +271,23 @@ def finding_line(f: Finding) -> str:
             )
         )
     )
-    line = _ENCODE(data) if plain else _json_text(data)
+    line = "".join(_ENCODE(data, 0)) if plain and _ENCODE is not None else _json_text(data)
     line.encode("utf-8")  # UnicodeEncodeError: as pydantic refused to write it
     return line
 
 
-# json's C encoder, compact, text past ASCII as it is (json.dumps(..., ensure_ascii=False,
-# separators=(",", ":"))), refusing what is not JSON data as _json_text does.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+def _not_json(value: object) -> object:
+    raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+# json's C encoder, made once (json.dumps makes one a call), compact, text past ASCII as
+# it is: json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+# check_circular=False); None where the interpreter has no C json.
+_ENCODE = (
+    c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False, False, False)
+    if c_make_encoder is not None
+    else None
+)
 
 
 def _plain_number(value: object) -> bool:
