@@ -412,7 +412,7 @@ class WholeRunDigest(FactsDigest):
     stragglers compare nothing else) and, under --profile auto, its GPU's profile; then
     what the rules over the whole run read of its records, as the report keeps them
     (`_essentials`: equal records held once). Not every record's headers: at ten
-    thousand nodes those were a second copy of about 100 MB at the end of `check`."""
+    thousand nodes those were a second copy of about 60 MB at the end of `check`."""
 
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
         super().__init__(peak_flops_per_s, auto)
