@@ -238,6 +238,7 @@ def measure(
     from bringup.commands.report import judge_whole
     from bringup.fleet.plan import plan_node
     from bringup.fleet.run import run
+    from bringup.fleet.tally import Tally
     from bringup.rundir import RunDir
 
     recorded = demo_records()
@@ -252,27 +253,32 @@ def measure(
     rundir = RunDir.create(out / "run", "check", "b300", chosen.name)
     rundir.manifest.suite_source = str(suite_file)  # as `check` records it: the report reads it
     rundir.save_manifest()
+    tally = Tally()  # as `check` holds its findings: tallied, each on disk (fleet/tally.py)
     with cpu(figures, "run_s"):
         outcomes = run(
-            plans, rundir, forks=forks, console=Console(file=io.StringIO()), compare=True
+            plans,
+            rundir,
+            forks=forks,
+            console=Console(file=io.StringIO()),
+            compare=True,
+            tally=tally,
         )
-    findings = [f for o in outcomes for f in o.findings]
     with cpu(figures, "fleet_checks_s"):
         # The end of `check` as it runs: the fleet checks, the whole run judged, the run
         # closed with its verdict's exit code; then the console's findings and verdict.
-        findings += judge_fleet(rundir, findings, None, None, outcomes)
-        findings += judge_whole(rundir, findings)
-        finish_run(rundir, findings)
+        tally.add(judge_fleet(rundir, tally.noted, None, None, outcomes))
+        tally.add(judge_whole(rundir, tally))
+        finish_run(rundir, tally)
     with cpu(figures, "console_s"), open(os.devnull, "w") as devnull:
         console, common.out = common.out, Console(file=devnull)
         try:
-            show_run(rundir, findings, "profile b300", _durations(rundir))
+            show_run(rundir, tally, "profile b300", _durations(rundir))
         finally:
             common.out = console
-    figures.findings = len(findings)
+    figures.findings = tally.total
     # ru_maxrss is KiB on Linux: the process's peak, imports and all.
     figures.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    del plans, outcomes, findings, rundir
+    del plans, outcomes, tally, rundir
     if with_report:
         report(out / "run", figures)
     figures.wall_s = time.perf_counter() - started

@@ -66,10 +66,14 @@ from bringup.commands.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import IO
+
     from bringup import profile
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.run import NodeOutcome
+    from bringup.fleet.tally import Tally
     from bringup.fleet.target import Target
     from bringup.rundir import RunDir
 
@@ -161,7 +165,7 @@ def check(
     if replay is not None or demo:
         given = ctx.get_parameter_source("suite_name")
         override = suite_name if given and given.name in ("COMMANDLINE", "ENVIRONMENT") else None
-        findings, run = _judge_recorded(replay, demo, profile_name, out_dir, override, limit)
+        tally, run = _judge_recorded(replay, demo, profile_name, out_dir, override, limit)
     else:
         if resume is not None:
             nodes_file, limit, profile_name, suite_name, data_dirs = _resumed(
@@ -183,14 +187,17 @@ def check(
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
-        findings, run, outcomes = probe_fleet(
+        tally, run, outcomes = probe_fleet(
             "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
     from bringup.commands.report import judge_whole
 
-    findings += judge_fleet(run, findings, golden_fields, golden, outcomes)
-    findings += judge_whole(run, findings)
-    code = finish_run(run, findings)
+    # What the run's findings come to, not each one (fleet/tally.py): the fleet checks
+    # read the problems, the whole run the nodes that have findings and the bad ones.
+    tally.add(judge_fleet(run, tally.noted, golden_fields, golden, outcomes))
+    tally.add(judge_whole(run, tally))
+    code = finish_run(run, tally)
+    tally.reader = lambda: read_back(run, tally)  # what prints every finding: from the file
     durations = _durations(run) if outcomes else {}
     if as_json:
         # A run says what became of each node; recorded facts, what each probe recorded.
@@ -198,10 +205,78 @@ def check(
         data = {"durations": durations} if durations else None
         # Demo, replayed, file-sourced or simulated facts are never ACCEPTED: the run's
         # origin, read from its records, decides with the findings (as the report does).
-        print_envelope(findings, run=run, nodes=nodes, data=data)
+        every = tally.every()
+        counted = (tally.total, tally.bad)
+        print_envelope(every, counted=counted, run=run, nodes=nodes, data=data)
     else:
-        show_run(run, findings, f"profile {run.manifest.profile}", durations, quiet)
+        show_run(run, tally, f"profile {run.manifest.profile}", durations, quiet)
     raise typer.Exit(code)
+
+
+def read_back(run: RunDir, tally: Tally) -> Iterator[Finding]:
+    """Every finding of the run, read back from its findings.jsonl in the order `check`
+    gives them (the plan's nodes, then the fleet's and the whole run's findings), each
+    line validated as the report reads it.
+
+    The file must hold what the run tallied as it wrote it, batch by batch: a line that
+    does not parse, a line more or fewer, or another count of a status is refused (exit
+    2, one line), before anything is printed. The findings are spooled to an anonymous
+    temporary file as they are read (the file holds the nodes in the order they ended),
+    and given back from it in order: never every finding at once."""
+    import pickle
+    import tempfile
+
+    from bringup.files import InputError, read_lines_in
+    from bringup.findings import Status, read_finding
+    from bringup.report.rundata import FINDINGS_LINE_BYTES, findings_cap
+
+    where = f"{run.path}/findings.jsonl"
+    cap = findings_cap(len(run.manifest.nodes))
+    counts = dict.fromkeys(Status, 0)
+    spool = tempfile.TemporaryFile()  # noqa: SIM115 (unlinked; closed by the generator)
+    places: list[tuple[int, int]] = []  # each batch's (offset, length) in the spool
+    read = False
+    try:
+        lines = read_lines_in(run.path, "findings.jsonl", "findings", cap, FINDINGS_LINE_BYTES)
+        written = (line for line in lines if line.strip())
+        for _, count in tally.batches:
+            batch = []
+            for line in written if count else ():
+                batch.append(read_finding(line))
+                counts[batch[-1].status] += 1
+                if len(batch) == count:
+                    break
+            if len(batch) != count:
+                fail(f"{where}: fewer findings than the run wrote: it changed under the run")
+            data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+            places.append((spool.tell(), len(data)))
+            spool.write(data)
+        if next(written, None) is not None:
+            fail(f"{where}: more findings than the run wrote: it changed under the run")
+        if counts != tally.counts:
+            fail(f"{where}: not the findings the run wrote (other statuses): it changed")
+        read = True
+    except InputError as exc:
+        fail(f"cannot read back the run's findings: {exc}")
+    except ValueError:  # a line that does not parse (pydantic's ValidationError)
+        fail(f"{where}: a line does not parse as a finding: it changed under the run")
+    except OSError as exc:
+        fail(f"cannot spool the run's findings to a temporary file: {exc.strerror}")
+    finally:
+        if not read:  # refused: the spool is of no use
+            spool.close()
+    return _spooled(spool, [places[index] for index, _ in tally.in_order()])
+
+
+def _spooled(spool: IO[bytes], places: list[tuple[int, int]]) -> Iterator[Finding]:
+    """The batches at these places of the spool, in this order; the spool closed after."""
+    import pickle
+
+    with spool:
+        for offset, length in places:
+            spool.seek(offset)
+            batch: list[Finding] = pickle.loads(spool.read(length))  # this process's own
+            yield from batch
 
 
 def _durations(run: RunDir) -> dict[str, dict[str, float]]:
@@ -286,7 +361,7 @@ def _judge_recorded(
     out_dir: Path | None,
     suite_name: str | None = None,
     limit: str | None = None,
-) -> tuple[list[Finding], RunDir]:
+) -> tuple[Tally, RunDir]:
     """--replay / --demo: recorded facts (of the nodes --limit selects) judged again into a
     new run directory.
 
@@ -298,6 +373,7 @@ def _judge_recorded(
     from bringup.checks.auto import NO_PROFILE, judge_node_by
     from bringup.checks.catalog import judge_probe
     from bringup.files import InputError
+    from bringup.fleet.tally import Tally
     from bringup.profile import Profile
 
     prof = profile_or_auto(profile_name)
@@ -337,7 +413,7 @@ def _judge_recorded(
             fail(f"--replay: {exc}")
     unrecorded = [n for n in original.nodes if n not in {node.node for node in nodes}]
     run.add_nodes(unrecorded)  # planned, never reported: each probe below is not measured
-    findings = []
+    tally = Tally()
     for node in [*nodes, *(run.facts_of(n) for n in unrecorded)]:
         node_findings = judge_node_by(node, prof)
         for probe in original.probes or []:
@@ -349,13 +425,13 @@ def _judge_recorded(
                     for f in judge_probe(probe, None, why, unmeasured)
                 ]
         run.add_findings(node_findings)
-        findings.extend(node_findings)
+        tally.add(node_findings)
     if replay is not None and replay.is_dir() and original.sha256 is not None:
         chosen = {n.node for n in nodes}
         changed = _source_changes(replay, original, chosen, chosen if limit else None)
         run.add_findings(changed)
-        findings.extend(changed)
-    return findings, run
+        tally.add(changed)
+    return tally, run
 
 
 def _source_changes(
@@ -466,11 +542,13 @@ def probe_fleet(
     out_dir: Path | None,
     resume: Path | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-) -> tuple[list[Finding], RunDir, list[NodeOutcome]]:
-    """The suite on every node of the target, each result recorded as it arrives."""
+) -> tuple[Tally, RunDir, list[NodeOutcome]]:
+    """The suite on every node of the target, each result recorded as it arrives, and
+    what their findings come to (fleet/tally.py): each node's tallied as it is judged."""
     from bringup.commands.show import plain
     from bringup.fleet.plan import FleetError, disk_writes, plan_node
     from bringup.fleet.run import run as run_fleet
+    from bringup.fleet.tally import Tally
     from bringup.rundir import RunDir, RunDirError
 
     suite_chosen = load_suite(suite_name)
@@ -510,6 +588,7 @@ def probe_fleet(
         # keeps stdout to its one document).
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
+        tally = Tally()
         outcomes = run_fleet(
             plans,
             run,
@@ -517,14 +596,14 @@ def probe_fleet(
             caps=chosen.caps,
             console=progress_console(),
             compare=command == "check",  # its fleet checks: the values taken at judging
+            tally=tally,
         )
-        findings = [f for o in outcomes for f in o.findings]
         if "ibperf" in suite_chosen.jobs and nodes.remote and len(nodes.hosts) >= 2:
             from bringup.commands.ibperf_job import run_ibperf
 
             # After the probes: each node's rails are what its fabric probe just read.
-            findings += run_ibperf(nodes, run, prof)
-    return findings, run, outcomes
+            tally.add(run_ibperf(nodes, run, prof))
+    return tally, run, outcomes
 
 
 def _data_dirs(chosen: Target, data_dirs: list[Path] | None) -> list[str]:

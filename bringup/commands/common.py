@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from bringup.findings import Finding
     from bringup.fleet.run import NodeOutcome
     from bringup.fleet.slurm import SlurmChoice
+    from bringup.fleet.tally import Tally
     from bringup.fleet.target import Nodes, Target
     from bringup.provenance import Provenance, Resumed
     from bringup.rundir import RunDir
@@ -400,23 +401,20 @@ def open_nodes(chosen: Target) -> Nodes:
         fail(str(exc))
 
 
-def finish_run(run: RunDir, findings: list[Finding]) -> int:
+def finish_run(run: RunDir, findings: list[Finding] | Tally) -> int:
     """Close the run directory with the exit code its verdict gives; that code: 0 only
     for ACCEPTED (findings all good, every record measured live). A run judged with
     --profile auto records the profile its nodes were judged by, when they all were by
     one (a mixed fleet stays "auto": each node's is in its findings)."""
-    from bringup.checks.auto import CHECK
-    from bringup.findings import Status
+    from bringup.fleet.tally import tallied
     from bringup.profile import AUTO
-    from bringup.provenance import verdict_exit_code
+    from bringup.provenance import accepted_counted
 
-    if run.manifest.profile == AUTO:
-        said = [f for f in findings if f.check == CHECK]
-        named = {f.value for f in said}
-        if len(named) == 1 and all(f.status is Status.PASS for f in said):
-            run.manifest.profile = str(named.pop())
-    code = verdict_exit_code(findings, run_origin(run))
-    run.manifest.findings_bad = sum(1 for f in findings if f.status.bad)
+    tally = tallied(findings)
+    if run.manifest.profile == AUTO and len(tally.profiles) == 1 and tally.profiles_pass:
+        run.manifest.profile = str(next(iter(tally.profiles)))
+    code = 0 if accepted_counted(tally.total, tally.bad, run_origin(run)) else 1
+    run.manifest.findings_bad = tally.bad
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, code)
     return code
 
@@ -441,7 +439,7 @@ def probe_states(node: NodeFacts) -> dict[str, dict[str, Any]]:
 
 def show_run(
     run: RunDir,
-    findings: list[Finding],
+    findings: list[Finding] | Tally,
     title: str,
     durations: dict[str, dict[str, float]] | None = None,
     quiet: bool = False,
@@ -450,7 +448,9 @@ def show_run(
     the run directory is, and last the verdict line (with --quiet that line alone), which
     says when the facts were not measured by this run (demo data, a replay)."""
     from bringup.commands.show import duration_lines, plain, show_findings, verdict_line
+    from bringup.fleet.tally import tallied
 
+    findings = tallied(findings)  # a list tallied once for the tables and the verdict
     if not quiet:
         show_findings(out, findings, run.manifest.nodes, title)
         for line in duration_lines(durations or {}):

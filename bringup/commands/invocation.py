@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sys
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -166,6 +167,7 @@ def print_envelope(
     accepted: bool | None = None,
     run: RunDir | None = None,
     origin: Origin | None = None,
+    counted: tuple[int, int] | None = None,
     **optional: Any,
 ) -> None:
     """The one document of --json (commands/envelope.py): the findings, the verdict when
@@ -173,12 +175,18 @@ def print_envelope(
     run_dir, nodes, data, error. The verdict is the one rule of bringup/provenance.py:
     ACCEPTED only when nothing is bad and every record was measured live (`origin`, by
     default the run's, read from its records); `accepted` gives it when the caller
-    judged already (the report). The run's directory is `run_dir` when a run is given."""
-    from bringup.commands.envelope import document
-    from bringup.findings import exit_code as code_of
-    from bringup.provenance import LIVE, verdict_exit_code
+    judged already (the report). The run's directory is `run_dir` when a run is given.
 
-    findings = list(findings)  # a report's are read back from disk (report/findingstore.py)
+    `counted`: how many findings there are and how many of them are bad, when the
+    caller tallied them (fleet/tally.py) and `findings` reads them back as they are
+    written (`check` at ten thousand nodes: never every finding at once)."""
+    from bringup.commands.envelope import document
+    from bringup.provenance import LIVE, accepted_counted
+
+    if counted is None:
+        findings = list(findings)  # a report's are read back from disk (findingstore.py)
+        counted = (len(findings), sum(1 for f in findings if f.status.bad))
+    total, bad = counted
 
     if run is not None:
         optional.setdefault("run_dir", str(run.path))
@@ -188,12 +196,35 @@ def print_envelope(
             origin = run_origin(run)
         origin = origin or LIVE
         if accepted is None:
-            accepted = verdict_exit_code(findings, origin) == 0
+            accepted = accepted_counted(total, bad, origin)
         word = "ACCEPTED" if accepted else "NOT ACCEPTED"
         optional.setdefault("provenance", origin_json(origin))
     if exit_code is None:
-        exit_code = (0 if accepted else 1) if judged else code_of(findings)
-    print_json(document(command_name(), exit_code, findings, word, **optional))
+        exit_code = (0 if accepted else 1) if judged else (1 if bad else 0)
+    print_with_findings(document(command_name(), exit_code, [], word, **optional), findings)
+
+
+# Where the envelope's findings go in its text: its one top-level key of that name (a
+# deeper key is indented further; a text's quotes are escaped).
+_FINDINGS_AT = '\n  "findings": []'
+
+
+def print_with_findings(doc: dict[str, Any], findings: Iterable[Finding]) -> None:
+    """print_json of the envelope `doc` with these findings as its "findings" (given
+    empty), written one finding at a time: the same text as print_json of the document
+    that holds them (tests/unit/test_check_tally.py), never every finding's JSON at once."""
+    from bringup.findings import finding_json
+
+    head, found, tail = json.dumps(doc, indent=2).partition(_FINDINGS_AT)
+    assert found, "the envelope has its findings at the top level"
+    write = sys.stdout.write
+    write(head + '\n  "findings": [')
+    first = True
+    for f in findings:
+        item = json.dumps(finding_json(f), indent=2).replace("\n", "\n    ")
+        write(("\n    " if first else ",\n    ") + item)
+        first = False
+    write(("]" if first else "\n  ]") + tail + "\n")
 
 
 def origin_json(origin: Origin) -> dict[str, Any]:

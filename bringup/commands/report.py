@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from bringup.checks.identity import Mark
     from bringup.facts import NodeFacts, ProbeRecord
     from bringup.findings import Finding
+    from bringup.fleet.tally import Tally
     from bringup.measurements import NodeMeasurements
     from bringup.report.figures import Figures
     from bringup.report.model import Report
@@ -411,7 +412,9 @@ class SpooledMarks:
 class WholeRunDigest(FactsDigest):
     """What judge_whole takes of each node as its facts are read: its metrics alone (the
     stragglers compare nothing else) and, under --profile auto, its GPU's profile; then
-    its records' headers, as the report keeps them."""
+    what the rules over the whole run read of its records, as the report keeps them
+    (`_essentials`: equal records held once). Not every record's headers: at ten
+    thousand nodes those were a second copy of about 60 MB at the end of `check`."""
 
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
         super().__init__(peak_flops_per_s, auto)
@@ -424,7 +427,7 @@ class WholeRunDigest(FactsDigest):
         self.metrics[node.node] = node_metrics(node, self.peak)
         if self.auto:
             self.models[node.node] = judge_node_model(node)[0]
-        return node.headers()
+        return self._essentials(node)
 
     def metrics_of(self, run: RunData) -> list[NodeMeasurements]:
         """The metrics of the run's nodes, in node-name order (Figures.metrics_only)."""
@@ -448,7 +451,7 @@ class WholeRunDigest(FactsDigest):
         self.peak = peak
 
 
-def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]:
+def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
     console, the exit code and the report then count the same findings.
@@ -458,7 +461,9 @@ def judge_whole(run: RunDir, held: list[Finding] | None = None) -> list[Finding]
     ten thousand nodes, never every node's facts at once (docs/scale.md). `held`: the
     findings the run wrote, as the caller holds them: taken for findings.jsonl's when the
     file holds as many lines, not read back (a second copy of 290,000 findings at 10,000
-    nodes); else the file is read, as the report reads it."""
+    nodes); else the file is read, as the report reads it. `check` gives its Tally
+    (fleet/tally.py): what those rules read of the findings, the nodes that have any and
+    the bad ones, without every finding."""
     from bringup import profile as profile_mod
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes

@@ -29,7 +29,6 @@ from bringup.findings import (
     Status,
     checks_count,
     is_probe_line,
-    matrix_cells,
     one_per_probe,
     unrun_probes,
     worst,
@@ -39,6 +38,7 @@ from bringup.report.escape import printable
 if TYPE_CHECKING:
     from rich.style import Style
 
+    from bringup.fleet.tally import Tally
     from bringup.provenance import Origin
 
 STYLES = {
@@ -92,7 +92,7 @@ def node_table(findings: list[Finding], title: str) -> Table:
 
 
 def fleet_matrix(
-    findings: list[Finding], nodes: list[str], width: int = 80
+    findings: list[Finding] | Tally, nodes: list[str], width: int = 80
 ) -> list[RenderableType]:
     """Node × subject matrix: each cell the worst status of the checks of that node's probe
     and how many checks have it ("PASS 12"), the checks behind a bad one below it.
@@ -101,10 +101,14 @@ def fleet_matrix(
     fleet table stays readable in a terminal. A finding that says another check judges its
     fault (a SKIP "judged by topology.nvlink") is shown in that check's cell, not in its
     own. Wider than `width` (80 columns: a terminal's least), the subjects go on in a
-    second table below, the node column repeated: no cell is ever cut.
+    second table below, the node column repeated: no cell is ever cut. The cells are
+    those of findings.matrix_cells, tallied as each node was judged (fleet/tally.py).
     """
-    cells = matrix_cells(findings)
-    subjects = list(dict.fromkeys(subject for _, subject in cells))
+    from bringup.fleet.tally import tallied
+
+    tally = tallied(findings)
+    cells = tally.cells()
+    subjects = list(tally.subjects)
     # A fleet's cells repeat ("PASS 12" on every healthy node): each distinct one made once.
     keys = {where: (cell.status, cell.count, tuple(cell.checks)) for where, cell in cells.items()}
     distinct = {keys[where]: cell for where, cell in cells.items()}
@@ -326,36 +330,45 @@ def unreachable_table(findings: list[Finding], listed: int | None = None) -> Tab
     return table
 
 
-def show_findings(out: Console, findings: list[Finding], nodes: list[str], title: str) -> None:
+def show_findings(
+    out: Console, findings: list[Finding] | Tally, nodes: list[str], title: str
+) -> None:
     """The verdict of a run as every command prints it: one node's table or the fleet's.
 
     One node: a row per finding. Several: the node × subject matrix, what to do grouped by
     action, and the unreachable nodes with their reasons (past FULL_UP_TO nodes, the first
-    LISTED of each, and how many more). Then the status counts.
+    LISTED of each, and how many more). Then the status counts. A fleet's is shown from
+    what its findings come to (fleet/tally.py: the cells, the findings at WARN or worse,
+    the counts), never from every finding at once.
     """
+    from bringup.fleet.tally import tallied
+
+    tally = tallied(findings)
     if len(nodes) == 1:
-        out.print(node_table(findings, f"{nodes[0]} — {title}"))
+        out.print(node_table(list(tally.every()), f"{nodes[0]} — {title}"))
     else:
         listed = LISTED if len(nodes) > FULL_UP_TO else None
-        for table in fleet_matrix(findings, nodes, out.width):
+        for table in fleet_matrix(tally, nodes, out.width):
             out.print(table)
-        todo = problems_by_action(findings, listed)
+        todo = problems_by_action(tally.noted, listed)  # WARN or worse: all it shows
         if todo is not None:
             out.print(todo)
-        unreachable = [f for f in findings if f.status == Status.UNREACHABLE]
+        unreachable = [f for f in tally.noted if f.status == Status.UNREACHABLE]
         if unreachable:
             out.print(unreachable_table(unreachable, listed))
-    out.print(summary_line(findings))
+    out.print(summary_line(tally))
 
 
-def summary_line(findings: list[Finding]) -> Text:
+def summary_line(findings: list[Finding] | Tally) -> Text:
     """The count of each status (one per finding), and how many of them no probe could feed."""
-    counts = {s: sum(1 for f in findings if f.status == s) for s in Status}
+    from bringup.fleet.tally import tallied
+
+    tally = tallied(findings)
     text = Text()
-    for status, n in counts.items():
+    for status, n in tally.counts.items():
         if n:
             text.append(f"{n} {status.value}  ", style=STYLES[status])
-    unrun = unrun_probes(findings)
+    unrun = unrun_probes(tally.noted)  # ERRORs: held whole
     if unrun:
         checks = sum(checks_count(group) for group in unrun.values())
         probes = "1 probe" if len(unrun) == 1 else f"{len(unrun)} probes"
@@ -364,7 +377,7 @@ def summary_line(findings: list[Finding]) -> Text:
 
 
 def verdict_line(
-    findings: list[Finding],
+    findings: list[Finding] | Tally,
     shown: int = 3,
     origin: Origin | None = None,
     overrides: bool = False,
@@ -375,24 +388,24 @@ def verdict_line(
     "simulated GPUs"), in brackets after the verdict word as the report says it: such a
     run is never ACCEPTED (bringup/provenance.py, `accepted`). `overrides`: some node was
     judged with its own profile overrides, said after the word ("ACCEPTED with overrides")."""
-    from bringup.provenance import LIVE, accepted
+    from bringup.fleet.tally import tallied
+    from bringup.provenance import LIVE, accepted_counted
 
+    tally = tallied(findings)
     origin = origin or LIVE
     said = f" ({origin.note})" if origin.note else ""
     with_overrides = " with overrides" if overrides else ""
-    counts = ", ".join(
-        f"{n} {s.value}" for s in Status if (n := sum(1 for f in findings if f.status == s))
-    )
-    nodes = {f.node for f in findings}
-    if not findings:
+    counts = ", ".join(f"{n} {s.value}" for s, n in tally.counts.items() if n)
+    nodes = tally.nodes
+    if not tally.total:
         return Text.assemble(("NOT ACCEPTED", "bold red"), printable(f"{said}: nothing was judged"))
-    if not any(f.status.bad for f in findings):
+    if not tally.bad:
         where = f" on {len(nodes)} node{'s' if len(nodes) != 1 else ''}" if any(nodes) else ""
-        good = accepted(findings, origin)
+        good = accepted_counted(tally.total, tally.bad, origin)
         word, style = ("ACCEPTED", "bold green") if good else ("NOT ACCEPTED", "bold red")
         told = f"{with_overrides if good else ''}{said}: {counts}{where}"
         return Text.assemble((word, style), printable(told))
-    bad = [f for f in one_per_probe(findings) if f.status.bad]
+    bad = [f for f in one_per_probe(tally.noted) if f.status.bad]
     checks = list(dict.fromkeys(f.check for f in bad))
     more = f" (+{len(checks) - shown} more)" if len(checks) > shown else ""
     bad_nodes = {f.node for f in bad}

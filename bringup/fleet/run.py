@@ -42,7 +42,7 @@ from bringup import jsondata
 from bringup.checks.auto import CHECK as AUTO_CHECK
 from bringup.checks.auto import NO_PROFILE, judge_node_by, judge_node_model
 from bringup.checks.catalog import judge_node, judge_probe
-from bringup.facts import NodeFacts, decode_record
+from bringup.facts import NodeFacts, decode_record, decoded_once
 from bringup.findings import Expected, Finding, Status
 from bringup.fleet.plan import FleetError, NodePlan, node_profile, override_changes
 from bringup.fleet.progress import FleetProgress, Silent
@@ -64,8 +64,10 @@ if TYPE_CHECKING:
 
     from bringup.checks.consistency import Fields
     from bringup.checks.identity import Mark
+    from bringup.fleet.tally import Tally
 
 DEFAULT_FORKS = 64
+_WARN = Status.WARN.rank
 State = Literal["complete", "unreachable", "error", "interrupted"]
 
 
@@ -155,8 +157,12 @@ class Shared:
     node). Nothing in it is changed once in: the checks read fields, they never write
     them, and an expectation is frozen."""
 
-    def __init__(self, compare: bool = False) -> None:
+    def __init__(self, compare: bool = False, tally: Tally | None = None) -> None:
         self.compare = compare  # take each judged node's fleet values (fleet_values)
+        # Each node's findings tallied, in findings.jsonl's order, and not held (run's
+        # `tally`); the lock keeps the file's order and the tally's one.
+        self.tally = tally
+        self.lock = threading.Lock()
         self._fields: dict[tuple[tuple[str, Any], ...], Fields] = {}
         self._text: dict[str, str] = {}
         self._expected: dict[tuple[tuple[type, Any], ...], Expected] = {}
@@ -320,19 +326,22 @@ def run(
     console: Console | Silent | None = None,
     caps: NodeCaps | None = None,
     compare: bool = False,
+    tally: Tally | None = None,
 ) -> list[NodeOutcome]:
     """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
 
     Plans without a profile (snapshot) are recorded, not judged: no findings are written.
     `compare`: each judged node's outcome carries what the fleet checks compare of it
-    (`check`'s judge_fleet), its facts being let go of once it is judged.
+    (`check`'s judge_fleet), its facts being let go of once it is judged. `tally`: each
+    node's findings are tallied there as they are written (fleet/tally.py), and its
+    outcome holds none: a run of ten thousand nodes never holds every finding.
     """
     rundir.add_nodes([p.node for p in plans])
     for plan in plans:  # a transport that starts nodes together learns every request first
         if isinstance(plan.runner, Gathered) and not plan.skip:
             plan.runner.announce(plan.request, plan.deadline_s, max(1, forks))
     stop = threading.Event()
-    shared = Shared(compare)
+    shared = Shared(compare, tally)
     if console is None:
         from rich.console import Console
 
@@ -345,9 +354,9 @@ def run(
     done: queue.SimpleQueue[Future[NodeOutcome]] = queue.SimpleQueue()
     with progress, ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
         pending: set[Future[NodeOutcome]] = set()
-        for plan in plans:
+        for index, plan in enumerate(plans):
             future = pool.submit(
-                _run_node, plan, rundir, stop, progress, caps or NodeCaps(), shared
+                _run_node, plan, index, rundir, stop, progress, caps or NodeCaps(), shared
             )
             pending.add(future)
             future.add_done_callback(done.put)
@@ -369,9 +378,9 @@ def run(
                 if not future.cancelled():
                     outcome = future.result()
                     outcomes[outcome.node] = outcome
-    for plan in plans:
+    for index, plan in enumerate(plans):
         if plan.node not in outcomes:  # never started: Ctrl-C came first
-            outcomes[plan.node] = _finish(plan, rundir, "interrupted", None, 0.0, shared)
+            outcomes[plan.node] = _finish(plan, index, rundir, "interrupted", None, 0.0, shared)
     ordered = [outcomes[p.node] for p in plans]
     progress.print_summary([o.state for o in ordered])
     if stop.is_set():
@@ -381,6 +390,7 @@ def run(
 
 def _run_node(
     plan: NodePlan,
+    index: int,
     rundir: RunDir,
     stop: threading.Event,
     progress: FleetProgress,
@@ -390,9 +400,9 @@ def _run_node(
     """One node from connect to findings. Never raises: every failure is an outcome."""
     started = time.monotonic()
     if stop.is_set():
-        return _finish(plan, rundir, "interrupted", None, 0.0, shared)
+        return _finish(plan, index, rundir, "interrupted", None, 0.0, shared)
     if plan.skip:
-        return _finish(plan, rundir, "complete", None, 0.0, shared, progress)
+        return _finish(plan, index, rundir, "complete", None, 0.0, shared, progress)
     names = [s["name"] for s in plan.request["probes"]]
     gate = RecordGate(plan.node, names, caps)
     answered = 0
@@ -442,11 +452,13 @@ def _run_node(
         # (and stops reading it), not when the generator is collected.
         with contextlib.suppress(Exception):  # closing a dead session must not lose the node
             getattr(records, "close", lambda: None)()
-    return _finish(plan, rundir, state, reason, time.monotonic() - started, shared, progress)
+    seconds = time.monotonic() - started
+    return _finish(plan, index, rundir, state, reason, seconds, shared, progress)
 
 
 def _finish(
     plan: NodePlan,
+    index: int,
     rundir: RunDir,
     state: State,
     reason: str | None,
@@ -458,11 +470,26 @@ def _finish(
     outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
-        outcome.findings = [shared.finding(f) for f in outcome_findings(plan, facts, state, reason)]
-        rundir.record_overrides(plan.node, judged_overrides(plan, facts))
-        rundir.add_findings(outcome.findings)
-        if shared.compare:
-            outcome.fields, outcome.marks = fleet_values(facts, shared)
+        # Its checks, its profile (--profile auto: judged, then its overrides) and its
+        # fleet values read the same records: each validated once.
+        with decoded_once():
+            found = outcome_findings(plan, facts, state, reason)
+            overrides = judged_overrides(plan, facts)
+            if shared.compare:
+                outcome.fields, outcome.marks = fleet_values(facts, shared)
+        # Texts held once where the findings are held to the end: every one, or with a
+        # tally only those at WARN or worse (the rest are on disk, counted).
+        held = (f for f in found if shared.tally is None or f.status.rank >= _WARN)
+        for f in held:
+            shared.finding(f)
+        rundir.record_overrides(plan.node, overrides)
+        if shared.tally is None:
+            outcome.findings = found
+            rundir.add_findings(found)
+        else:
+            with shared.lock:
+                rundir.add_findings(found)
+                shared.tally.add(found, index)
     rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:
         progress.finished(outcome.node, outcome.state)

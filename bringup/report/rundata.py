@@ -17,9 +17,10 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -36,6 +37,16 @@ from bringup.rundir import Manifest, iter_facts, parse_manifest
 # What a reader keeps of each node's facts as they are read (report's FactsDigest): the
 # whole run is never held at once. None: every node's facts kept as read.
 Keep = Callable[[NodeFacts], NodeFacts]
+
+
+class Tallied(Protocol):
+    """Findings as a check tallies them (fleet/tally.py), which the rules over the whole
+    run read (checks/completeness.py): every `node` field, those at WARN or worse."""
+
+    @property
+    def nodes(self) -> Collection[str]: ...
+    @property
+    def noted(self) -> Sequence[Finding]: ...
 
 
 class RunDataError(Exception):
@@ -60,9 +71,10 @@ class RunData:
     manifest: Manifest | None
     facts: dict[str, NodeFacts]  # node -> its facts file
     # findings.jsonl's, spooled by node (report/findingstore.py); a list where the run's
-    # findings are held already (a check's end, a bundle's parts one after the other).
-    # None: findings.jsonl absent or unreadable.
-    findings: FindingsSpool | list[Finding] | None
+    # findings are held already (a bundle's parts one after the other); what `check`
+    # tallied of them at its end (fleet/tally.py: the nodes, the bad ones). None:
+    # findings.jsonl absent or unreadable.
+    findings: FindingsSpool | list[Finding] | Tallied | None
     manifest_problem: str | None = None  # why `manifest` is None
     findings_problem: str | None = None  # why `findings` is None
     unreadable_lines: list[int] = field(default_factory=list)  # findings.jsonl, from 1
@@ -94,17 +106,19 @@ class RunData:
         return sorted(names)
 
 
-def written_nodes(findings: FindingsSpool | list[Finding] | None) -> set[str]:
+def written_nodes(findings: FindingsSpool | list[Finding] | Tallied | None) -> set[str]:
     """The `node` field of every finding ("" for the run's own, "a,b" for several)."""
-    if isinstance(findings, FindingsSpool):
-        return findings.nodes
-    return {f.node for f in findings or []}
+    if findings is None:
+        return set()
+    if isinstance(findings, list):
+        return {f.node for f in findings}
+    return set(findings.nodes)  # spooled here, or tallied by `check` (fleet/tally.py)
 
 
 def load(
     path: Path,
     keep: Keep | None = None,
-    findings: list[Finding] | None = None,
+    findings: list[Finding] | Tallied | None = None,
     skip: Callable[[Finding], bool] | None = None,
 ) -> RunData:
     """Read a run directory (or a bundle); RunDataError when it holds neither manifest,
@@ -112,7 +126,8 @@ def load(
 
     `keep`: each node's facts pass through it as they are read, and what it returns is
     kept (a bundle's nodes once their parts' records are merged). `findings`: those of
-    findings.jsonl as the run writing it holds them (the end of a check): not read back.
+    findings.jsonl as the run writing it holds them, or tallies them (the end of a
+    check): not read back.
     `skip`: findings.jsonl's findings left out as they are read (what the report judges
     again itself: never spooled to be dropped after)."""
     if not path.is_dir():
