@@ -8,6 +8,10 @@ Helpers the tests import live in tests/support/.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,14 +28,48 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+@pytest.fixture(autouse=True)
+def _builtin_sys_intern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builtin `sys.intern` for every test, whatever an earlier test imported.
+
+    ansible-core (2.19) replaces `sys.intern` with a callable object when it is imported
+    (so that str subclasses are accepted), and torch's dynamo, which transformers imports,
+    refuses to import beside anything but the builtin. The controller never imports
+    torch, so only tests meet both: a burn-in test run in a process where an earlier test
+    read an Ansible inventory in-process failed (`pytest tests/unit/test_inventory.py
+    tests/integration/burnin/test_flops_counted.py`)."""
+    if not isinstance(sys.intern, types.BuiltinFunctionType):
+        builtin = getattr(sys.intern, "unpatched_implementation", None)
+        if isinstance(builtin, types.BuiltinFunctionType):
+            monkeypatch.setattr(sys, "intern", builtin)
+
+
 @pytest.fixture(scope="session")
 def deepspeed_cpu_op(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    """DeepSpeed's CPU shared-memory op, built once for the session: a TORCH_EXTENSIONS_DIR
+    """DeepSpeed's CPU shared-memory op, built once for the run: a TORCH_EXTENSIONS_DIR
     holding it, or None (and why, printed) where it cannot be built in time. A CPU rank
     builds it on first use into its node's own cache (about 80 s of CPU, once per node and
     test otherwise); clusters get a copy each (`node_build_env`), so a rank killed while it
-    holds the build lock can stall only its own test."""
-    return build_deepspeed_cpu_op(tmp_path_factory.mktemp("torch-extensions"))
+    holds the build lock can stall only its own test.
+
+    Under pytest-xdist (`make test` runs two workers) each worker is a session of its own:
+    the first to need the op builds it, under a lock, in the folder the run's workers share
+    (the parent of each worker's temporary folder); the others wait for it and use it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build_deepspeed_cpu_op(tmp_path_factory.mktemp("torch-extensions"))
+    shared = tmp_path_factory.getbasetemp().parent
+    where, failed = shared / "torch-extensions", shared / "torch-extensions.failed"
+    with (shared / "torch-extensions.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if (where / "extensions").is_dir():
+            return where / "extensions"
+        if failed.exists():
+            return None
+        where.mkdir(exist_ok=True)
+        built = build_deepspeed_cpu_op(where)
+        if built is None:
+            failed.touch()
+        return built
 
 
 @pytest.fixture(scope="module")

@@ -8,23 +8,29 @@ keeps the page equal to it; after a change to the plan's output, rewrite the pag
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from bringup.cli import app
+REPO = Path(__file__).resolve().parents[2]
 
 WIDTH = 100
 BLOCK = re.compile(r"(<!-- plan-example: (?P<args>[^>]*?) -->\n```text\n)(?P<body>.*?)(```)", re.S)
 
 
 def output(args: str) -> str:
-    """`bringup plan ARGS` as a terminal of WIDTH columns shows it, with its command line."""
-    result = CliRunner().invoke(app, ["plan", *shlex.split(args)], env={"COLUMNS": str(WIDTH)})
-    lines = [line.rstrip() for line in result.output.splitlines()]
+    """`bringup plan ARGS` as a terminal of WIDTH columns shows it, with its command line.
+
+    In a process of its own: the console's width is read when the process first imports
+    it, so an in-process run would take whatever width an earlier test left behind."""
+    env = {**os.environ, "COLUMNS": str(WIDTH), "PYTHONPATH": str(REPO)}
+    env.pop("TERMINAL_WIDTH", None)
+    argv = [sys.executable, "-m", "bringup.cli", "plan", *shlex.split(args)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    lines = [line.rstrip() for line in (done.stdout + done.stderr).splitlines()]
     return "\n".join([f"$ bringup plan {args}", *lines]).rstrip() + "\n"
 
 

@@ -146,7 +146,9 @@ def test_inspect_names_a_file_with_brackets_literally(tmp_path: Path) -> None:
     result = invoke("inspect", odd, "--profile", "h100")
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (0, 1)
-    assert f"{odd}: smi-q" in " ".join(result.stdout.split())
+    # rich may fold a long path at a slash: compare with the line breaks and spaces taken
+    # out, so the test does not hang on how long the temporary folder's name is.
+    assert "".join(f"{odd}: smi-q".split()) in "".join(result.stdout.split())
 
 
 # --- the fleet matrix: counts, moved findings, 80 columns, unreachable nodes ----------------
