@@ -28,6 +28,7 @@ from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
 from bringup.fleet.plan import plan_node
 from bringup.fleet.tally import Tally
+from bringup.jsondata import to_json
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
 from bringup.suite import load as load_suite
@@ -36,7 +37,7 @@ from bringup.suite import load as load_suite
 def _demo_records() -> list[list[dict[str, Any]]]:
     from bringup.sim.demo import demo_nodes
 
-    return [[r.model_dump(mode="json") for r in n.probes.values()] for n in demo_nodes()]
+    return [[to_json(r) for r in n.probes.values()] for n in demo_nodes()]
 
 
 def _answering(records: list[dict[str, Any]]) -> fleet.Runner:
@@ -312,7 +313,7 @@ def test_the_end_of_the_check_keeps_what_the_whole_run_rules_read_of_each_node()
 
     demo = demo_nodes()
     count = 300
-    nodes = [demo[i % len(demo)].model_copy(update={"node": f"n{i:04d}"}) for i in range(count)]
+    nodes = [replace(demo[i % len(demo)], node=f"n{i:04d}") for i in range(count)]
     digest = WholeRunDigest(2.25e15, auto=False)
     digest(demo[0])  # every code path run once
     tracemalloc.start()
