@@ -92,8 +92,10 @@ def node_facts_text(facts: NodeFacts) -> str:
 
 
 def record_json(record: ProbeRecord) -> dict[str, Any]:
-    """The record as JSON data (what a node sends for it, and `--json` shows)."""
-    data: dict[str, Any] = jsondata.to_json(record)
+    """The record as JSON data (what a node sends for it, and `--json` shows): a number
+    that is not finite is None, as pydantic's `model_dump(mode="json")` gave it, so no
+    document made from it holds a NaN or an Infinity that JSON has no form for."""
+    data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(record))
     return data
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, ValidationError
 
@@ -314,6 +314,8 @@ def test_a_facts_file_is_written_byte_for_byte_as_the_pydantic_model_wrote_it(
 
 @SOME
 @given(fields=record_fields())
+# found by hypothesis after the merges: record_json kept the infinity pydantic made None
+@example(fields={"probe": "", "ok": False, "facts": {"": float("inf")}})
 def test_a_record_is_written_byte_for_byte_as_the_pydantic_model_wrote_it(
     fields: dict[str, Any],
 ) -> None:
