@@ -314,14 +314,17 @@ def test_a_facts_file_is_written_byte_for_byte_as_the_pydantic_model_wrote_it(
 
 @SOME
 @given(fields=record_fields())
-# found by hypothesis after the merges: record_json kept the infinity pydantic made None
+# found by hypothesis after the merges: record_json kept an infinity JSON has no form for
 @example(fields={"probe": "", "ok": False, "facts": {"": float("inf")}})
+@example(fields={"probe": "", "ok": False, "duration_s": float("inf")})
 def test_a_record_is_written_byte_for_byte_as_the_pydantic_model_wrote_it(
     fields: dict[str, Any],
 ) -> None:
     mine, main = both_records(fields)
     assert record_text(mine) == main.model_dump_json()  # a journal line's record
-    assert as_text(record_json(mine)) == as_text(main.model_dump(mode="json"))
+    # As JSON data: what main's JSON text held (a number that is not finite is null there;
+    # its model_dump kept a float field's infinity, which no JSON document can hold).
+    assert as_text(record_json(mine)) == as_text(json.loads(main.model_dump_json()))
 
 
 @SOME
