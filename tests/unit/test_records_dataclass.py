@@ -396,7 +396,10 @@ def test_what_main_wrote_reads_back_and_is_written_again_unchanged(
 ) -> None:
     _, main = both_nodes(fields)
     text = main.model_dump_json(indent=2) + "\n"
-    assert node_facts_text(read_node_facts(text)) == text
+    # A float field main held as an infinity it wrote as null, which main's own model then
+    # refused to read (found by hypothesis): such a file was never readable; all others are.
+    if outcome(lambda: type(main).model_validate_json(text)) is not None:
+        assert node_facts_text(read_node_facts(text)) == text
     _, manifest = both_manifests({"command": "check", "started_at": "T"})
     written = manifest.model_dump_json(indent=2) + "\n"
     assert manifest_text(parse_manifest(written)) == written
