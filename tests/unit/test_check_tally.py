@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import threading
 import tracemalloc
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,23 +30,13 @@ from bringup.jsondata import to_json
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
 from bringup.suite import load as load_suite
+from tests.support.runners import answering
 
 
 def _demo_records() -> list[list[dict[str, Any]]]:
     from bringup.sim.demo import demo_nodes
 
     return [[to_json(r) for r in n.probes.values()] for n in demo_nodes()]
-
-
-def _answering(records: list[dict[str, Any]]) -> fleet.Runner:
-    def runner(
-        request: dict[str, Any], deadline: float, stop: threading.Event, on_stage: fleet.Stage
-    ) -> Iterator[dict[str, Any]]:
-        on_stage("running")
-        asked = {s["name"] for s in request["probes"]}
-        yield from (dict(r) for r in records if r["probe"] in asked)
-
-    return runner
 
 
 def _fleet_run(path: Path, nodes: int, tally: Tally | None) -> tuple[RunDir, list[Finding]]:
@@ -60,7 +48,7 @@ def _fleet_run(path: Path, nodes: int, tally: Tally | None) -> tuple[RunDir, lis
     plans = []
     for i in range(nodes):
         records = demo[i % len(demo)]
-        plan = plan_node(Host(f"n{i:03d}", "127.0.0.1"), _answering(records), suite, profile)
+        plan = plan_node(Host(f"n{i:03d}", "127.0.0.1"), answering(records), suite, profile)
         recorded = {r["probe"] for r in records}
         plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] in recorded]}
         plans.append(plan)

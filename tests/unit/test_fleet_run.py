@@ -21,6 +21,7 @@ from bringup.fleet.plan import plan_node
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir
 from bringup.suite import load as load_suite
+from tests.support.runners import answering
 
 
 def test_bounded_concurrency_never_runs_more_than_forks_nodes(tmp_path: Path) -> None:
@@ -234,16 +235,6 @@ def test_the_fleet_checks_judge_the_values_taken_at_judging_as_they_judge_the_fa
     demo = [[record_json(r) for r in n.probes.values()] for n in demo_nodes()]
     odd = copy.deepcopy(demo[0])  # the healthy node with another VBIOS on GPU 0: odd one out
     next(r for r in odd if r["probe"] == "gpu")["facts"]["gpus"][0]["vbios_version"] = "97.0"
-
-    def answering(records: list[dict[str, Any]]) -> fleet.Runner:
-        def runner(
-            request: dict[str, Any], deadline: float, stop: threading.Event, on_stage: fleet.Stage
-        ) -> Iterator[dict[str, Any]]:
-            on_stage("running")
-            asked = {s["name"] for s in request["probes"]}
-            yield from (dict(r) for r in records if r["probe"] in asked)
-
-        return runner
 
     suite = load_suite("acceptance")
     profile = load_profile("b300")
