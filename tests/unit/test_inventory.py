@@ -287,32 +287,32 @@ pod_b
 pod_a
 """
 
-_PRINT_ORDER = (
-    "import sys; from pathlib import Path; from bringup.fleet.inventory import load; "
-    "print(' '.join(h.name for h in load(Path(sys.argv[1]), sys.argv[2] or None)))"
+_PRINT_ORDERS = (
+    "import sys; from pathlib import Path; from bringup.fleet.inventory import load\n"
+    "for limit in (None, 'gpu:!rack2'):\n"
+    "    print(' '.join(h.name for h in load(Path(sys.argv[1]), limit)))"
 )
 
 
-@pytest.mark.parametrize("limit", ["", "gpu:!rack2"])
-def test_hosts_come_in_the_inventory_files_order_in_every_process(
-    tmp_path: Path, limit: str
-) -> None:
+def test_hosts_come_in_the_inventory_files_order_in_every_process(tmp_path: Path) -> None:
+    """Pods of racks read in processes of different hash seeds, with and without --limit:
+    each host where the file first names it, the same in every process."""
     import os
     import subprocess
     import sys
 
     (tmp_path / "hosts.ini").write_text(PODS)
     orders = set()
-    for seed in ("0", "1", "2", "3", "4", "5"):
+    for seed in ("0", "1", "2", "3"):
         done = subprocess.run(
-            [sys.executable, "-c", _PRINT_ORDER, str(tmp_path / "hosts.ini"), limit],
+            [sys.executable, "-c", _PRINT_ORDERS, str(tmp_path / "hosts.ini")],
             capture_output=True,
             text=True,
             check=True,
             env={**os.environ, "PYTHONHASHSEED": seed},
         )
-        orders.add(done.stdout.strip())
+        orders.add(tuple(done.stdout.splitlines()))
     rack3, rack1, rack2 = ([f"node{r}0{n}" for n in range(1, 5)] for r in (3, 1, 2))
     whole = [*rack3, *rack1, "shared", *rack2, "login1"]
-    expected = whole if not limit else [*rack3, *rack1]  # shared is in rack2 too
-    assert orders == {" ".join(expected)}
+    limited = [*rack3, *rack1]  # shared is in rack2 too
+    assert orders == {(" ".join(whole), " ".join(limited))}
