@@ -34,6 +34,13 @@ T = TypeVar("T")
 # is final as encoded).
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _CANDIDATE = re.compile(rb"e(?<=[0-9]e)(?=[0-9])")  # the letter first: a fast scan for it
+# A number with a positive exponent as msgspec's compact text has it is a value: the first
+# thing in the text or just after a ":", "," or "[" (that text has no whitespace), then
+# digits, maybe a fraction, the "e". A UUID's "3e5" never is, so a gpu record's text is
+# final as encoded; a text that holds such characters inside a string is looked at line
+# by line below.
+_DIGITS = frozenset(b"0123456789")
+_BEFORE_A_VALUE = frozenset(b":,[")
 # One line of the indented text whose value is a number with a positive exponent: an
 # element, or a key (a whole text: its escapes taken as such) and its value. A text never
 # spans lines, so a number is told from a text's characters by the line alone.
@@ -49,12 +56,39 @@ def dumps(value: object, indent: bool = False) -> str:
     wrote it, or `model_dump_json(indent=2)` with `indent`. ValueError for a text that is
     no Unicode; TypeError for a value JSON has no form for."""
     data = msgspec.json.encode(value)
-    if b"0e0" not in data.translate(_DIGITS_AS_ZERO):
+    if not _may_hold_exponent(data):
         return (msgspec.json.format(data, indent=2) if indent else data).decode()
     text = msgspec.json.format(data, indent=2)
     # The candidates are the same, in the same order, in both texts: formatting adds
     # whitespace between values and changes no number and no text.
     return _signed(text if indent else data, _exponents(text)).decode()
+
+
+def _may_hold_exponent(data: bytes) -> bool:
+    """Whether msgspec's compact text may hold a number with a positive exponent: an "e"
+    between two digits at all, then one where a number can be (a text that holds the
+    same characters passes here too, and is told apart by _exponents)."""
+    if b"0e0" not in data.translate(_DIGITS_AS_ZERO):
+        return False
+    return any(_after_a_value_start(data, at) for at in _candidates(data))
+
+
+def _after_a_value_start(data: bytes, at: int) -> bool:
+    """Whether the "e" at `at` ends what reads as a number's start: digits, maybe a
+    fraction, maybe a minus, at the text's start or after a ":", "," or "["."""
+    i = at - 1
+    while i >= 0 and data[i] in _DIGITS:
+        i -= 1
+    if i >= 0 and data[i] == 0x2E:  # ".": the fraction, then the integer part
+        i -= 1
+        end = i
+        while i >= 0 and data[i] in _DIGITS:
+            i -= 1
+        if i == end:
+            return False
+    if i >= 0 and data[i] == 0x2D:  # "-"
+        i -= 1
+    return i < 0 or data[i] in _BEFORE_A_VALUE
 
 
 def _candidates(data: bytes) -> list[int]:

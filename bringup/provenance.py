@@ -250,7 +250,9 @@ class Origin:
         return ", ".join(self.reasons) or None
 
 
-def origin_of(chains: Iterable[tuple[str, list[Source]]], made: Provenance | None = None) -> Origin:
+def origin_of(
+    chains: Iterable[tuple[str, Sequence[Source]]], made: Provenance | None = None
+) -> Origin:
     """The run's Origin from (node, chain) of every record it judges.
 
     `made`, the run's manifest provenance, covers records written before records carried

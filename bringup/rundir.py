@@ -72,7 +72,7 @@ from bringup.files import (
 )
 from bringup.findings import Finding, finding_line
 from bringup.journal import JournalError, JournalRead, RunJournal, read_journal
-from bringup.provenance import Provenance, Resumed, evidence_hashes
+from bringup.provenance import Provenance, Resumed, Source, evidence_hashes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,6 +288,23 @@ def _lstat_kind(path: Path) -> str:
     return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "file"
 
 
+# What the end of a run reads of each probe record of a node: its name, whether it was
+# replayed (its time is not the run's), where its facts came from.
+Shape = tuple[tuple[str, bool, tuple[Source, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What a run keeps of a node it has let go of (RunDir.release): what the end of the
+    run reads of every node, each probe's seconds (the probe times) and its record's
+    provenance (the run's origin), nothing else. The shape, which probes and where each
+    came from, is held once for every node that has the same: at ten thousand nodes the
+    records' headers kept before were 60 MB, these are a few (docs/scale.md)."""
+
+    shape: Shape
+    seconds: tuple[float, ...]
+
+
 class RunDir:
     """A run directory being written."""
 
@@ -304,8 +321,10 @@ class RunDir:
         self._journal = RunJournal(path, path / "facts")
         # The facts folders written into (facts/, or each facts/<shard>/), each opened once.
         self._folders: dict[str, int] = {}
-        # Nodes let go of once judged (release): their records' headers, the rest on disk.
-        self._released: dict[str, NodeFacts] = {}
+        # Nodes let go of once judged (release): their probe times and provenance (Kept),
+        # the rest on disk; each distinct shape held once.
+        self._released: dict[str, Kept] = {}
+        self._shapes: dict[Shape, Shape] = {}
 
     @classmethod
     def create(
@@ -448,14 +467,43 @@ class RunDir:
         held += [self._read_node(node) for node in released]
         return sorted(held, key=lambda f: file_name(f.node))
 
-    def recorded_headers(self) -> list[NodeFacts]:
-        """Every node's records' headers (NodeFacts.headers: what ran, when, how it ended,
-        where it came from), in file-name order: what the end of a run reads of every node
-        (its origin, the probe times) without holding, or reading back, their facts."""
+    def probe_times(self) -> dict[str, dict[str, float]]:
+        """node -> probe -> seconds it ran, in file-name order, records replayed from
+        another run left out (their time is not this run's); a node with none absent.
+        What `check` prints of how long each probe took (commands/show.py)."""
+        found: dict[str, dict[str, float]] = {}
+        for node, kept in self._every_kept():
+            times = {
+                name: seconds
+                for (name, replayed, _), seconds in zip(kept.shape, kept.seconds, strict=True)
+                if not replayed
+            }
+            if times:
+                found[node] = times
+        return found
+
+    def record_chains(self) -> Iterator[tuple[str, tuple[Source, ...]]]:
+        """(node, provenance) of every record of every node, in file-name order: what
+        the run's origin is judged from (provenance.origin_of)."""
+        for node, kept in self._every_kept():
+            for _, _, chain in kept.shape:
+                yield node, chain
+
+    def _every_kept(self) -> list[tuple[str, Kept]]:
         with self._lock:
-            found = [f.headers() for f in self._facts.values()]
-            found += list(self._released.values())
-        return sorted(found, key=lambda f: file_name(f.node))
+            found = [(node, self._keep(facts)) for node, facts in self._facts.items()]
+            found += self._released.items()
+        return sorted(found, key=lambda entry: file_name(entry[0]))
+
+    def _keep(self, facts: NodeFacts) -> Kept:
+        """What release keeps of a node, its shape shared with every node that has the
+        same. Under the run's lock."""
+        shape = tuple(
+            (name, bool(record.params.get("replayed")), tuple(record.provenance))
+            for name, record in facts.probes.items()
+        )
+        shape = self._shapes.setdefault(shape, shape)
+        return Kept(shape, tuple(record.duration_s for record in facts.probes.values()))
 
     def journal(self, node: str) -> None:
         """From now on each record of the node is appended to its journal, and synced, as it
@@ -481,14 +529,15 @@ class RunDir:
         self._journal.settled(node)  # its lines in the journal need not be read again
 
     def release(self, node: str) -> None:
-        """Let go of a judged node's facts: its records' headers stay (recorded_headers),
-        the rest is read back from its file by whoever asks again (facts_of, recorded).
-        A fleet of ten thousand nodes is then never all in memory at once."""
+        """Let go of a judged node's facts: its probe times and provenance stay (Kept:
+        probe_times, record_chains), the rest is read back from its file by whoever asks
+        again (facts_of, recorded). A fleet of ten thousand nodes is then never all in
+        memory at once."""
         self.settle(node)
         with self._lock:
             facts = self._facts.pop(node, None)
             if facts is not None:
-                self._released[node] = facts.headers()
+                self._released[node] = self._keep(facts)
 
     def reset_findings(self) -> None:
         """Start findings.jsonl afresh (a resumed run judges every node again)."""

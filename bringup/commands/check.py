@@ -281,11 +281,9 @@ def _spooled(spool: IO[bytes], places: list[tuple[int, int]]) -> Iterator[Findin
 
 def _durations(run: RunDir) -> dict[str, dict[str, float]]:
     """Seconds each probe ran on each node (docs/workflows.md#how-long-a-suite-takes)."""
-    from bringup.commands.show import probe_durations
-
     if not (run.path / "facts").exists():
         return {}
-    return probe_durations(run.recorded_headers())
+    return run.probe_times()
 
 
 def _load_golden(path: Path) -> dict[str, Any]:

@@ -149,9 +149,9 @@ def new_run(
 
 def run_origin(run: RunDir) -> Origin:
     """Where the facts of a run came from, from every record it holds (and its manifest)."""
-    from bringup.facts import origin
+    from bringup.provenance import origin_of
 
-    return origin(run.recorded_headers(), run.manifest.provenance)
+    return origin_of(run.record_chains(), run.manifest.provenance)
 
 
 def print_json(doc: dict[str, Any] | list[Any]) -> None:

@@ -85,7 +85,7 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
             if limit is not None:
                 _check_limit(inventory, limit, path)
                 inventory.subset(limit)
-            selected = inventory.get_hosts("all")
+            selected = in_file_order(inventory.get_hosts("all"), inventory.hosts)
         except AnsibleError as exc:
             raise InventoryError(f"--limit {limit!r}: {_one_line(exc.message)}") from None
     if not selected:
@@ -98,6 +98,16 @@ def load(path: Path, limit: str | None = None) -> list[Host]:
         values = {k: v for k, v in values.items() if k not in MAGIC_VARS}
         hosts.append(_host(entry.name, _plain(templates.render(values, entry.name))))
     return hosts
+
+
+def in_file_order(selected: list[Any], known: dict[str, Any]) -> list[Any]:
+    """The selected hosts in the order the inventory names them, each at its first
+    appearance (Ansible's own map of hosts, filled as it parses the sources in order).
+    `get_hosts("all")` walks the groups through sets: with groups of groups (racks in
+    pods) its order changes from one process to the next, and a run's nodes, its
+    console and its files would with it."""
+    place = {name: number for number, name in enumerate(known)}
+    return sorted(selected, key=lambda host: place.get(host.name, len(place)))
 
 
 # --- each host's variables: Ansible's precedence, what hosts share worked out once --------

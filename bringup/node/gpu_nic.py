@@ -38,8 +38,13 @@ class GpuNic:
         return self.link in NEAR
 
 
+# Each link's rank in PCIE_ORDER; anything else (no column, "X", "NV#", "N/A") is farther.
+_RANK = {link: rank for rank, link in enumerate(PCIE_ORDER)}
+_FARTHEST = len(PCIE_ORDER)
+
+
 def _distance(link: str | None) -> int:
-    return PCIE_ORDER.index(link) if link in PCIE_ORDER else len(PCIE_ORDER)
+    return _RANK.get(link, _FARTHEST) if link else _FARTHEST
 
 
 def compute_nics(facts: TopologyFacts) -> list[TopoNic]:
@@ -51,18 +56,24 @@ def gpu_nic_map(facts: TopologyFacts) -> list[GpuNic]:
     """Each GPU's nearest compute NIC (ties: the NIC no other GPU is nearer to, then the
     first in column order), and which other GPUs have that same NIC as their nearest."""
     nics = compute_nics(facts)
+    labels = [f"GPU{gpu.index}" for gpu in facts.gpus]
+    # Every NIC's distance to every GPU, read once: judging a node looked each pair up
+    # again for every GPU it compared, the largest part of its topology check.
+    distances = [[_distance(nic.links.get(label)) for label in labels] for nic in nics]
+    # A NIC is nearer to another GPU than to this one exactly when its nearest GPU is
+    # nearer than this one (GPUs of the same index share a label, so a distance).
+    nearest = [min(row, default=_FARTHEST) for row in distances]
     found: list[GpuNic] = []
-    for gpu in facts.gpus:
-        label = f"GPU{gpu.index}"
+    for column, gpu in enumerate(facts.gpus):
         if not nics:
             found.append(GpuNic(gpu.index, None, None))
             continue
-        best = min(_distance(n.links.get(label)) for n in nics)
-        tied = [n for n in nics if _distance(n.links.get(label)) == best]
-        # Of equally near NICs, prefer one that is not nearer to another GPU.
-        own = [n for n in tied if not _nearer_to_another(n, gpu.index, facts)]
-        nic = (own or tied)[0]
-        found.append(GpuNic(gpu.index, nic.name, nic.links.get(label)))
+        mine = [row[column] for row in distances]
+        best = min(mine)
+        tied = [i for i, d in enumerate(mine) if d == best]
+        own = [i for i in tied if not nearest[i] < mine[i]]
+        nic = nics[(own or tied)[0]]
+        found.append(GpuNic(gpu.index, nic.name, nic.links.get(labels[column])))
     by_nic: dict[str, list[int]] = {}
     for entry in found:
         if entry.nic is not None and entry.near:
@@ -71,15 +82,6 @@ def gpu_nic_map(facts: TopologyFacts) -> list[GpuNic]:
         if entry.nic is not None and entry.near:
             entry.shared_with = [g for g in by_nic[entry.nic] if g != entry.gpu]
     return found
-
-
-def _nearer_to_another(nic: TopoNic, gpu: int, facts: TopologyFacts) -> bool:
-    mine = _distance(nic.links.get(f"GPU{gpu}"))
-    return any(
-        _distance(nic.links.get(f"GPU{other.index}")) < mine
-        for other in facts.gpus
-        if other.index != gpu
-    )
 
 
 def rail_gpus(facts: TopologyFacts) -> dict[str, int]:

@@ -312,3 +312,60 @@ def test_the_end_of_the_check_keeps_what_the_whole_run_rules_read_of_each_node()
         tracemalloc.stop()
     assert [k.node for k in kept] == [n.node for n in nodes]
     assert held / count < 2000, f"{held / count:.0f} bytes a node"
+
+
+def _released_bytes(path: Path, nodes: int) -> tuple[int, RunDir]:
+    """What a run directory holds after `nodes` nodes answered with the demo fleet's
+    records in turn, each journaled, judged and let go of (tracemalloc), as fleet.run
+    does with each node."""
+    demo = _demo_records()
+    run = RunDir.create(path, "check", "b300", "acceptance")
+    names = [f"node{i:05d}" for i in range(nodes)]
+    run.add_nodes(names)
+    tracemalloc.start()
+    try:
+        for i, name in enumerate(names):
+            run.journal(name)
+            for record in demo[i % len(demo)]:
+                run.add_record(name, dict(record))
+            run.release(name)
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return size, run
+
+
+def test_a_released_node_leaves_only_its_probe_times_and_provenance_held(
+    tmp_path: Path,
+) -> None:
+    """Once a node is judged the run directory lets go of its facts and keeps what the end
+    of the check reads of it: each probe's seconds and its record's provenance, the
+    probes and provenance held once for the nodes alike. It kept every record's headers
+    (NodeFacts.headers: about 6 kB a node of the demo's records, 60 MB at ten thousand
+    nodes); now a few hundred bytes. What the end reads is what the headers gave."""
+    from bringup.commands.show import probe_durations
+    from bringup.facts import origin
+    from bringup.provenance import origin_of
+
+    _released_bytes(tmp_path / "warm", 6)  # every code path run once
+    small, large = 20, 120
+    grown = _released_bytes(tmp_path / "large", large)[0]
+    grown -= _released_bytes(tmp_path / "small", small)[0]
+    per_node = grown / (large - small)
+    assert per_node < 700, f"{per_node:.0f} bytes a node"
+
+    _, run = _released_bytes(tmp_path / "kept", 12)
+    # A record replayed from another run's file: its time is not the run's, and where it
+    # came from makes the run's origin.
+    gpu = next(r for r in _demo_records()[0] if r["probe"] == "gpu")
+    source = {"kind": "file", "of": "/old/facts/node00003.json", "sha256": "ab" * 32}
+    run.add_record("node00003", {**gpu, "params": {"replayed": True}, "provenance": [source]})
+    run.release("node00003")
+    run.journal("node00012")
+    run.add_record("node00012", dict(gpu))  # a node still held
+    headers = [f.headers() for f in run.recorded()]
+    assert run.probe_times() == probe_durations(headers)
+    assert list(run.probe_times()) == [f"node{i:05d}" for i in range(13)]
+    assert "gpu" not in run.probe_times()["node00003"]
+    assert origin_of(run.record_chains()) == origin(headers)
+    assert "facts from files on node00003" in origin(headers).reasons

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bringup.checks.topology import judge_nic_affinity
 from bringup.findings import Status
 from bringup.node.gpu_nic import GpuNic, gpu_nic_map, rail_gpus
-from bringup.node.probes.topology import TopologyFacts, parse_topo
+from bringup.node.probes.topology import TopoGpu, TopologyFacts, TopoNic, parse_topo
 from bringup.profile import load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "topo"
@@ -108,3 +111,59 @@ def test_a_gpu_whose_only_near_nic_is_the_bond_warns_under_one_nic_per_gpu() -> 
     assert [(f.status, f.message) for f in findings] == [
         (Status.WARN, "GPU7: no NIC at PIX/PXB (closest: mlx5_17 at NODE)")
     ]
+
+
+def _plain_map(facts: TopologyFacts) -> list[tuple[int, str | None, str | None]]:
+    """gpu_nic_map's rule read as its docstring says it, one pair at a time: each GPU's
+    nearest compute NIC; of equally near ones the first that no other GPU is nearer to,
+    else the first."""
+    order = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+
+    def distance(nic: TopoNic, gpu: int) -> int:
+        link = nic.links.get(f"GPU{gpu}")
+        return order.index(link) if link in order else len(order)
+
+    nics = [n for n in facts.nic_details if not n.bonded]
+    found: list[tuple[int, str | None, str | None]] = []
+    for gpu in facts.gpus:
+        if not nics:
+            found.append((gpu.index, None, None))
+            continue
+        best = min(distance(n, gpu.index) for n in nics)
+        tied = [n for n in nics if distance(n, gpu.index) == best]
+        others = [g.index for g in facts.gpus if g.index != gpu.index]
+        own = [n for n in tied if all(distance(n, o) >= best for o in others)]
+        nic = (own or tied)[0]
+        found.append((gpu.index, nic.name, nic.links.get(f"GPU{gpu.index}")))
+    return found
+
+
+_LINKS = st.sampled_from(["X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "NV18", "N/A", ""])
+
+
+@st.composite
+def _topologies(draw: st.DrawFn) -> TopologyFacts:
+    """Matrices of up to eight GPUs (an index repeated now and then, as a broken capture
+    can) and up to six NICs, any link between them or none, some NICs bonded."""
+    indices = draw(st.lists(st.integers(0, 7), max_size=8))
+    nics = []
+    for n in range(draw(st.integers(0, 6))):
+        links = {f"GPU{i}": draw(_LINKS) for i in indices if draw(st.booleans()) or n % 2}
+        nics.append(TopoNic(f"mlx5_{n}", f"NIC{n}", links=links, bonded=draw(st.booleans())))
+    gpus = [TopoGpu(index=i) for i in indices]
+    return TopologyFacts(len(gpus), 0, [n.name for n in nics], gpus=gpus, nic_details=nics)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_topologies())
+def test_the_map_is_its_rule_read_pair_by_pair(facts: TopologyFacts) -> None:
+    """The map reads each NIC's distance to each GPU once (judging every node computes it);
+    its answer is the rule's, read one pair at a time."""
+    found = [(e.gpu, e.nic, e.link) for e in gpu_nic_map(facts)]
+    assert found == _plain_map(facts)
+
+
+def test_the_captures_map_as_the_rule_reads_them() -> None:
+    for capture in sorted(FIXTURES.glob("*.txt")):
+        facts = parse(capture.name)
+        assert [(e.gpu, e.nic, e.link) for e in gpu_nic_map(facts)] == _plain_map(facts)

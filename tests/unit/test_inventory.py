@@ -262,3 +262,57 @@ def test_a_limit_that_selects_no_valid_pattern_is_refused(
 def test_ssh_options_as_ssh_reads_them() -> None:
     args = ["-o", "ProxyJump=j", "-oPort=2200", "-o", "User admin", "-o", "port=1", "-v"]
     assert ssh_options(args) == {"proxyjump": "j", "port": "2200", "user": "admin"}
+
+
+# Racks in pods, pods in the fleet, a host in two racks and one listed before its rack's
+# pod: Ansible's get_hosts("all") walks these groups of groups through sets.
+PODS = """\
+[rack3]
+node[301:304]
+[rack1]
+node[101:104]
+shared
+[rack2]
+node[201:204]
+shared
+[login]
+login1
+[pod_b:children]
+rack2
+rack3
+[pod_a:children]
+rack1
+[gpu:children]
+pod_b
+pod_a
+"""
+
+_PRINT_ORDERS = (
+    "import sys; from pathlib import Path; from bringup.fleet.inventory import load\n"
+    "for limit in (None, 'gpu:!rack2'):\n"
+    "    print(' '.join(h.name for h in load(Path(sys.argv[1]), limit)))"
+)
+
+
+def test_hosts_come_in_the_inventory_files_order_in_every_process(tmp_path: Path) -> None:
+    """Pods of racks read in processes of different hash seeds, with and without --limit:
+    each host where the file first names it, the same in every process."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "hosts.ini").write_text(PODS)
+    orders = set()
+    for seed in ("0", "1", "2", "3"):
+        done = subprocess.run(
+            [sys.executable, "-c", _PRINT_ORDERS, str(tmp_path / "hosts.ini")],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        orders.add(tuple(done.stdout.splitlines()))
+    rack3, rack1, rack2 = ([f"node{r}0{n}" for n in range(1, 5)] for r in (3, 1, 2))
+    whole = [*rack3, *rack1, "shared", *rack2, "login1"]
+    limited = [*rack3, *rack1]  # shared is in rack2 too
+    assert orders == {(" ".join(whole), " ".join(limited))}

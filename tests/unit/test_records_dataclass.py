@@ -378,6 +378,31 @@ def test_an_exponent_is_told_from_the_same_characters_in_a_text() -> None:
     assert '"x\\": 1e5": 1e+17' in node_facts_text(node)
 
 
+# Texts of the characters a number with an exponent is made of, and of what comes before
+# one in JSON: what jsondata's quick look for an exponent must not take for a number.
+number_like = st.text(alphabet='0123e5:,[]-." \\', max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    facts=st.dictionaries(
+        number_like,
+        st.one_of(number_like, floats, st.lists(st.one_of(number_like, floats), max_size=3)),
+        max_size=4,
+    )
+)
+@example(facts={"uuid": "GPU-3e5a1e9f-1e2", "a": ":1e5", "b": "[2e16,3e3]"})
+def test_texts_that_read_like_exponents_are_written_as_pydantic_wrote_them(
+    facts: dict[str, Any],
+) -> None:
+    record = ProbeRecord(probe="gpu", ok=True, facts=facts)
+    node = NodeFacts(node="n", bringup_version="1", collected_at="T", probes={"g": record})
+    main = MainProbeRecord(probe="gpu", ok=True, facts=facts)
+    theirs = MainNodeFacts(node="n", bringup_version="1", collected_at="T", probes={"g": main})
+    assert record_text(record) == main.model_dump_json()
+    assert node_facts_text(node) == theirs.model_dump_json(indent=2) + "\n"
+
+
 def test_a_text_that_is_no_unicode_is_refused_as_pydantic_refused_it() -> None:
     """A lone surrogate (a node's JSON may hold "\\ud800") has no UTF-8: no file of it."""
     with pytest.raises(ValueError):

@@ -147,7 +147,7 @@ def test_a_released_node_is_read_back_and_keeps_its_records_when_recorded_again(
     run.release("n1")
     assert run.facts_of("n1") == before  # read back from its file
     assert [f.node for f in run.recorded()] == ["n1", "n2"]
-    assert run.recorded_headers()[0].probes["gpu"].duration_s == 1.5
+    assert run.probe_times()["n1"] == {"gpu": 1.5}
     run.add_record("n1", dict(XID))  # a later job's record: the earlier ones stay
     assert probes_on_disk(run.path) == ["gpu", "xid"]
 
