@@ -44,7 +44,7 @@ _FARTHEST = len(PCIE_ORDER)
 
 
 def _distance(link: str | None) -> int:
-    return _RANK.get(link, _FARTHEST) if link else _FARTHEST
+    return _RANK.get(link or "", _FARTHEST)
 
 
 def compute_nics(facts: TopologyFacts) -> list[TopoNic]:
