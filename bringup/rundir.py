@@ -33,10 +33,10 @@ goes on with its node (judges, acknowledges or asks for the next), whether the p
 or the whole machine stops (a power loss keeps every record synced; a torn last line is
 an append that had not returned, left out). `--resume` measures what a node lacks.
 
-Why a fleet run's planned node has no facts file of its own (docs/scale.md#the-planned-
-nodes-have-no-file): each was written empty when the run started and replaced when the
+Why a fleet run's planned node has no facts file of its own (docs/scale.md, "The planned
+nodes have no file"): each was written empty when the run started and replaced when the
 node ended, and on ext4 each replaced file is a freed inode that every file made after it
-in the next minutes scans past (a third of the check's CPU at ten thousand nodes). The
+in the next minutes scans past (0.6 ms of the check's CPU a node at 10,000 nodes). The
 manifest, synced before any node is asked, names every planned node; a node's records
 are in the journal, which every reader reads, until its one facts file is written.
 """
@@ -783,10 +783,9 @@ def iter_facts(path: Path) -> Iterator[FactsEntry]:
     except JournalError as exc:
         refused = _one_line(exc)
         where = (journal_files(path) or ["facts"])[0]
-        entries = dict(zip(names, files, strict=True))
-        for node in _planned(path):
-            entries.setdefault(file_name(node), where)
-        for name, relative in sorted(entries.items()):
+        planned = {file_name(node) for node in _planned(path)} - set(names)
+        listed = [*zip(names, files, strict=True), *((name, where) for name in planned)]
+        for name, relative in sorted(listed, key=lambda entry: entry[0]):
             yield FactsEntry(name, relative, None, refused)
         return
     entries: list[tuple[str, str, NodeFacts | None]] = [
