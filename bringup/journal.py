@@ -238,6 +238,7 @@ class JournalRead:
 
     records: dict[str, dict[str, ProbeRecord]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # its files, relative to the run directory
+    where: dict[str, str] = field(default_factory=dict)  # node -> the file of its last record
 
     def of(self, node: str) -> dict[str, ProbeRecord]:
         return self.records.get(node, {})
@@ -271,8 +272,10 @@ def read_journal(run: Path) -> JournalRead:
         node, record = entry
         if record is None:  # settled: its records are in its facts file
             read.records.pop(node, None)
+            read.where.pop(node, None)
         else:
             read.records.setdefault(node, {})[record.probe] = record
+            read.where[node] = relative
     return read
 
 

@@ -3,12 +3,14 @@
     manifest.json        what ran: version, command, profile, suite, start/end, nodes, status;
                          how (provenance: live, demo, replay, resume; the command line) and,
                          once finished, the SHA-256 of every file below (bringup/provenance.py)
-    facts/<node>.json    every probe record of the node (written when the node ends)
+    facts/<node>.json    every probe record of the node (written when the node ends; a
+                         fleet run's planned node has none before: the manifest names it)
     facts/journal.NNNNNN.jsonl
                          while a fleet run runs: each record of every running node
                          appended, and synced to disk, as it arrives (bringup/journal.py);
                          folded into <node>.json, written once and synced, when the node
-                         ends (a crash leaves it: every reader here reads it in)
+                         ends (a crash leaves it: every reader here reads it in, a node
+                         with records there and no facts file yet too)
     facts/<node>.journal the same, one per node, in runs made before the run's journal
     findings.jsonl       one finding per line, appended as nodes are judged
     raw/<node>/<probe>/  the tool outputs the facts came from
@@ -30,6 +32,13 @@ node ends. The guarantee is the same as before: every record is on disk before t
 goes on with its node (judges, acknowledges or asks for the next), whether the process
 or the whole machine stops (a power loss keeps every record synced; a torn last line is
 an append that had not returned, left out). `--resume` measures what a node lacks.
+
+Why a fleet run's planned node has no facts file of its own (docs/scale.md, "The planned
+nodes have no file"): each was written empty when the run started and replaced when the
+node ended, and on ext4 each replaced file is a freed inode that every file made after it
+in the next minutes scans past (0.6 ms of the check's CPU a node at 10,000 nodes). The
+manifest, synced before any node is asked, names every planned node; a node's records
+are in the journal, which every reader reads, until its one facts file is written.
 """
 
 from __future__ import annotations
@@ -71,7 +80,7 @@ from bringup.files import (
     write_atomic_at,
 )
 from bringup.findings import Finding, finding_line
-from bringup.journal import JournalError, JournalRead, RunJournal, read_journal
+from bringup.journal import JournalError, JournalRead, RunJournal, journal_files, read_journal
 from bringup.provenance import Provenance, Resumed, Source, evidence_hashes
 
 
@@ -318,6 +327,8 @@ class RunDir:
         # records not in their facts file yet.
         self._journaled: set[str] = set()
         self._unsaved: set[str] = set()
+        # Planned nodes (add_nodes) whose facts file is not written yet: settle() writes it.
+        self._unfiled: set[str] = set()
         self._journal = RunJournal(path, path / "facts")
         # The facts folders written into (facts/, or each facts/<shard>/), each opened once.
         self._folders: dict[str, int] = {}
@@ -411,21 +422,19 @@ class RunDir:
                 self.save_manifest()
 
     def add_nodes(self, nodes: list[str]) -> None:
-        """Every node of a fleet run, in inventory order, before any answers (one write)."""
+        """Every node of a fleet run, in inventory order, before any answers: one write,
+        the manifest naming them. A node's facts file is written when it settles (or when
+        the run finishes), not now: until then its records are in the run's journal."""
         with self._lock:
             self.expect(len(nodes))
-            written: set[int] = set()
+            planned = now()
             for node in nodes:
                 if node not in self._facts:
-                    facts = NodeFacts(node=node, bringup_version=__version__, collected_at=now())
+                    facts = NodeFacts(node=node, bringup_version=__version__, collected_at=planned)
                     self._facts[node] = facts
-                    written.add(self._save_facts(facts, sync_folder=False))
+                    self._unfiled.add(node)
                 if node not in self.manifest.nodes:
                     self.manifest.nodes.append(node)
-            # Each folder's new names synced once, not once a node, before the manifest
-            # names the nodes.
-            for folder in written:
-                sync_dir(folder)
             self.save_manifest()
 
     def add_recorded(self, facts: NodeFacts, source: Path | None = None) -> None:
@@ -516,17 +525,20 @@ class RunDir:
     def settle(self, node: str) -> None:
         """The node's facts file written, and synced, with every record the run's journal
         took of it, then a line in the journal saying so (a crash between the two leaves
-        both: the same records, read once). Nothing to do for a node with none."""
+        both: the same records, read once); a planned node's first file, records or none.
+        Nothing to do for a node whose file holds every record already."""
         with self._lock:
             self._journaled.discard(node)
-            if node not in self._unsaved:
+            journaled = node in self._unsaved
+            if not journaled and node not in self._unfiled:
                 return
             self._unsaved.discard(node)
             facts = self._facts[node]
         # Written even when the journal could not be (a full disk, a planted link): the
         # record was judged from memory, so the file holds it too.
         self._save_facts(facts)
-        self._journal.settled(node)  # its lines in the journal need not be read again
+        if journaled:
+            self._journal.settled(node)  # its lines in the journal need not be read again
 
     def release(self, node: str) -> None:
         """Let go of a judged node's facts: its probe times and provenance stay (Kept:
@@ -576,6 +588,8 @@ class RunDir:
                 self._journal.append(node, text)  # returns once it is on disk
             else:
                 write_atomic(self._facts_path(node), text, root=self.path)
+                with self._lock:
+                    self._unfiled.discard(node)
         finally:
             node_lock.release()
         return parsed
@@ -597,7 +611,9 @@ class RunDir:
     def finish(self, status: str, exit_code: int) -> None:
         """Close the run: its status, and the hash of every evidence file as it is now."""
         with self._lock:
-            for node in sorted(self._unsaved):  # a node its runner never settled
+            # A node its runner never settled; a planned node never run (a replay's
+            # unrecorded nodes, Ctrl-C before it started): every node has its file.
+            for node in sorted(self._unsaved | self._unfiled):
                 self.settle(node)
             self._journal.close()  # every record is in its node's facts file, synced
             self._close_folders()
@@ -607,16 +623,15 @@ class RunDir:
             self.manifest.files_sha256 = evidence_hashes(self.path)
             self.save_manifest()
 
-    def _save_facts(self, facts: NodeFacts, sync_folder: bool = True) -> int:
-        """The node's facts file written, synced, and (unless `sync_folder` is False) its
-        name synced into its folder; the folder's descriptor, for the caller to sync."""
+    def _save_facts(self, facts: NodeFacts) -> None:
+        """The node's facts file written, synced, and its name synced into its folder."""
         relative = node_folder(facts.node, self.manifest.layout)
         folder, _, name = f"facts/{relative}".rpartition("/")
         with self._node_locks.setdefault(facts.node, threading.Lock()):
             text = node_facts_text(facts)
-            fd = self._folder(folder)
-            write_atomic_at(fd, f"{name}.json", text, sync_folder=sync_folder)
-        return fd
+            write_atomic_at(self._folder(folder), f"{name}.json", text)
+        with self._lock:
+            self._unfiled.discard(facts.node)
 
     def _close_folders(self) -> None:
         with self._lock:
@@ -716,6 +731,30 @@ def _with_node_journal(path: Path, relative: str, facts: NodeFacts) -> NodeFacts
     return replace(facts, probes=probes)
 
 
+def journal_only(path: Path, journal: JournalRead, filed: set[str]) -> list[NodeFacts]:
+    """The nodes of the run at `path` with records in its journal and no facts file among
+    `filed` (file names, file_name(node)): a fleet run's node has no file until it ends,
+    so a crash can leave its records there alone. Each as its records say, with the
+    run's version and start as the manifest gives them (its file would have: add_nodes),
+    in file-name order."""
+    nodes = sorted(
+        (node for node in journal.records if file_name(node) not in filed), key=file_name
+    )
+    if not nodes:
+        return []
+    try:
+        manifest = load_manifest(path)
+        version, started = manifest.version, manifest.started_at
+    except RunDirError:  # said by every reader of the manifest; the records still count
+        version, started = "unknown", ""
+    return [
+        NodeFacts(
+            node=node, bringup_version=version, collected_at=started, probes={**journal.of(node)}
+        )
+        for node in nodes
+    ]
+
+
 @dataclass(frozen=True)
 class FactsEntry:
     """One node's facts file of a run directory, as read: its facts, or why not."""
@@ -727,24 +766,39 @@ class FactsEntry:
 
 
 def iter_facts(path: Path) -> Iterator[FactsEntry]:
-    """Every node's facts of a run directory, one file at a time, in facts_files() order.
+    """Every node's facts of a run directory, one node at a time, in file-name order: each
+    facts file with the records a crash left of its node in the run's journal, and each
+    node with records there and no file yet (journal_only).
 
     A reader keeps what it needs of a node and lets the rest go before the next is read:
     a report at ten thousand nodes never holds every node's facts at once. No symbolic
     link inside the run is followed, no FIFO waited on, no file read past the size cap
     (files.read_bytes_in); an unreadable or invalid file is an entry with its problem. A
-    run journal that is not one a run wrote is every node's problem: whose record the
-    line that is none was cannot be known."""
-    journal: JournalRead | None = None
-    refused: str | None = None
+    run journal that is not one a run wrote is the problem of every node, with a file or
+    planned (the manifest's): whose record the line that is none was cannot be known."""
+    files = facts_files(path)
+    names = [relative.rsplit("/", 1)[-1].removesuffix(".json") for relative in files]
     try:
         journal = read_journal(path)
     except JournalError as exc:
         refused = _one_line(exc)
-    for relative in facts_files(path):
-        name = relative.rsplit("/", 1)[-1].removesuffix(".json")
-        if journal is None:
+        where = (journal_files(path) or ["facts"])[0]
+        planned = {file_name(node) for node in _planned(path)} - set(names)
+        listed = [*zip(names, files, strict=True), *((name, where) for name in planned)]
+        for name, relative in sorted(listed, key=lambda entry: entry[0]):
             yield FactsEntry(name, relative, None, refused)
+        return
+    entries: list[tuple[str, str, NodeFacts | None]] = [
+        (name, relative, None) for name, relative in zip(names, files, strict=True)
+    ]
+    entries += [
+        (file_name(facts.node), journal.where[facts.node], facts)
+        for facts in journal_only(path, journal, set(names))
+    ]
+    # In file-name order (a stable sort: two files of one name stay in facts_files' order).
+    for name, relative, alone in sorted(entries, key=lambda entry: entry[0]):
+        if alone is not None:
+            yield FactsEntry(name, relative, alone)
             continue
         try:
             node = read_node_facts(read_bytes_in(path, relative, "facts"))
@@ -753,6 +807,14 @@ def iter_facts(path: Path) -> Iterator[FactsEntry]:
             yield FactsEntry(name, relative, None, _one_line(exc))
             continue
         yield FactsEntry(name, relative, node)
+
+
+def _planned(path: Path) -> list[str]:
+    """The nodes the manifest of the run at `path` names; none when it cannot be read."""
+    try:
+        return load_manifest(path).nodes
+    except RunDirError:
+        return []
 
 
 def load_facts(path: Path) -> list[NodeFacts]:
@@ -765,15 +827,15 @@ def load_facts(path: Path) -> list[NodeFacts]:
         files = [path / relative for relative in facts_files(path)]
     else:
         files = [path]
-    if not files:
-        raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
     journal = JournalRead()
     if path.is_dir():
         try:
             journal = read_journal(path)
         except JournalError as exc:
             raise RunDirError(_one_line(exc)) from None
-    nodes = []
+    if not files and not journal.records:
+        raise RunDirError(f"{path}: no facts/<node>.json found (not a run or snapshot directory)")
+    nodes: list[NodeFacts] = []
     where: dict[str, Path] = {}
     for file in files:
         text = _read(file, "facts", path if path.is_dir() else None)
@@ -789,7 +851,14 @@ def load_facts(path: Path) -> list[NodeFacts]:
             raise RunDirError(f"{file}: node {facts.node!r} already has {where[facts.node]}")
         where[facts.node] = file
         nodes.append(facts)
-    return nodes
+    if not path.is_dir():
+        return nodes
+    filed = {file.name.removesuffix(".json") for file in files}
+    alone = journal_only(path, journal, filed)
+    for facts in alone:
+        if facts.node in where:  # a file named for another node holds this one's facts
+            raise RunDirError(f"{where[facts.node]}: node {facts.node!r} also has records alone")
+    return sorted([*nodes, *alone], key=lambda facts: file_name(facts.node)) if alone else nodes
 
 
 def _journaled(path: Path, file: Path, facts: NodeFacts, journal: JournalRead) -> NodeFacts:

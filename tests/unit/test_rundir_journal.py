@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bringup import journal as journal_module
+from bringup.checks.completeness import judge_completeness
 from bringup.facts import record_json
 from bringup.journal import journal_files, read_journal
 from bringup.report import rundata
@@ -41,6 +42,11 @@ def journaled_run(tmp_path: Path, *records: dict[str, object]) -> RunDir:
     return run
 
 
+def filed(run: Path) -> list[str]:
+    """The nodes with a facts file of their own (flat layout)."""
+    return sorted(p.stem for p in (run / "facts").glob("*.json"))
+
+
 def probes_on_disk(run: Path, node: str = "n1") -> list[str]:
     return list(json.loads((run / "facts" / f"{node}.json").read_text())["probes"])
 
@@ -57,7 +63,7 @@ def line(node: str, record: dict[str, object]) -> str:
 def test_a_running_nodes_records_are_appended_and_its_file_written_once(tmp_path: Path) -> None:
     run = journaled_run(tmp_path, GPU, XID)
     journal = journal_of(run.path)
-    assert probes_on_disk(run.path) == []  # the file as the node started: written once, later
+    assert filed(run.path) == []  # planned nodes: the manifest names them, no file yet
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     assert [(x["node"], x["record"]["probe"]) for x in lines] == [("n1", "gpu"), ("n1", "xid")]
     run.settle("n1")
@@ -70,18 +76,48 @@ def test_a_running_nodes_records_are_appended_and_its_file_written_once(tmp_path
         "n1",
         ("n2", "gpu"),
     ]
+    assert filed(run.path) == ["n1"]
     run.finish("complete", 0)
     assert not journal.exists()  # the run finished: every record is in its facts file
+    assert filed(run.path) == ["n1", "n2"]
 
 
 def test_every_reader_reads_the_journal_a_crash_left(tmp_path: Path) -> None:
-    """Killed mid-node (no settle): the records in its journal are the node's."""
+    """Killed mid-node (no settle): the records in the journal are the node's, though it
+    has no facts file yet; a planned node with none is the manifest's alone."""
     run = journaled_run(tmp_path, GPU, XID)
-    (entry_n1, entry_n2) = list(iter_facts(run.path))
-    assert entry_n1.facts is not None and list(entry_n1.facts.probes) == ["gpu", "xid"]
-    assert entry_n2.facts is not None and entry_n2.facts.probes == {}
-    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], []]
-    assert list(rundata.load(run.path).facts["n1"].probes) == ["gpu", "xid"]
+    (entry,) = list(iter_facts(run.path))
+    assert entry.facts is not None and list(entry.facts.probes) == ["gpu", "xid"]
+    assert entry.relative == "facts/journal.000001.jsonl"
+    # The node as its file would have begun: the run's version and start.
+    assert (entry.facts.bringup_version, entry.facts.collected_at) == (
+        run.manifest.version,
+        run.manifest.started_at,
+    )
+    assert [(f.node, list(f.probes)) for f in load_facts(run.path)] == [("n1", ["gpu", "xid"])]
+    read = rundata.load(run.path)
+    assert list(read.facts["n1"].probes) == ["gpu", "xid"]
+    assert read.nodes == ["n1", "n2"]  # n2 planned, never reported: still the run's
+    lacking = {f.node: f.message for f in judge_completeness(read) if f.check == "report.missing"}
+    assert "no facts recorded" in lacking["n2"]  # an ERROR: never a verdict without it
+
+
+def test_a_planned_node_gets_its_one_facts_file_when_it_ends_never_replaced(
+    tmp_path: Path,
+) -> None:
+    """No planned node's file is written at the start and replaced at the end: one file
+    a node, written once (a replaced file is a freed inode every later file scans past
+    on ext4; docs/scale.md). A node never run gets its file when the run finishes."""
+    run = journaled_run(tmp_path, GPU)
+    assert filed(run.path) == []
+    run.settle("n1")
+    inode = (run.path / "facts" / "n1.json").stat().st_ino
+    run.release("n1")
+    run.finish("interrupted", 130)
+    assert (run.path / "facts" / "n1.json").stat().st_ino == inode
+    assert filed(run.path) == ["n1", "n2"]
+    assert probes_on_disk(run.path, "n2") == []
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu"], []]
 
 
 def test_a_resumed_run_folds_the_journal_into_the_facts_file(tmp_path: Path) -> None:
@@ -117,7 +153,7 @@ def test_a_cut_short_last_line_is_left_out_the_rest_kept(tmp_path: Path) -> None
     run = journaled_run(tmp_path, GPU)
     with journal_of(run.path).open("ab") as out:  # a crash mid-append, and a machine's zeros
         out.write(b'{"node": "n1", "record": {"probe": "xid", "ok": tr' + b"\0" * 64)
-    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu"], []]
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu"]]
 
 
 def test_a_line_that_is_no_record_before_one_that_is_refuses_the_node(tmp_path: Path) -> None:
@@ -126,13 +162,15 @@ def test_a_line_that_is_no_record_before_one_that_is_refuses_the_node(tmp_path: 
     journal_of(run.path).write_text(line("n1", {"probe": "gpu"}) + line("n1", XID))
     with pytest.raises(RunDirError, match=r"journal\.000001\.jsonl: line 1 is not a journal"):
         load_facts(run.path)
-    (n1, n2) = list(iter_facts(run.path))
+    (n1, n2) = list(iter_facts(run.path))  # planned, no file yet: the manifest's nodes
+    assert (n1.name, n2.name) == ("n1", "n2")
     assert n1.facts is None and n2.facts is None
     assert n2.problem and "line 1 is not a journal line" in n2.problem
 
 
 def test_a_journal_that_is_a_symlink_is_refused_not_followed(tmp_path: Path) -> None:
     run = journaled_run(tmp_path)
+    (run.path / "facts").mkdir()  # made by the first record or file: none yet
     (tmp_path / "elsewhere").write_text(line("n1", GPU))
     os.symlink(tmp_path / "elsewhere", journal_of(run.path))
     with pytest.raises(RunDirError, match=r"journal\.000001\.jsonl"):
@@ -188,18 +226,19 @@ def test_each_record_is_synced_to_disk_before_add_record_returns(
 def test_a_power_loss_keeps_every_synced_record_and_leaves_out_the_torn_tail(
     tmp_path: Path,
 ) -> None:
-    """What a machine's crash can leave of a running node: its facts file as the node
-    started, the journal's records every one synced, and after them the part of an append
-    that had not returned (a cut line, then the zeros of blocks never written). Every
-    reader keeps the synced records, and a resumed run starts from them."""
+    """What a machine's crash can leave of a running node: no facts file yet (it is
+    written when the node ends), the journal's records every one synced, and after them
+    the part of an append that had not returned (a cut line, then the zeros of blocks
+    never written). Every reader keeps the synced records, and a resumed run starts from
+    them."""
     run = journaled_run(tmp_path, GPU, XID)
     journal = journal_of(run.path)
     synced = journal.read_bytes()
     torn = line("n1", {**GPU, "probe": "nvme"}).encode()[:37] + b"\0" * 4096
     journal.write_bytes(synced + torn)  # the run's RunDir is gone with the machine
-    assert probes_on_disk(run.path) == []
-    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], []]
-    (entry, _) = list(iter_facts(run.path))
+    assert filed(run.path) == []
+    assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"]]
+    (entry,) = list(iter_facts(run.path))
     assert entry.facts is not None and entry.facts.probes["xid"].error == "journalctl: no access"
     assert list(rundata.load(run.path).facts["n1"].probes) == ["gpu", "xid"]
     resumed = RunDir.reopen(run.path)
@@ -318,6 +357,8 @@ def test_an_older_runs_journal_of_each_node_is_still_read_and_folded(tmp_path: P
     """A run made before the run's journal: facts/<node>.journal, a record a line."""
     run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
     run.add_nodes(["n1", "n2"])
+    run.settle("n1")  # such a run wrote each planned node's empty facts file first
+    run.settle("n2")
     older = run.path / "facts" / "n1.journal"
     older.write_text(json.dumps(GPU) + "\n" + json.dumps(XID) + "\n" + '{"probe": "nv')
     assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "xid"], []]
