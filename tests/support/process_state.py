@@ -1,6 +1,7 @@
 """A diagnostic pytest plugin: which test leaves a change in the worker process that its
 children inherit (environment, working directory, umask, resource limits, ignored or
-blocked signals), and the Slurm logs of every simulated cluster, kept.
+blocked signals, namespaces, host name) or that it holds (open descriptors, child
+processes, threads), and the Slurm logs of every simulated cluster, kept.
 
 Why: under pytest-xdist a worker is one long process, and what a test leaves in it meets
 whatever file that worker takes next (docs/contributing.md, "not yet on two workers").
@@ -44,6 +45,13 @@ def snapshot() -> dict[str, Any]:
     os.umask(umask)
     catchable = set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
     return {
+        # A network namespace entered and not left sends every later srun and ssh of the
+        # worker into it; a UTS one changes the host name slurmctld is started by.
+        "namespaces": _namespaces(),
+        "hostname": os.uname().nodename,
+        "fds": len(_listdir("/proc/self/fd")),
+        "children": _children(),
+        "threads": len(_listdir("/proc/self/task")),
         "env": dict(os.environ),
         "cwd": cwd,
         "umask": oct(umask),
@@ -57,6 +65,41 @@ def snapshot() -> dict[str, Any]:
     }
 
 
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:  # not Linux: nothing to compare
+        return []
+
+
+def _namespaces() -> dict[str, str]:
+    """Each namespace of this process, as /proc names it ("net:[4026531840]")."""
+    found = {}
+    for name in sorted(_listdir("/proc/self/ns")):
+        try:
+            found[name] = os.readlink(f"/proc/self/ns/{name}")
+        except OSError:
+            continue
+    return found
+
+
+def _children() -> list[str]:
+    """This process's living children, "pid command", in pid order."""
+    found = []
+    for task in _listdir("/proc/self/task"):
+        try:
+            pids = Path(f"/proc/self/task/{task}/children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                command = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                command = "?"
+            found.append((int(pid), command))
+    return [f"{pid} {command}" for pid, command in sorted(found)]
+
+
 def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     lines = []
     for key in ("env", "rlimits"):
@@ -64,6 +107,9 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         for name in sorted(set(old) | set(new)):
             if old.get(name) != new.get(name):
                 lines.append(f"{key} {name}: {old.get(name)!r:.120} -> {new.get(name)!r:.120}")
+    for key in ("namespaces", "hostname", "fds", "children", "threads"):
+        if before[key] != after[key]:
+            lines.append(f"{key}: {before[key]!r:.200} -> {after[key]!r:.200}")
     for key in ("cwd", "umask", "ignored", "blocked"):
         if before[key] != after[key]:
             lines.append(f"{key}: {before[key]} -> {after[key]}")
