@@ -11,6 +11,7 @@ import os
 import re
 import resource
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -110,6 +111,7 @@ def teardown_run(run: int) -> None:
     for link in _link_names():
         if link.startswith(prefix):
             subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+    shutil.rmtree(STATE_DIR / f"{run}.slurm", ignore_errors=True)  # its Slurm's sockets
     (STATE_DIR / f"{run}.json").unlink(missing_ok=True)
 
 

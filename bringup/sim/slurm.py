@@ -7,10 +7,13 @@ the nodes share this machine's hostname, so Slurm node names are the only names 
 tell them apart (as in containers and at some sites).
 
 Everything is private to the cluster, under `<workdir>/slurm`: slurm.conf, cgroup.conf, the
-munge key and socket, the controller's state, the nodes' spool and logs. Nothing reads or
-writes /etc/slurm or /etc/munge; a client (srun, sinfo, scontrol) needs only `SLURM_CONF`
-pointing at this cluster's slurm.conf (the munge socket is named in it), which
-`SimSlurm.env()` gives.
+munge key, the controller's state, the nodes' logs; its Unix sockets (munge's, and each
+step's in slurmd's spool) in a short folder of its run id beside the run's state file,
+`/run/bringup-simcluster/<run>.slurm`: a socket's path holds at most 107 bytes, and below
+a deep work directory (a test's, under pytest-xdist) every step's launch failed ("Task
+launch ... failed: Unspecified error"). Nothing reads or writes /etc/slurm or
+/etc/munge; a client (srun, sinfo, scontrol) needs only `SLURM_CONF` pointing at this
+cluster's slurm.conf (the munge socket is named in it), which `SimSlurm.env()` gives.
 
 A task started by `srun` inherits the environment of srun, not of its node. The node's own
 environment (its tools first on PATH, its cache, its simulated NVML) reaches each task
@@ -31,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bringup.sim.netns import SUBNET, SimClusterError, run_setup
+from bringup.sim.netns import STATE_DIR, SUBNET, SimClusterError, run_setup
 
 HEAD_HOST = 253  # the head node's address on the bridge: 10.231.<run>.253
 PARTITION = "sim"
@@ -54,6 +57,11 @@ def available() -> str | None:
         if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
             return f"no `{tool}` (apt-get install slurm-wlm munge; {package})"
     return None
+
+
+def socket_dir(run: int) -> Path:
+    """The folder of run id `run`'s Slurm sockets: beside its state file, root's alone."""
+    return STATE_DIR / f"{run}.slurm"
 
 
 def _tool(name: str) -> str:
@@ -85,6 +93,9 @@ class SimSlurm:
         """extra_conf: slurm.conf lines added before the nodes (HealthCheckProgram=...)."""
         self.extra_conf = list(extra_conf)
         self.dir = workdir / "slurm"
+        # The sockets: a short path whatever the work directory's (removed by stop(), or by
+        # the sweep of a crashed run: netns.teardown_run).
+        self.sockets = socket_dir(run)
         self.run = run
         self.bridge = bridge
         self.nodes = list(nodes)
@@ -102,7 +113,7 @@ class SimSlurm:
 
     @property
     def munge_socket(self) -> Path:
-        return self.dir / "munge" / "munge.socket"
+        return self.sockets / "munge.socket"
 
     @property
     def partition(self) -> str:
@@ -154,14 +165,17 @@ class SimSlurm:
                 proc.wait()
         self._procs.clear()
         subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, check=False)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     # -- pieces
 
     def _write_files(self) -> None:
         for sub in ("munge", "state", "spool", "log"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.sockets, ignore_errors=True)  # a crashed run's of this id
+        (self.sockets / "spool").mkdir(parents=True)
         # munged refuses a socket directory others can write to, and a key others can read.
-        for path in (self.dir, self.dir / "munge"):
+        for path in (self.dir, self.dir / "munge", self.sockets):
             path.chmod(0o755)
         key = self.dir / "munge" / "munge.key"
         if not key.exists():
@@ -190,7 +204,7 @@ class SimSlurm:
             "CredType=cred/munge",
             f"AuthInfo=socket={self.munge_socket}",
             f"StateSaveLocation={d / 'state'}",
-            f"SlurmdSpoolDir={d / 'spool'}/%n",
+            f"SlurmdSpoolDir={self.sockets / 'spool'}/%n",
             f"SlurmctldPidFile={d / 'slurmctld.pid'}",
             f"SlurmdPidFile={d / 'spool'}/%n.pid",
             f"SlurmctldLogFile={self.log('slurmctld')}",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bringup.sim.cluster import NETNS_DIR, SimCluster
+from bringup.sim.netns import STATE_DIR
 from tests.support import REPO
 from tests.support.cluster import needs_slurm
 from tests.support.timing import scaled
@@ -73,6 +74,26 @@ def test_each_task_gets_its_own_nodes_environment(
     # And the environment the cluster gives all its nodes (SimCluster's env).
     done = _srun(cluster, "-N1", "-w", "node02", "printenv", "TORCH_EXTENSIONS_DIR")
     assert done.stdout.strip() == shared["TORCH_EXTENSIONS_DIR"]
+
+
+def test_srun_launches_however_deep_the_clusters_work_directory_is(tmp_path: Path) -> None:
+    """A step's slurmstepd listens on a Unix socket in slurmd's spool folder, and such a
+    path holds at most 107 bytes: below a deep work directory (pytest-xdist adds a
+    `popen-gwN` folder to every test's) each launch failed ("Task launch for StepId=1.0
+    failed on node node01: Unspecified error"). The sockets are in a short folder of the
+    cluster's own, removed with it."""
+    deep = tmp_path / ("d" * max(1, 80 - len(str(tmp_path)) - 1))
+    assert len(f"{deep}/slurm/spool/node01/node01_1.0") > 107  # where it was
+    cluster = SimCluster(1, deep, nvml=False, slurm=True).start()
+    try:
+        done = _srun(cluster, "-N1", "-w", "node01", "printenv", "SLURMD_NODENAME")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "node01\n"
+        short = STATE_DIR / f"{cluster.run}.slurm"
+        assert short.is_dir()
+    finally:
+        cluster.stop()
+    assert not short.exists()
 
 
 def test_stop_removes_slurm_and_its_files(tmp_path: Path) -> None:
