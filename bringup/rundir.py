@@ -588,10 +588,13 @@ class RunDir:
                 self._journal.append(node, text)  # returns once it is on disk
             else:
                 write_atomic(self._facts_path(node), text, root=self.path)
-                with self._lock:
-                    self._unfiled.discard(node)
         finally:
             node_lock.release()
+        if not journaled:
+            # Its file is written. Taken once the node's lock is let go: finish() holds the
+            # run's lock while it takes a node's (settle), never the other way round.
+            with self._lock:
+                self._unfiled.discard(node)
         return parsed
 
     def record_overrides(self, node: str, changes: list[Override]) -> None:

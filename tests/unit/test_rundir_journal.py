@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bringup import journal as journal_module
+from bringup import rundir as rundir_module
 from bringup.checks.completeness import judge_completeness
 from bringup.facts import record_json
 from bringup.journal import journal_files, read_journal
@@ -379,3 +380,34 @@ def test_verify_names_a_journal_planted_in_a_finished_run(tmp_path: Path, plante
     result = invoke("verify", run.path)
     assert result.exit_code == 1, result.output
     assert f"added: facts/{planted}" in result.stdout.splitlines()  # ... verify names
+
+
+def test_finishing_while_a_record_is_written_to_a_planned_nodes_file_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record of a node that is not journaled rewrites its facts file under the node's
+    lock; finish() holds the run's lock and takes the node's to write a planned node's
+    file. The record's writer must not take the run's lock while it holds the node's: the
+    two would wait on each other for ever (a burn-in's SIGTERM did)."""
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(["n1"])
+    writing, go_on = threading.Event(), threading.Event()
+    real = rundir_module.write_atomic
+
+    def slow_write(*args: Any, **kwargs: Any) -> None:
+        writing.set()
+        go_on.wait(timeout=30)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(rundir_module, "write_atomic", slow_write)
+    recorder = threading.Thread(target=run.add_record, args=("n1", dict(GPU)), daemon=True)
+    recorder.start()
+    assert writing.wait(timeout=30)  # the record's writer holds n1's lock now
+    finisher = threading.Thread(target=run.finish, args=("complete", 0), daemon=True)
+    finisher.start()
+    time.sleep(0.2)  # finish() takes the run's lock, then waits for n1's
+    go_on.set()
+    recorder.join(timeout=30)
+    finisher.join(timeout=30)
+    assert not recorder.is_alive() and not finisher.is_alive(), "add_record and finish deadlocked"
+    assert probes_on_disk(run.path) == ["gpu"]

@@ -31,10 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bringup.facts import read_node_facts
 from bringup.files import InputError
 from bringup.jsondata import to_json as record_data
-from bringup.rundir import with_journal
+from bringup.rundir import iter_facts
 from bringup.sim.cluster import SimCluster, SimClusterError
 from bringup.sim.netns import cmdline
 from tests.support.cli import nodes_of
@@ -102,14 +101,13 @@ def _suite(path: Path, data: Path) -> Path:
 
 
 def _facts(run_dir: Path, node: str) -> dict[str, Any] | None:
-    """The node's records as every reader of the run reads them: its facts file, with the
-    records its journal holds while the node runs (bringup/rundir.py)."""
-    relative = f"facts/{node}.json"
+    """The node's records as every reader of the run reads them (rundir.iter_facts): the
+    run journal's while it runs (it has no facts file until it ends), then its file's."""
     try:
-        facts = read_node_facts((run_dir / relative).read_text())
-        return record_data(with_journal(run_dir, relative, facts))
+        found = [e.facts for e in iter_facts(run_dir) if e.facts and e.facts.node == node]
     except (OSError, ValueError, InputError):  # not written yet, or its journal just settled
         return None
+    return record_data(found[0]) if found else None
 
 
 def _strike_mid_run(cluster: SimCluster, fault: Fault, run_dir: Path) -> None:
