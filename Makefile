@@ -33,11 +33,14 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# In file order (pytest-randomly off: `make test-random` shuffles); the 25 slowest tests and
-# the wall time print at the end, so a slower suite shows in every CI log.
+# In file order (pytest-randomly off: `make test-random` shuffles), on two pytest-xdist
+# workers that each take a whole file at a time (`--dist loadfile`: a file's shared cluster
+# stays in one process; the suite waits on processes more than it computes, so two take
+# about half the time on 2 cores: docs/contributing.md). The 25 slowest tests and the wall
+# time print at the end, so a slower suite shows in every CI log.
 test: setup-test lint ## lint, then every test (root-only and apt-backed tests skip with a reason)
 	@start=$$(date +%s); status=0; \
-	$(BIN)/pytest -q -p no:randomly --durations=25 || status=$$?; \
+	$(BIN)/pytest -q -p no:randomly -n 2 --dist loadfile --durations=25 || status=$$?; \
 	echo "make test: wall time $$(( $$(date +%s) - start )) s"; exit $$status
 
 # Every tier in a random order (pytest-randomly), one seed for all: the unit tier, then each

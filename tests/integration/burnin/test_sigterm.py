@@ -8,7 +8,9 @@ that say the run was interrupted. The burn-in is the deepest tree the controller
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -70,7 +72,15 @@ def test_sigterm_kills_every_process_tree_and_finishes_the_run_as_interrupted(
     assert len(tree) >= 4  # node side, probe, launcher or ranks
 
     proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=scaled(60))
+    try:
+        stdout, stderr = proc.communicate(timeout=scaled(60))
+    finally:
+        # A run that does not end must not outlive its test (its trainers ran on for ten
+        # minutes beside the next tests when a deadlock kept the CLI from exiting).
+        for pid in [proc.pid, *tree]:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
     assert proc.returncode == 1, stderr[-3000:]
     doc = valid_envelope(json.loads(stdout))

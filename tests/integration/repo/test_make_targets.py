@@ -45,7 +45,7 @@ def test_make_test_prints_the_slowest_tests_and_its_wall_time(
 ) -> None:
     done = _make("test", tmp_path, pytest_exit)
     assert (done.returncode == 0) == (pytest_exit == 0), done.stderr
-    assert _calls(tmp_path) == ["pytest -q -p no:randomly --durations=25"]
+    assert _calls(tmp_path) == ["pytest -q -p no:randomly -n 2 --dist loadfile --durations=25"]
     assert re.search(r"^make test: wall time \d+ s$", done.stdout, re.M), done.stdout
 
 
