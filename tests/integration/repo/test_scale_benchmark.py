@@ -4,11 +4,17 @@ figure against its target."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from tests.support import REPO
 from tests.support.timing import scaled
@@ -42,3 +48,49 @@ def test_the_scale_benchmark_runs_at_twenty_nodes(tmp_path: Path) -> None:
     )
     assert all(f["status"] != "ERROR" for f in findings if f["node"] == "node0001")
     assert (run / "report.md").exists() and (run / "report.junit.xml").exists()
+
+
+def test_several_sizes_share_one_temporary_folder_removed_at_the_end(tmp_path: Path) -> None:
+    """Without --keep, every size's run directory goes in one temporary folder, removed
+    once the last size is measured (not each size's as it ends: the next size would pay
+    for the removal in its own figures), and nothing is left behind."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    argv = ["--nodes", "3", "4", "--latency-ms", "0", "--no-report"]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/scale.py", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=scaled(240),
+        check=False,
+        env={**os.environ, "TMPDIR": str(temporary)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.findall(r"^(\d+) nodes, ", done.stdout, re.M) == ["3", "4"]
+    assert list(temporary.iterdir()) == []
+
+
+def test_the_sizes_folder_outlives_every_size_and_only_then_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = importlib.util.spec_from_file_location("scale", REPO / "benchmarks" / "scale.py")
+    assert spec is not None and spec.loader is not None
+    scale = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "scale", scale)  # its dataclasses look themselves up
+    spec.loader.exec_module(scale)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    args = argparse.Namespace(nodes=[1000, 10000], keep=None)
+    with scale.scratch(args):
+        folder = args.keep
+        assert folder is not None and folder.parent == tmp_path
+        (folder / "1000" / "run").mkdir(parents=True)  # the first size's, as it ended
+        assert folder.is_dir()
+    assert not folder.exists() and args.keep is None
+    for given in (
+        argparse.Namespace(nodes=[1000], keep=None),
+        argparse.Namespace(nodes=[1, 2], keep=tmp_path),
+    ):
+        before = given.keep
+        with scale.scratch(given):
+            assert given.keep == before  # one size: its own folder; --keep: the caller's
