@@ -37,7 +37,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 MAX_BYTES = 64 * 1024 * 1024  # the cap on any file the command line reads (docs/troubleshooting)
@@ -175,22 +175,37 @@ def is_link(path: Path) -> bool:
 def walk_files(root: Path, folder: str) -> Iterator[tuple[str, os.stat_result]]:
     """(relative POSIX path, lstat) of every entry below `root/folder` that is not a
     directory, without following a symbolic link: a link (to a file or a directory) is
-    listed as itself, never descended, so a planted `raw -> /usr` lists one entry."""
+    listed as itself, never descended, so a planted `raw -> /usr` lists one entry. In
+    each folder: the links to folders, then the other entries, each by name; then its
+    folders, by name. A folder that cannot be listed is passed over (as os.walk does)."""
     base = root / folder
-    if not os.path.lexists(base):
+    try:
+        info = os.lstat(base)
+    except FileNotFoundError:
         return
-    info = os.lstat(base)
     if not stat.S_ISDIR(info.st_mode):
         yield folder, info
         return
-    for here, dirs, names in os.walk(base, followlinks=False):
-        for name in sorted(dirs):
-            entry = Path(here, name)
-            if stat.S_ISLNK(os.lstat(entry).st_mode):
-                yield entry.relative_to(root).as_posix(), os.lstat(entry)
-        for name in sorted(names):
-            entry = Path(here, name)
-            yield entry.relative_to(root).as_posix(), os.lstat(entry)
+    yield from _walk(str(base), folder)
+
+
+def _walk(path: str, relative: str) -> Iterator[tuple[str, os.stat_result]]:
+    # An entry's kind is the listing's (no call a file); only a link is looked through, to
+    # list a link to a folder first, as os.walk did. At ten thousand nodes the run's
+    # evidence is 20,000 files in 10,000 folders: os.walk and a check of each folder for
+    # a link were two calls a folder more.
+    try:
+        with os.scandir(path) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return
+    folders = [e for e in entries if e.is_dir(follow_symlinks=False)]
+    others = [e for e in entries if not e.is_dir(follow_symlinks=False)]
+    linked = [e for e in others if e.is_symlink() and e.is_dir()]
+    for entry in [*linked, *(e for e in others if e not in linked)]:
+        yield f"{relative}/{entry.name}", entry.stat(follow_symlinks=False)
+    for entry in folders:
+        yield from _walk(entry.path, f"{relative}/{entry.name}")
 
 
 def _check_readable(fd: int, path: Path, what: str, limit: int) -> None:
@@ -310,11 +325,15 @@ def write_atomic_at(
         pieces = _chunks(data)
     tmp, fd = _create_temporary(folder, name, mode)
     try:
-        with os.fdopen(fd, "wb") as out:
+        # The descriptor written directly, not through a file object: each piece is one
+        # write (text comes in chunks: _chunks), and a file object's own calls (a stat,
+        # a terminal check, a seek) were a fifth of a fleet run's calls for its files.
+        try:
             for piece in pieces:
-                out.write(piece)
-            out.flush()
-            os.fsync(out.fileno())
+                write_all(fd, piece)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -381,9 +400,25 @@ def _create_temporary(folder: int, name: str, mode: int) -> tuple[str, int]:
 
 def append_lines(path: Path, text: str) -> None:
     """Append whole lines to a regular file, never through a symlink."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
-    with os.fdopen(os.open(path, flags, 0o666), "a", encoding="utf-8") as out:
-        out.write(text)
+    fd = open_append(path)
+    try:
+        write_all(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def open_append(path: Path) -> int:
+    """A descriptor that appends to the file `path` (made when missing), never opened
+    through a symlink: a writer that appends often holds it, not one open a write."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC, 0o666)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data` written to `fd` (one write takes all of it on a local file;
+    the loop is for one that takes part)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _open_dir(path: Path) -> int:
@@ -407,24 +442,44 @@ def _open_dir_under(root: Path, path: Path) -> int:
     `root` opened with O_NOFOLLOW, or made when missing; a symlink among them is refused."""
     folder = _open_dir(root)
     try:
-        for index, part in enumerate(path.relative_to(root).parts):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o777, dir_fd=folder)
+        return open_folder_in(folder, path.relative_to(root).parts, root)
+    finally:
+        os.close(folder)
+
+
+def open_folder_in(folder: int, parts: Sequence[str], shown: Path) -> int:
+    """A descriptor of the directory `parts` below the directory open at `folder` (shown
+    as `shown` in errors): each component opened with O_NOFOLLOW, made when missing, a
+    symlink among them refused. `folder` stays open; the caller closes the one returned.
+    A writer of many folders below one keeps that one open (RunDir: raw/<shard>/)."""
+    current = os.dup(folder)
+    try:
+        for index, part in enumerate(parts):
             try:
-                inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
+                inner = _open_or_make(current, part)
             except OSError as exc:
-                where = root.joinpath(*path.relative_to(root).parts[: index + 1])
+                where = shown.joinpath(*parts[: index + 1])
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(where):
                     raise OutputError(
                         errno.ELOOP, f"{where} is a symbolic link (not followed in a run)"
                     ) from None
                 raise
-            os.close(folder)
-            folder = inner
+            os.close(current)
+            current = inner
     except BaseException:
-        os.close(folder)
+        os.close(current)
         raise
-    return folder
+    return current
+
+
+def _open_or_make(folder: int, part: str) -> int:
+    """The directory `part` in `folder`, opened with O_NOFOLLOW; made first when missing."""
+    try:
+        return os.open(part, _DIR_FLAGS, dir_fd=folder)
+    except FileNotFoundError:  # opened first: in a run most of them are there already
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, 0o777, dir_fd=folder)
+        return os.open(part, _DIR_FLAGS, dir_fd=folder)
 
 
 def _read_at_most(fd: int, count: int) -> bytes:

@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from functools import cache
+from functools import cache, lru_cache
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -109,7 +109,16 @@ class Expected:
     @classmethod
     def parse(cls, text: str) -> Expected:
         """The typed form of an expectation written as text (findings recorded before it
-        was typed, and checks that say it in words): '>= 3.0 GB/s' -> >=, 3.0, GB/s."""
+        was typed, and checks that say it in words): '>= 3.0 GB/s' -> >=, 3.0, GB/s.
+
+        Each text is parsed once (_parsed): a check says the same threshold for every
+        node, nine texts a node here, the same ones at ten thousand nodes. An Expected
+        is frozen, and its value from a text is a number or a text, never a list: one
+        Expected serves every finding that gives the same text."""
+        return _parsed(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> Expected:
         text = " ".join(text.split())
         within = re.fullmatch(r"within (\S+)% of (\S+)(?: (\S+))?(?: (.+))?", text)
         if within and _number(within[1]) is not None:
@@ -131,6 +140,11 @@ class Expected:
         if counted and _number(counted[1]) is not None:
             return cls(op="==", value=_typed(counted[1]), unit=counted[2])
         return cls(op="==" if " " not in text else "text", value=text)
+
+
+@lru_cache(maxsize=4096)  # bounded: a text may carry a node's own figure
+def _parsed(text: str) -> Expected:
+    return Expected._parse(text)
 
 
 def at_least(value: Scalar, unit: str | None = None, note: str | None = None) -> Expected:

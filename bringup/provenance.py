@@ -26,6 +26,7 @@ is, and only a live run can be ACCEPTED (`accepted`, the one rule of every outpu
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -119,13 +120,16 @@ def sha256_file(path: Path) -> str:
     waiting on a FIFO (OSError naming it, otherwise)."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
-    with os.fdopen(fd, "rb") as handle:
+    try:  # the descriptor read directly: a file object adds a stat, a seek and more
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        os.set_blocking(fd, True)
+        # Read as opened: O_NONBLOCK kept a FIFO from hanging the open, and a regular
+        # file's reads do not heed it (two calls a file less than setting it back).
         digest = hashlib.sha256()
-        for block in iter(lambda: handle.read(1 << 20), b""):
+        while block := os.read(fd, 1 << 20):
             digest.update(block)
+    finally:
+        os.close(fd)
     return digest.hexdigest()
 
 
@@ -143,19 +147,28 @@ def evidence_files(run_path: Path) -> list[str]:
     """The run's evidence entries, as POSIX paths relative to the run directory, sorted:
     every file below raw/ and facts/, and the evidence files, none reached through a
     symbolic link (a link is listed as itself, and `evidence_hashes` marks it)."""
-    found = [name for name in EVIDENCE_FILES if os.path.lexists(run_path / name)]
+    return [name for name, _ in _evidence_entries(run_path)]
+
+
+def _evidence_entries(run_path: Path) -> list[tuple[str, int]]:
+    """evidence_files with each entry's mode as it was listed (lstat)."""
+    found = []
+    for name in EVIDENCE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            found.append((name, os.lstat(run_path / name).st_mode))
     for folder in EVIDENCE_DIRS:
-        found += [name for name, _ in walk_files(run_path, folder)]
+        found += [(name, info.st_mode) for name, info in walk_files(run_path, folder)]
     # A file an interrupted atomic write left (bringup/files.py): not part of the record.
-    return sorted(f for f in found if not Path(f).name.endswith(".tmp"))
+    return sorted(entry for entry in found if not entry[0].endswith(".tmp"))
 
 
 def evidence_hashes(run_path: Path) -> dict[str, str]:
     """Relative path -> SHA-256 of every evidence file of the run; a symlink or a file
-    that is no regular file (FIFO, device) maps to a NOT_REGULAR mark, never read."""
+    that is no regular file (FIFO, device) maps to a NOT_REGULAR mark, never read. An
+    entry is judged by its mode as listed; a file then swapped for a link or a FIFO
+    fails sha256_file's own checks when it is opened, never followed or waited on."""
     hashes = {}
-    for name in evidence_files(run_path):
-        mode = os.lstat(run_path / name).st_mode
+    for name, mode in _evidence_entries(run_path):
         if stat.S_ISLNK(mode):
             hashes[name] = NOT_REGULAR["symlink"]
         elif not stat.S_ISREG(mode):

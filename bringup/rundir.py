@@ -68,14 +68,16 @@ from bringup.facts import (
 )
 from bringup.files import (
     InputError,
-    append_lines,
     copy_tree,
     is_link,
+    open_append,
     open_folder,
+    open_folder_in,
     read_bytes_in,
     read_in,
     read_text,
     sync_dir,
+    write_all,
     write_atomic,
     write_atomic_at,
 )
@@ -336,6 +338,10 @@ class RunDir:
         # the rest on disk; each distinct shape held once.
         self._released: dict[str, Kept] = {}
         self._shapes: dict[Shape, Shape] = {}
+        # findings.jsonl, opened once for the run's appends (add_findings), under a lock
+        # of its own: a node's findings written never hold the run's lock.
+        self._findings_fd: int | None = None
+        self._findings_lock = threading.Lock()
 
     @classmethod
     def create(
@@ -553,7 +559,8 @@ class RunDir:
 
     def reset_findings(self) -> None:
         """Start findings.jsonl afresh (a resumed run judges every node again)."""
-        with self._lock:
+        with self._findings_lock:
+            self._close_findings()  # the next findings go to the new file, not the old
             write_atomic(self.path / "findings.jsonl", "")
 
     def add_record(self, node: str, record: dict[str, object]) -> ProbeRecord:
@@ -561,8 +568,11 @@ class RunDir:
         raw = record.pop("raw", None) or {}
         parsed = read_record(record)  # jsondata.Invalid: not stored, the node not judged on it
         if raw:
-            # The probe's folder opened once for its files, their names synced at once.
-            folder = open_folder(self.path, self._raw_path(node) / file_name(parsed.probe))
+            # The probe's folder opened once for its files, their names synced at once;
+            # from raw/ (or raw/<shard>/), held open for the run as the facts folders are.
+            parent, _, leaf = f"raw/{node_folder(node, self.manifest.layout)}".rpartition("/")
+            probe = (leaf, file_name(parsed.probe))
+            folder = open_folder_in(self._folder(parent), probe, self.path / parent)
             try:
                 for name, text in dict(raw).items():
                     write_atomic_at(folder, file_name(str(name)), str(text), sync_folder=False)
@@ -606,10 +616,25 @@ class RunDir:
             self.save_manifest()
 
     def add_findings(self, findings: list[Finding]) -> None:
-        # One write of whole lines under the lock: nodes finishing together do not interleave.
-        text = "".join(finding_line(f) + "\n" for f in findings)
-        with self._lock:
-            append_lines(self.path / "findings.jsonl", text)
+        """Append the findings' lines to findings.jsonl (made if missing): one write under
+        the file's own lock, so nodes finishing together never interleave, and no node's
+        record waits on the run's lock meanwhile. The file is opened once for the run:
+        an open and close per node, each a call that lets go of the interpreter's lock
+        while the run's and the file's locks are held, made every thread that wanted
+        them queue (docs/scale.md, "One write a node's findings")."""
+        data = "".join(finding_line(f) + "\n" for f in findings).encode("utf-8")
+        with self._findings_lock:
+            if self._findings_fd is None:
+                self._findings_fd = open_append(self.path / "findings.jsonl")
+            if data:
+                write_all(self._findings_fd, data)
+
+    def _close_findings(self) -> None:
+        """findings.jsonl's descriptor closed (under the file's lock, or with none left)."""
+        if self._findings_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._findings_fd)
+            self._findings_fd = None
 
     def finish(self, status: str, exit_code: int) -> None:
         """Close the run: its status, and the hash of every evidence file as it is now."""
@@ -620,6 +645,8 @@ class RunDir:
                 self.settle(node)
             self._journal.close()  # every record is in its node's facts file, synced
             self._close_folders()
+            with self._findings_lock:
+                self._close_findings()
             self.manifest.status = status
             self.manifest.exit_code = exit_code
             self.manifest.ended_at = now()
@@ -646,10 +673,11 @@ class RunDir:
     def __del__(self) -> None:  # a RunDir never finished (a test, a refused run)
         with contextlib.suppress(Exception):
             self._close_folders()
+            self._close_findings()
 
     def _folder(self, relative: str) -> int:
-        """The descriptor of a facts folder of the run, opened (or made) once: no symbolic
-        link followed below the run directory, then or later."""
+        """The descriptor of a facts or raw folder of the run, opened (or made) once: no
+        symbolic link followed below the run directory, then or later."""
         with self._lock:
             fd = self._folders.get(relative)
             if fd is None:

@@ -6,6 +6,7 @@ tests/unit/test_hostile_files.py runs the commands over the same."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,31 @@ def test_copy_tree_strict_refuses_links_and_fifos_naming_them(tmp_path: Path) ->
     assert not (tmp_path / "copy").exists()
     assert copy_tree(source, tmp_path / "copy") == ["raw/link", "raw/pipe"]
     assert sorted(p.name for p in (tmp_path / "copy").rglob("*")) == ["manifest.json"]
+
+
+def test_walk_files_lists_every_entry_once_by_name_never_through_a_link(tmp_path: Path) -> None:
+    """Each folder's links to folders first, then its other entries, by name, then its
+    folders, by name; a link is listed as itself (its own lstat), never descended."""
+    raw = tmp_path / "raw"
+    for folder in ("n2/topology", "n1/gpu", "n1/fio"):
+        (raw / folder).mkdir(parents=True)
+    (raw / "n1" / "gpu" / "smi.txt").write_text("x")
+    (raw / "n1" / "gpu" / "a.txt").write_text("y")
+    (raw / "n2" / "topology" / "topo.txt").write_text("z")
+    (raw / "n1" / "zz-to-etc").symlink_to("/etc")
+    (raw / "n1" / "b-to-file").symlink_to(raw / "n1" / "gpu" / "a.txt")
+    (raw / "n1" / "dangling").symlink_to(tmp_path / "gone")
+    os.mkfifo(raw / "n1" / "fifo")
+    listed = list(walk_files(tmp_path, "raw"))
+    assert [name for name, _ in listed] == [
+        "raw/n1/zz-to-etc",
+        "raw/n1/b-to-file",
+        "raw/n1/dangling",
+        "raw/n1/fifo",
+        "raw/n1/gpu/a.txt",
+        "raw/n1/gpu/smi.txt",
+        "raw/n2/topology/topo.txt",
+    ]
+    kinds = {name.rsplit("/", 1)[-1]: info.st_mode for name, info in listed}
+    assert stat.S_ISLNK(kinds["zz-to-etc"]) and stat.S_ISLNK(kinds["dangling"])
+    assert stat.S_ISFIFO(kinds["fifo"]) and stat.S_ISREG(kinds["a.txt"])

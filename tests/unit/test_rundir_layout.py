@@ -238,3 +238,46 @@ def test_a_changed_file_in_a_shard_is_a_replay_error_on_its_node(
             f"raw/{shard_of('node01')}/node01/gpu/planted.txt (added)",
         ),
     ]
+
+
+@pytest.mark.parametrize("layout", ["flat", "sharded"])
+def test_a_planted_link_where_a_nodes_raw_folder_goes_is_refused_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """The raw folders (raw/, raw/<shard>/) are held open for the run, and each node's
+    folder is made below them: a link planted where a node's folder goes is refused by
+    name, and nothing is written through it."""
+    monkeypatch.setattr(rundir, "SHARD_ABOVE", 2 if layout == "sharded" else 1000)
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(["node01", "node02", "node03"])
+    run.add_record("node01", record("gpu"))  # raw/ (and its shard) made and held open
+    where = run.path / "raw" / rundir.node_folder("node02", run.manifest.layout)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    where.symlink_to(outside)
+    with pytest.raises(OSError, match="is a symbolic link"):
+        run.add_record("node02", record("gpu"))
+    assert list(outside.iterdir()) == []
+    run.add_record("node03", record("gpu"))
+    assert (run.path / "raw" / rundir.node_folder("node03", run.manifest.layout)).is_dir()
+
+
+def test_many_nodes_raw_outputs_open_their_shard_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rundir, "SHARD_ABOVE", 2)
+    opened: list[Path] = []
+    real = rundir.open_folder
+
+    def counted(root: Path, path: Path) -> int:
+        opened.append(path.relative_to(root))
+        return real(root, path)
+
+    monkeypatch.setattr(rundir, "open_folder", counted)
+    nodes = [f"node{i:03d}" for i in range(60)]
+    run = written(tmp_path / "run", nodes)
+    raw_opened = [p for p in opened if p.parts[0] == "raw"]
+    assert sorted(raw_opened) == sorted({Path("raw", shard_of(n)) for n in nodes})
+    assert files_below(run.path).count("findings.jsonl") == 1
+    assert len([f for f in files_below(run.path) if f.startswith("raw/")]) == 60
