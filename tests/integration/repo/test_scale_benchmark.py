@@ -20,16 +20,20 @@ from tests.support import REPO
 from tests.support.timing import scaled
 
 
-def test_the_scale_benchmark_runs_at_twenty_nodes(tmp_path: Path) -> None:
-    argv = ["--nodes", "20", "--latency-ms", "0", "--keep", str(tmp_path)]
-    done = subprocess.run(
+def scale_py(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "benchmarks/scale.py", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=scaled(240),
         check=False,
+        env=env,
     )
+
+
+def test_the_scale_benchmark_runs_at_twenty_nodes(tmp_path: Path) -> None:
+    done = scale_py("--nodes", "20", "--latency-ms", "0", "--keep", str(tmp_path))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("20 nodes, ")
@@ -57,15 +61,7 @@ def test_several_sizes_share_one_temporary_folder_removed_at_the_end(tmp_path: P
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     argv = ["--nodes", "3", "4", "--latency-ms", "0", "--no-report"]
-    done = subprocess.run(
-        [sys.executable, "benchmarks/scale.py", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=scaled(240),
-        check=False,
-        env={**os.environ, "TMPDIR": str(temporary)},
-    )
+    done = scale_py(*argv, env={**os.environ, "TMPDIR": str(temporary)})
     assert done.returncode == 0, done.stderr
     assert re.findall(r"^(\d+) nodes, ", done.stdout, re.M) == ["3", "4"]
     assert list(temporary.iterdir()) == []
