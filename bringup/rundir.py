@@ -579,12 +579,16 @@ class RunDir:
                 sync_dir(folder)
             finally:
                 os.close(folder)
+        # Its journal line made before the run's lock is taken: every node's thread takes
+        # that lock for each record, and a thread holding it while it encodes (and the
+        # interpreter switches threads meanwhile) made the others queue behind it.
+        line = record_text(parsed)
         with self._lock:
             facts = self._held(node)
             facts.probes[parsed.probe] = parsed
             journaled = node in self._journaled
             if journaled:
-                text = record_text(parsed)
+                text = line
                 self._unsaved.add(node)
             else:
                 text = node_facts_text(facts)
@@ -680,9 +684,17 @@ class RunDir:
         symbolic link followed below the run directory, then or later."""
         with self._lock:
             fd = self._folders.get(relative)
-            if fd is None:
-                fd = self._folders[relative] = open_folder(self.path, self.path / relative)
+        if fd is not None:
             return fd
+        # Opened outside the run's lock (a call per component, each letting go of the
+        # interpreter's lock): the first node of each shard opens it, and the others do
+        # not queue behind it. Two opening it at once keep the first; the other closes.
+        opened = open_folder(self.path, self.path / relative)
+        with self._lock:
+            fd = self._folders.setdefault(relative, opened)
+        if fd != opened:
+            os.close(opened)
+        return fd
 
     def _held(self, node: str) -> NodeFacts:
         """The node's facts in memory: read back from its file when it was let go of,

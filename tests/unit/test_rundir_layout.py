@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -281,3 +283,36 @@ def test_many_nodes_raw_outputs_open_their_shard_once(
     assert sorted(raw_opened) == sorted({Path("raw", shard_of(n)) for n in nodes})
     assert files_below(run.path).count("findings.jsonl") == 1
     assert len([f for f in files_below(run.path) if f.startswith("raw/")]) == 60
+
+
+def test_nodes_opening_a_folder_at_once_share_one_descriptor_and_leak_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard's folder is opened outside the run's lock, by the first nodes to need it:
+    those that open it together keep one descriptor, and the others close theirs."""
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    started = threading.Barrier(8)
+    real = rundir.open_folder
+
+    def slow(root: Path, path: Path) -> int:
+        fd = real(root, path)
+        time.sleep(0.05)  # every thread has opened its own before any is kept
+        return fd
+
+    monkeypatch.setattr(rundir, "open_folder", slow)
+    before = len(os.listdir("/proc/self/fd"))
+    got: list[int] = []
+
+    def open_it() -> None:
+        started.wait(timeout=30)
+        got.append(run._folder("raw/ab"))
+
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(got) == 8 and len(set(got)) == 1
+    assert len(os.listdir("/proc/self/fd")) == before + 1  # the one kept, no other left
+    run._close_folders()
+    assert len(os.listdir("/proc/self/fd")) == before
