@@ -199,10 +199,15 @@ def _walk(path: str, relative: str) -> Iterator[tuple[str, os.stat_result]]:
             entries = sorted(listing, key=lambda entry: entry.name)
     except OSError:
         return
-    folders = [e for e in entries if e.is_dir(follow_symlinks=False)]
-    others = [e for e in entries if not e.is_dir(follow_symlinks=False)]
-    linked = [e for e in others if e.is_symlink() and e.is_dir()]
-    for entry in [*linked, *(e for e in others if e not in linked)]:
+    folders, linked, others = [], [], []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(entry)
+        elif entry.is_symlink() and entry.is_dir():
+            linked.append(entry)
+        else:
+            others.append(entry)
+    for entry in [*linked, *others]:
         yield f"{relative}/{entry.name}", entry.stat(follow_symlinks=False)
     for entry in folders:
         yield from _walk(entry.path, f"{relative}/{entry.name}")
@@ -396,15 +401,6 @@ def _create_temporary(folder: int, name: str, mode: int) -> tuple[str, int]:
             if attempt == 7:
                 raise
     raise AssertionError("unreachable")
-
-
-def append_lines(path: Path, text: str) -> None:
-    """Append whole lines to a regular file, never through a symlink."""
-    fd = open_append(path)
-    try:
-        write_all(fd, text.encode("utf-8"))
-    finally:
-        os.close(fd)
 
 
 def open_append(path: Path) -> int:

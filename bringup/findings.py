@@ -107,18 +107,15 @@ class Expected:
         return f"{self.op} {value}{unit}{note}"
 
     @classmethod
+    @lru_cache(maxsize=4096)  # bounded: a text may carry a node's own figure
     def parse(cls, text: str) -> Expected:
         """The typed form of an expectation written as text (findings recorded before it
         was typed, and checks that say it in words): '>= 3.0 GB/s' -> >=, 3.0, GB/s.
 
-        Each text is parsed once (_parsed): a check says the same threshold for every
-        node, nine texts a node here, the same ones at ten thousand nodes. An Expected
-        is frozen, and its value from a text is a number or a text, never a list: one
-        Expected serves every finding that gives the same text."""
-        return _parsed(text)
-
-    @classmethod
-    def _parse(cls, text: str) -> Expected:
+        Each text is parsed once: a check says the same threshold for every node, nine
+        texts a node here, the same ones at ten thousand nodes. An Expected is frozen,
+        and its value from a text is a number or a text, never a list: one Expected
+        serves every finding that gives the same text."""
         text = " ".join(text.split())
         within = re.fullmatch(r"within (\S+)% of (\S+)(?: (\S+))?(?: (.+))?", text)
         if within and _number(within[1]) is not None:
@@ -140,11 +137,6 @@ class Expected:
         if counted and _number(counted[1]) is not None:
             return cls(op="==", value=_typed(counted[1]), unit=counted[2])
         return cls(op="==" if " " not in text else "text", value=text)
-
-
-@lru_cache(maxsize=4096)  # bounded: a text may carry a node's own figure
-def _parsed(text: str) -> Expected:
-    return Expected._parse(text)
 
 
 def at_least(value: Scalar, unit: str | None = None, note: str | None = None) -> Expected:

@@ -622,10 +622,9 @@ class RunDir:
     def add_findings(self, findings: list[Finding]) -> None:
         """Append the findings' lines to findings.jsonl (made if missing): one write under
         the file's own lock, so nodes finishing together never interleave, and no node's
-        record waits on the run's lock meanwhile. The file is opened once for the run:
-        an open and close per node, each a call that lets go of the interpreter's lock
-        while the run's and the file's locks are held, made every thread that wanted
-        them queue (docs/scale.md, "One write a node's findings")."""
+        record waits on the run's lock meanwhile. The file is opened once for the run: an
+        open, a write and a close per node under the run's lock made every other thread
+        queue (docs/scale.md, "Fewer calls a node, none of them under the run's lock")."""
         data = "".join(finding_line(f) + "\n" for f in findings).encode("utf-8")
         with self._findings_lock:
             if self._findings_fd is None:

@@ -12,7 +12,7 @@ import pytest
 import typer
 
 from bringup.commands.common import Cli, create_run, fail
-from bringup.files import InputError, append_lines, read_text, write_atomic
+from bringup.files import InputError, open_append, read_text, write_atomic
 from bringup.rundir import RunDir, file_name, load_manifest
 from tests.support.cli import invoke
 
@@ -78,7 +78,7 @@ def test_appending_findings_never_follows_a_symlink(tmp_path: Path) -> None:
     victim.write_text("precious\n")
     (tmp_path / "findings.jsonl").symlink_to(victim)
     with pytest.raises(OSError):
-        append_lines(tmp_path / "findings.jsonl", "{}\n")
+        open_append(tmp_path / "findings.jsonl")
     assert victim.read_text() == "precious\n"
 
 
