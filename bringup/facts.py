@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -86,9 +86,38 @@ def record_text(record: ProbeRecord) -> str:
     return jsondata.dumps(record)
 
 
-def node_facts_text(facts: NodeFacts) -> str:
-    """facts/<node>.json's text: `model_dump_json(indent=2)` of the model, and a newline."""
-    return jsondata.dumps(facts, indent=True) + "\n"
+Journaled = tuple[ProbeRecord, str]  # a record and its record_text, as the journal took it
+_NO_PROBES = '"probes":{}}'
+
+
+def node_facts_text(facts: NodeFacts, texts: Mapping[str, Journaled] | None = None) -> str:
+    """facts/<node>.json's text: `model_dump_json(indent=2)` of the model, and a newline.
+
+    `texts`: probe -> (the record, its record_text) as the run journaled them. Where they
+    are every record the node holds, the file is laid out from those texts rather than
+    each record encoded (and searched for exponents) again: the same bytes, since msgspec's
+    `format` keeps each value's text as it is and a record's text is the same alone or in
+    its node's (tests/unit/test_facts_text.py)."""
+    laid_out = _from_journaled(facts, texts) if texts else None
+    return laid_out if laid_out is not None else jsondata.dumps(facts, indent=True) + "\n"
+
+
+def _from_journaled(facts: NodeFacts, texts: Mapping[str, Journaled]) -> str | None:
+    """The facts file's text from its records' journaled texts; None unless they are every
+    record the node holds, each text that of the very record held."""
+    if len(texts) != len(facts.probes):
+        return None
+    members = []
+    for name, record in facts.probes.items():
+        journaled = texts.get(name)
+        if journaled is None or journaled[0] is not record:
+            return None
+        members.append(f"{jsondata.dumps(name)}:{journaled[1]}")
+    head = jsondata.dumps(replace(facts, probes={}))  # {"node":...,"probes":{}}
+    if not head.endswith(_NO_PROBES):
+        return None
+    compact = f'{head[: -len(_NO_PROBES)]}"probes":{{{",".join(members)}}}}}'
+    return msgspec.json.format(compact.encode("utf-8"), indent=2).decode() + "\n"
 
 
 def record_json(record: ProbeRecord) -> dict[str, Any]:

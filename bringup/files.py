@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import secrets
 import stat
@@ -388,13 +389,22 @@ def copy_tree(
     return left_out
 
 
+_TEMPORARY = secrets.token_hex(4)
+_TEMPORARIES = itertools.count()
+
+
 def _create_temporary(folder: int, name: str, mode: int) -> tuple[str, int]:
     """A new file beside `name` in the directory `folder`, under a random name: (name, fd).
     O_EXCL|O_NOFOLLOW: whatever already stands at a name (a symlink planted there) is never
     opened; another random name is drawn instead."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
     for attempt in range(8):
-        tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+        # This process's random prefix and its next number: no two of its temporaries
+        # share a name, and none is drawn from the system's random source each time (a
+        # call a file, at two files a node). A name taken (a planted file, a forked
+        # process's) draws a random one.
+        unique = f"{_TEMPORARY}{next(_TEMPORARIES):x}" if attempt == 0 else secrets.token_hex(6)
+        tmp = f".{name[:200]}.{unique}.tmp"
         try:
             return tmp, os.open(tmp, flags, mode, dir_fd=folder)
         except FileExistsError:
@@ -443,16 +453,19 @@ def _open_dir_under(root: Path, path: Path) -> int:
         os.close(folder)
 
 
-def open_folder_in(folder: int, parts: Sequence[str], shown: Path) -> int:
+def open_folder_in(folder: int, parts: Sequence[str], shown: Path, new_last: bool = False) -> int:
     """A descriptor of the directory `parts` below the directory open at `folder` (shown
     as `shown` in errors): each component opened with O_NOFOLLOW, made when missing, a
     symlink among them refused. `folder` stays open; the caller closes the one returned.
-    A writer of many folders below one keeps that one open (RunDir: raw/<shard>/)."""
-    current = os.dup(folder)
+    A writer of many folders below one keeps that one open (RunDir: raw/<shard>/).
+    `new_last`: the last component is most likely not there yet (a probe's raw folder), so
+    it is made before it is opened, not after an open that fails."""
+    current = folder  # the caller's: never closed here
     try:
         for index, part in enumerate(parts):
+            make_first = new_last and index == len(parts) - 1
             try:
-                inner = _open_or_make(current, part)
+                inner = _open_or_make(current, part, make_first)
             except OSError as exc:
                 where = shown.joinpath(*parts[: index + 1])
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(where):
@@ -460,22 +473,27 @@ def open_folder_in(folder: int, parts: Sequence[str], shown: Path) -> int:
                         errno.ELOOP, f"{where} is a symbolic link (not followed in a run)"
                     ) from None
                 raise
-            os.close(current)
+            if current != folder:
+                os.close(current)
             current = inner
     except BaseException:
-        os.close(current)
+        if current != folder:
+            os.close(current)
         raise
-    return current
+    return current if current != folder else os.dup(folder)
 
 
-def _open_or_make(folder: int, part: str) -> int:
-    """The directory `part` in `folder`, opened with O_NOFOLLOW; made first when missing."""
-    try:
-        return os.open(part, _DIR_FLAGS, dir_fd=folder)
-    except FileNotFoundError:  # opened first: in a run most of them are there already
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(part, 0o777, dir_fd=folder)
-        return os.open(part, _DIR_FLAGS, dir_fd=folder)
+def _open_or_make(folder: int, part: str, make_first: bool = False) -> int:
+    """The directory `part` in `folder`, opened with O_NOFOLLOW; made first when missing
+    (or, with `make_first`, made, then opened whether it was there or not)."""
+    if not make_first:
+        try:
+            return os.open(part, _DIR_FLAGS, dir_fd=folder)
+        except FileNotFoundError:  # opened first: in a run most of them are there already
+            pass
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(part, 0o777, dir_fd=folder)
+    return os.open(part, _DIR_FLAGS, dir_fd=folder)
 
 
 def _read_at_most(fd: int, count: int) -> bytes:

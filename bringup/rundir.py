@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -59,6 +60,7 @@ from typing import Any, Literal
 
 from bringup import __version__, jsondata
 from bringup.facts import (
+    Journaled,
     NodeFacts,
     ProbeRecord,
     node_facts_text,
@@ -223,9 +225,11 @@ def layout_for(nodes: int) -> Layout:
     return "sharded" if nodes > SHARD_ABOVE else "flat"
 
 
+@functools.lru_cache(maxsize=4096)
 def node_folder(node: str, layout: Layout) -> str:
     """The relative folder of a node's files below facts/ or raw/: `<node>`, or
-    `<shard>/<node>` in a sharded run (each part one path component)."""
+    `<shard>/<node>` in a sharded run (each part one path component). Kept for the last
+    few thousand nodes: a running node asks for it with each of its files."""
     name = file_name(node)
     return f"{shard_of(node)}/{name}" if layout == "sharded" else name
 
@@ -332,6 +336,9 @@ class RunDir:
         # Planned nodes (add_nodes) whose facts file is not written yet: settle() writes it.
         self._unfiled: set[str] = set()
         self._journal = RunJournal(path, path / "facts")
+        # Each unsaved node's records with the texts the journal took (facts.Journaled):
+        # its facts file is laid out from them at settle(), not encoded again.
+        self._texts: dict[str, dict[str, Journaled]] = {}
         # The facts folders written into (facts/, or each facts/<shard>/), each opened once.
         self._folders: dict[str, int] = {}
         # Nodes let go of once judged (release): their probe times and provenance (Kept),
@@ -342,6 +349,9 @@ class RunDir:
         # of its own: a node's findings written never hold the run's lock.
         self._findings_fd: int | None = None
         self._findings_lock = threading.Lock()
+        # The lines this run wrote to findings.jsonl since it made it or started it afresh;
+        # None: a reopened run's file holds lines of before (findings_written).
+        self._findings_written: int | None = None
 
     @classmethod
     def create(
@@ -372,6 +382,7 @@ class RunDir:
             provenance=provenance or Provenance(),
         )
         run = cls(path, manifest)
+        run._findings_written = 0  # an empty folder: no findings.jsonl yet
         run.save_manifest()
         return run
 
@@ -540,9 +551,10 @@ class RunDir:
                 return
             self._unsaved.discard(node)
             facts = self._facts[node]
+            texts = self._texts.pop(node, None)
         # Written even when the journal could not be (a full disk, a planted link): the
         # record was judged from memory, so the file holds it too.
-        self._save_facts(facts)
+        self._save_facts(facts, texts)
         if journaled:
             self._journal.settled(node)  # its lines in the journal need not be read again
 
@@ -562,6 +574,7 @@ class RunDir:
         with self._findings_lock:
             self._close_findings()  # the next findings go to the new file, not the old
             write_atomic(self.path / "findings.jsonl", "")
+            self._findings_written = 0
 
     def add_record(self, node: str, record: dict[str, object]) -> ProbeRecord:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
@@ -572,7 +585,7 @@ class RunDir:
             # from raw/ (or raw/<shard>/), held open for the run as the facts folders are.
             parent, _, leaf = f"raw/{node_folder(node, self.manifest.layout)}".rpartition("/")
             probe = (leaf, file_name(parsed.probe))
-            folder = open_folder_in(self._folder(parent), probe, self.path / parent)
+            folder = open_folder_in(self._folder(parent), probe, self.path / parent, True)
             try:
                 for name, text in dict(raw).items():
                     write_atomic_at(folder, file_name(str(name)), str(text), sync_folder=False)
@@ -590,6 +603,7 @@ class RunDir:
             if journaled:
                 text = line
                 self._unsaved.add(node)
+                self._texts.setdefault(node, {})[parsed.probe] = (parsed, line)
             else:
                 text = node_facts_text(facts)
             # The file is written outside the run's lock, so nodes write theirs side by
@@ -619,18 +633,29 @@ class RunDir:
             self.manifest.overrides[node] = changes
             self.save_manifest()
 
-    def add_findings(self, findings: list[Finding]) -> None:
+    def add_findings(self, findings: list[Finding], data: bytes | None = None) -> None:
         """Append the findings' lines to findings.jsonl (made if missing): one write under
         the file's own lock, so nodes finishing together never interleave, and no node's
         record waits on the run's lock meanwhile. The file is opened once for the run: an
         open, a write and a close per node under the run's lock made every other thread
-        queue (docs/scale.md, "Fewer calls a node, none of them under the run's lock")."""
-        data = "".join(finding_line(f) + "\n" for f in findings).encode("utf-8")
+        queue (docs/scale.md, "Fewer calls a node, none of them under the run's lock").
+        `data`: their lines, made by findings_bytes before a lock of the caller's."""
+        if data is None:
+            data = findings_bytes(findings)
         with self._findings_lock:
             if self._findings_fd is None:
                 self._findings_fd = open_append(self.path / "findings.jsonl")
             if data:
                 write_all(self._findings_fd, data)
+            if self._findings_written is not None:
+                self._findings_written += len(findings)
+
+    def findings_written(self) -> int | None:
+        """How many lines findings.jsonl holds, as this run wrote them since it made the
+        file or started it afresh (one a finding); None for a reopened run that has not
+        started it afresh (its lines of before are the file's to count)."""
+        with self._findings_lock:
+            return self._findings_written
 
     def _close_findings(self) -> None:
         """findings.jsonl's descriptor closed (under the file's lock, or with none left)."""
@@ -656,12 +681,13 @@ class RunDir:
             self.manifest.files_sha256 = evidence_hashes(self.path)
             self.save_manifest()
 
-    def _save_facts(self, facts: NodeFacts) -> None:
-        """The node's facts file written, synced, and its name synced into its folder."""
+    def _save_facts(self, facts: NodeFacts, texts: dict[str, Journaled] | None = None) -> None:
+        """The node's facts file written, synced, and its name synced into its folder
+        (`texts`: its records as the journal took them, laid out rather than encoded)."""
         relative = node_folder(facts.node, self.manifest.layout)
         folder, _, name = f"facts/{relative}".rpartition("/")
         with self._node_locks.setdefault(facts.node, threading.Lock()):
-            text = node_facts_text(facts)
+            text = node_facts_text(facts, texts)
             write_atomic_at(self._folder(folder), f"{name}.json", text)
         with self._lock:
             self._unfiled.discard(facts.node)
@@ -721,6 +747,11 @@ class RunDir:
 
     def _raw_path(self, node: str) -> Path:
         return self.path / "raw" / node_folder(node, self.manifest.layout)
+
+
+def findings_bytes(findings: list[Finding]) -> bytes:
+    """The findings' lines as add_findings appends them to findings.jsonl."""
+    return "".join(finding_line(f) + "\n" for f in findings).encode("utf-8")
 
 
 # --- the journals: running nodes' records, until their facts files are written ------------

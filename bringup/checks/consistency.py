@@ -159,15 +159,67 @@ def majority(nodes: Mapping[str, dict[str, Fields]]) -> tuple[Fields, dict[str, 
     no majority -> their values). A node counts for a field when its probe answered."""
     agreed: Fields = {}
     split: dict[str, list[str]] = {}
-    for probe, key in _keys(nodes):
-        values = [groups[probe].get(key, ABSENT) for groups in nodes.values() if probe in groups]
-        (top, count), *_ = Counter(values).most_common(1)
-        if 2 * count > len(values):
-            if top != ABSENT:
-                agreed[key] = top
+    for poll in polls(nodes):
+        if poll.majority:
+            if poll.top != ABSENT:
+                agreed[poll.key] = poll.top
         else:
-            split[key] = sorted({str(v) for v in values})
+            split[poll.key] = sorted({str(value) for value, _ in poll.answers})
     return agreed, split
+
+
+@dataclass
+class Poll:
+    """One field's vote across the nodes whose probe answered: each Fields object's value
+    with the nodes that hold it (in node order of their first), the value most show and
+    how many do."""
+
+    key: str
+    answers: list[tuple[Value, list[str]]]
+    top: Value
+    count: int
+    voters: int
+
+    @property
+    def majority(self) -> bool:
+        return 2 * self.count > self.voters
+
+
+def polls(nodes: Mapping[str, dict[str, Fields]]) -> list[Poll]:
+    """Every field's Poll, in field order (_order).
+
+    Nodes alike share one Fields object (fleet.run's Shared holds equal fields once): each
+    distinct object is read once with the nodes that hold it, so ten thousand identical
+    nodes cost what one does, not ten thousand times two hundred look-ups. Fields equal but
+    not shared are counted apart, to the same result."""
+    holders = _holders(nodes)
+    keys = {(probe, key) for probe, held in holders.items() for fields, _ in held for key in fields}
+    found = []
+    for probe, key in sorted(keys, key=lambda pk: _order(pk[1])):
+        # A Counter over the values in node order, as over every node's own: the first
+        # node's value wins a tie, and values equal to Python (1, 1.0, True) are one.
+        answers = [(fields.get(key, ABSENT), nodes_of) for fields, nodes_of in holders[probe]]
+        counts: Counter[Value] = Counter()
+        for value, nodes_of in answers:
+            counts[value] += len(nodes_of)
+        (top, count), *_ = counts.most_common(1)
+        found.append(Poll(key, answers, top, count, sum(counts.values())))
+    return found
+
+
+def _holders(nodes: Mapping[str, dict[str, Fields]]) -> dict[str, list[tuple[Fields, list[str]]]]:
+    """probe -> [(a Fields object, the nodes that hold that very object)], in node order of
+    each object's first holder."""
+    by_probe: dict[str, dict[int, tuple[Fields, list[str]]]] = {}
+    for node, groups in nodes.items():
+        for probe, fields in groups.items():
+            held = by_probe.setdefault(probe, {})
+            entry = held.get(id(fields))  # the objects live in `nodes` meanwhile: ids unique
+            if entry is None:
+                held[id(fields)] = (fields, [node])
+            else:
+                entry[1].append(node)
+    return {probe: list(held.values()) for probe, held in by_probe.items()}
 
 
 # The per-node checks that judge a field against the profile: where one of them already
@@ -197,19 +249,17 @@ def judge_consistency(
     if len(nodes) < MIN_NODES:
         return []
     odd: dict[str, list[Diff]] = {}
-    for probe, key in _keys(nodes):
-        voters = {
-            n: groups[probe].get(key, ABSENT) for n, groups in nodes.items() if probe in groups
-        }
-        if len(voters) < MIN_NODES:
-            continue
-        (top, count), *_ = Counter(voters.values()).most_common(1)
-        if 2 * count <= len(voters):
-            continue  # no majority: nothing to call odd
-        for node, value in voters.items():
-            if value != top:
-                odd.setdefault(node, []).append(Diff(key, value, top, f"{count} of {len(voters)}"))
-    agreed, _ = majority(nodes)
+    agreed: Fields = {}
+    for poll in polls(nodes):
+        if poll.majority and poll.top != ABSENT:
+            agreed[poll.key] = poll.top  # what majority() agrees on, few voters or many
+        if poll.voters < MIN_NODES or not poll.majority:
+            continue  # too few to tell, or no majority: nothing to call odd
+        votes = f"{poll.count} of {poll.voters}"
+        for value, members in poll.answers:
+            if value != poll.top:
+                for node in members:
+                    odd.setdefault(node, []).append(Diff(poll.key, value, poll.top, votes))
     findings = []
     for node, diffs in sorted(odd.items()):
         for diff in collapse(diffs, agreed):
@@ -348,11 +398,6 @@ def probe_of(key: str) -> str:
     if key.startswith("gpu") or key in ("driver_version", "cuda_driver_version"):
         return "gpu"
     return "host"
-
-
-def _keys(nodes: Mapping[str, dict[str, Fields]]) -> list[tuple[str, str]]:
-    keys = {(probe, key) for groups in nodes.values() for probe, f in groups.items() for key in f}
-    return sorted(keys, key=lambda pk: _order(pk[1]))
 
 
 def _order(key: str) -> tuple[int, int, int, str]:

@@ -460,10 +460,10 @@ def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[
     node's metrics taken, then only its records' headers kept): at the end of a check of
     ten thousand nodes, never every node's facts at once (docs/scale.md). `held`: the
     findings the run wrote, as the caller holds them: taken for findings.jsonl's when the
-    file holds as many lines, not read back (a second copy of 290,000 findings at 10,000
-    nodes); else the file is read, as the report reads it. `check` gives its Tally
-    (fleet/tally.py): what those rules read of the findings, the nodes that have any and
-    the bad ones, without every finding."""
+    file holds as many lines (RunDir.findings_written), not read back (a second copy of
+    290,000 findings at 10,000 nodes); else the file is read, as the report reads it.
+    `check` gives its Tally (fleet/tally.py): what those rules read of the findings, the
+    nodes that have any and the bad ones, without every finding."""
     from bringup import profile as profile_mod
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
@@ -479,8 +479,14 @@ def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[
             named = profile_mod.load(manifest.profile)
     peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
     digest = WholeRunDigest(peak, auto=named is None)
-    if held is not None and findings_lines(run.path, len(manifest.nodes)) != len(held):
-        held = None  # not what the file holds: read it
+    if held is not None:
+        # What this run wrote, counted as it wrote it (a 65 MB file is not read to count
+        # its lines at ten thousand nodes); a reopened run's file counted from the file.
+        written = run.findings_written()
+        if written is None:
+            written = findings_lines(run.path, len(manifest.nodes))
+        if written != len(held):
+            held = None  # not what the file holds: read it
     try:
         data = load(run.path, digest, held)
     except RunDataError:

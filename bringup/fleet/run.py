@@ -55,7 +55,7 @@ from bringup.fleet.transport import (
     is_progress,
 )
 from bringup.profile import AUTO, Profile
-from bringup.rundir import Override, RunDir
+from bringup.rundir import Override, RunDir, findings_bytes
 
 if TYPE_CHECKING:
     # rich loads only for a console that shows something; the fleet checks' types are
@@ -487,8 +487,11 @@ def _finish(
             outcome.findings = found
             rundir.add_findings(found)
         else:
+            # Their lines made before the lock is taken: every node's thread ends here, and
+            # with the lines made under it they queued (docs/scale.md).
+            data = findings_bytes(found)
             with shared.lock:
-                rundir.add_findings(found)
+                rundir.add_findings(found, data)
                 shared.tally.add(found, index)
     rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:

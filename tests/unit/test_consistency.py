@@ -123,3 +123,80 @@ def test_a_malformed_manifest_says_what_is_wrong(doc: object, message: str) -> N
     with pytest.raises(ValueError) as caught:
         from_manifest(doc)
     assert str(caught.value) == message
+
+
+# --- nodes alike share their fields: the vote counts each node once ------------------------
+
+
+def reference_votes(nodes):
+    """The vote as it was taken node by node, field by field (before nodes sharing one
+    Fields object were counted together): the oracle polls() must agree with."""
+    from collections import Counter
+
+    from bringup.checks.consistency import ABSENT, _order
+
+    keys = {(p, k) for groups in nodes.values() for p, f in groups.items() for k in f}
+    found = {}
+    for probe, key in sorted(keys, key=lambda pk: _order(pk[1])):
+        voters = {n: g[probe].get(key, ABSENT) for n, g in nodes.items() if probe in g}
+        (top, count), *_ = Counter(voters.values()).most_common(1)
+        found[key] = (top, count, voters)
+    return found
+
+
+def shared_fleet(copies: int) -> dict[str, dict[str, dict[str, object]]]:
+    """The demo fleet's six nodes `copies` times over, the copies of a node holding the
+    very same Fields objects (as fleet.run's Shared leaves them), with odd ones mixed in:
+    a value equal to Python but not alike (1, 1.0, True), a key absent, and a tie."""
+    demo = fleet_fields(demo_nodes())
+    names = sorted(demo)
+    fleet: dict[str, dict[str, dict[str, object]]] = {}
+    for i in range(copies):
+        for name in names:
+            fleet[f"{name}-{i:03d}"] = demo[name]
+    first = fleet[f"{names[0]}-000"]
+    fleet["odd-true"] = {**first, "gpu": {**first["gpu"], "gpu0.pcie_gen": True}}
+    fleet["odd-float"] = {**first, "gpu": {**first["gpu"], "gpu0.pcie_gen": 6.0}}
+    fleet["odd-absent"] = {
+        **first,
+        "host": {k: v for k, v in first["host"].items() if k != "kernel"},
+    }
+    fleet["odd-noprobe"] = {p: f for p, f in first.items() if p != "topology"}
+    return fleet
+
+
+@pytest.mark.parametrize("copies", [1, 2, 40])
+def test_nodes_sharing_their_fields_are_each_one_vote(copies: int) -> None:
+    from bringup.checks.consistency import polls
+
+    fleet = shared_fleet(copies)
+    expected = reference_votes(fleet)
+    got = {p.key: p for p in polls(fleet)}
+    assert list(got) == list(expected)  # the same fields, in the same order
+    for key, (top, count, voters) in expected.items():
+        poll = got[key]
+        assert (type(poll.top), poll.top, poll.count, poll.voters) == (
+            type(top),
+            top,
+            count,
+            len(voters),
+        ), key
+        # Every node's own value (True stays True beside an equal 1), each node once.
+        own = {node: value for value, nodes in poll.answers for node in nodes}
+        assert sorted(own) == sorted(voters)
+        assert all(type(own[n]) is type(v) and own[n] == v for n, v in voters.items()), key
+
+
+def test_shared_fields_judge_as_copies_do() -> None:
+    fleet = shared_fleet(3)
+    copied = copy.deepcopy(fleet)  # no two nodes share an object now
+    assert odd(judge_consistency(fleet)) == odd(judge_consistency(copied))
+    assert majority(fleet) == majority(copied)
+    # The odd nodes are found, each once, with their own values.
+    said = odd(judge_consistency(fleet))
+    assert (
+        "odd-absent",
+        Status.WARN,
+        "kernel is absent; 21 of 22 nodes have '6.8.0-60-generic'",
+    ) in said
+    assert len([s for s in said if s[0] == "odd-absent"]) == 1

@@ -46,15 +46,24 @@ def test_a_symlink_at_the_final_name_is_replaced_not_followed(tmp_path: Path) ->
 def test_a_symlink_at_the_drawn_temporary_name_is_never_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Even an attacker who guesses the random name: O_EXCL|O_NOFOLLOW, another is drawn."""
+    """Even an attacker who guesses the name (this process's random prefix and its next
+    number): O_EXCL|O_NOFOLLOW, and a random one is drawn instead."""
+    import itertools
+
+    from bringup import files
+
     target = victim(tmp_path)
-    names = iter(["guessed", "fresh"])
+    monkeypatch.setattr(files, "_TEMPORARIES", itertools.count(7))
+    names = iter(["fresh"])
     monkeypatch.setattr("bringup.files.secrets.token_hex", lambda _: next(names))
-    (tmp_path / ".out.md.guessed.tmp").symlink_to(target)
+    (tmp_path / f".out.md.{files._TEMPORARY}7.tmp").symlink_to(target)
     write_atomic(tmp_path / "out.md", "new\n")
     assert target.read_text() == PRECIOUS
     assert (tmp_path / "out.md").read_text() == "new\n"
     assert not (tmp_path / ".out.md.fresh.tmp").exists()
+    # The next file takes the next number, no random draw (`names` is spent).
+    write_atomic(tmp_path / "out.md", "newer\n")
+    assert (tmp_path / "out.md").read_text() == "newer\n"
 
 
 def test_a_symlinked_directory_is_refused_as_output(tmp_path: Path) -> None:

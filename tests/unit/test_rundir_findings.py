@@ -84,3 +84,25 @@ def test_nodes_finishing_together_never_interleave_their_lines(tmp_path: Path) -
         assert len({line["node"] for line in block}) == 1
         assert [line["check"] for line in block] == [f"gpu.c{i}" for i in range(7)]
     assert written[0] == finding_line(findings_of(json.loads(written[0])["node"], 1)[0])
+
+
+def test_the_lines_a_run_wrote_are_counted_and_a_reopened_runs_are_the_files(
+    tmp_path: Path,
+) -> None:
+    """judge_whole takes the findings `check` holds for the file's when the run wrote as
+    many lines: counted as written, not by reading the file back; a reopened run's file
+    holds lines of before, so it has no count until it starts the file afresh."""
+    run = RunDir.create(tmp_path / "run", "check", "b300", "acceptance")
+    assert run.findings_written() == 0
+    run.add_findings(findings_of("n1", 3))
+    run.add_findings([])
+    run.add_findings(findings_of("n2", 4))
+    assert run.findings_written() == 7 == len(lines_of(run))
+    run.finish("complete", 0)
+    again = RunDir.reopen(tmp_path / "run")
+    assert again.findings_written() is None  # the 7 lines of before: the file's to count
+    again.add_findings(findings_of("n3", 1))
+    assert again.findings_written() is None and len(lines_of(again)) == 8
+    again.reset_findings()
+    again.add_findings(findings_of("n3", 2))
+    assert again.findings_written() == 2 == len(lines_of(again))
