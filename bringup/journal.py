@@ -45,7 +45,7 @@ import msgspec
 
 from bringup import jsondata
 from bringup.facts import ProbeRecord
-from bringup.files import InputError, open_folder, read_lines_in, sync_dir
+from bringup.files import InputError, open_folder, read_lines_in, sync_dir, write_all
 
 SEGMENT_BYTES = 8 * 1024 * 1024  # far below the 64 MiB any reader takes (files.MAX_BYTES)
 _SEGMENT = re.compile(r"journal\.(\d{6})\.jsonl")
@@ -186,9 +186,7 @@ class RunJournal:
             self._start_segment()
         assert self._fd is not None
         data = b"".join(line for _, _, line in batch)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        write_all(self._fd, data)
         os.fdatasync(self._fd)
         self._size += len(data)
         self.batches += 1
