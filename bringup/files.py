@@ -429,6 +429,41 @@ def can_sync_file_system() -> bool:
     return (major, minor) >= (5, 8) and _syncfs() is not None
 
 
+# File systems on the machine's own disks (or memory), where syncing the whole file
+# system writes what this machine's processes wrote there. Not a network or cluster file
+# system (nfs, cifs, lustre, gpfs, fuse...): there it would flush every client's data
+# held here through one server, and each file is synced on its own instead.
+LOCAL_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "overlay"}
+)
+
+
+def syncs_whole(path: Path) -> bool:
+    """Whether a writer of many files under the directory `path` syncs them with one
+    sync_file_system: there is one that reports failures (can_sync_file_system) and the
+    directory is on a local file system (LOCAL_FILE_SYSTEMS)."""
+    if not can_sync_file_system():
+        return False
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            return file_system_type(os.stat(path).st_dev, mounts.read()) in LOCAL_FILE_SYSTEMS
+    except OSError:
+        return False
+
+
+def file_system_type(device: int, mountinfo: str) -> str | None:
+    """The type of the file system on `device` (a stat's st_dev) by the lines of
+    /proc/self/mountinfo (its third field the device, "major:minor"; the type the first
+    field after " - "); None when no line names it."""
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    for line in mountinfo.splitlines():
+        mount, _, tail = line.partition(" - ")
+        fields = mount.split()
+        if len(fields) >= 3 and fields[2] == wanted and tail:
+            return tail.split()[0]
+    return None
+
+
 @functools.cache
 def _syncfs() -> Callable[[int], int] | None:
     """The C library's syncfs, loaded once, the first time a run syncs (ctypes is not

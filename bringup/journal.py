@@ -47,11 +47,11 @@ from bringup import jsondata
 from bringup.facts import ProbeRecord
 from bringup.files import (
     InputError,
-    can_sync_file_system,
     open_folder,
     read_lines_in,
     sync_dir,
     sync_file_system,
+    syncs_whole,
     write_all,
 )
 
@@ -101,8 +101,8 @@ class RunJournal:
         self.root = root
         self.folder = folder
         # Whether a batch can sync the whole file system first (barrier(), after_files):
-        # files.can_sync_file_system unless told.
-        self.barriers = can_sync_file_system() if barriers is None else barriers
+        # files.syncs_whole for the run directory unless told.
+        self.barriers = syncs_whole(root) if barriers is None else barriers
         self._cond = threading.Condition()
         self._queue: list[_Entry] = []
         self._queued = 0  # lines queued so far (each append waits for its own number)

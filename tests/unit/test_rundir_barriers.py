@@ -70,6 +70,13 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return events
 
 
+@pytest.fixture(autouse=True)
+def _barriers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Barriers wherever syncfs works, whatever file system the tests' folder is on (a
+    container's overlay, a tmpfs): the journal's choice is tested on its own below."""
+    monkeypatch.setattr(journal_module, "syncs_whole", lambda path: True)
+
+
 def _run(tmp_path: Path, name: str = "run") -> RunDir:
     run = RunDir.create(tmp_path / name, "check", "b300", "quick")
     run.add_nodes(["n1", "n2"])
@@ -135,7 +142,7 @@ def test_without_barriers_each_file_and_folder_is_synced_as_before(
 ) -> None:
     """Where there is no syncfs (not Linux, a kernel before 5.8): each file and folder
     synced by the node's own thread, the journal's lines as before."""
-    monkeypatch.setattr(journal_module, "can_sync_file_system", lambda: False)
+    monkeypatch.setattr(journal_module, "syncs_whole", lambda path: False)
     run = _run(tmp_path)
     assert not run._journal.barriers
     run.add_record("n1", dict(GPU))
@@ -169,7 +176,7 @@ def test_the_run_directory_is_the_same_with_barriers_or_without(
 ) -> None:
     trees = []
     for barriers in (True, False):
-        monkeypatch.setattr(journal_module, "can_sync_file_system", lambda b=barriers: b)
+        monkeypatch.setattr(journal_module, "syncs_whole", lambda path, b=barriers: b)
         run = _run(tmp_path, f"run-{barriers}")
         assert run._journal.barriers is barriers
         for node in ("n1", "n2"):
@@ -260,3 +267,41 @@ def test_the_file_system_is_synced_whole_only_where_syncfs_reports_failures(
     monkeypatch.setattr(files_module.os, "uname", lambda: fake)
     monkeypatch.setattr(files_module, "_syncfs", lambda: lambda fd: 0)
     assert files_module.can_sync_file_system.__wrapped__() is expected
+
+
+# Lines of /proc/self/mountinfo as proc(5) gives them: the third field the device, the type
+# after " - ". The first two are this machine's own; the third is proc(5)'s example; the
+# last a home directory on NFS, as a cluster's login node mounts it.
+MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard
+36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+41 27 0:52 / /home rw,relatime shared:30 - nfs4 filer:/export/home rw,vers=4.2
+"""
+
+
+@pytest.mark.parametrize(
+    ("device", "kind", "whole"),
+    [
+        (os.makedev(254, 0), "ext4", True),
+        (os.makedev(98, 0), "ext3", True),
+        (os.makedev(0, 52), "nfs4", False),
+        (os.makedev(0, 21), "proc", False),
+        (os.makedev(8, 1), None, False),
+    ],
+)
+def test_the_whole_file_system_is_synced_only_on_a_local_one(
+    device: int, kind: str | None, whole: bool
+) -> None:
+    """On NFS (a home directory on a cluster) a sync of the file system would flush every
+    client's data through the server: each file is synced on its own there."""
+    assert files_module.file_system_type(device, MOUNTINFO) == kind
+    assert (kind in files_module.LOCAL_FILE_SYSTEMS) is whole
+
+
+def test_a_run_directory_here_is_judged_by_its_own_file_system(tmp_path: Path) -> None:
+    with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
+        kind = files_module.file_system_type(os.stat(tmp_path).st_dev, mounts.read())
+    assert kind is not None
+    local = kind in files_module.LOCAL_FILE_SYSTEMS
+    assert files_module.syncs_whole(tmp_path) is (local and files_module.can_sync_file_system())
