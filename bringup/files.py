@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import itertools
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 MAX_BYTES = 64 * 1024 * 1024  # the cap on any file the command line reads (docs/troubleshooting)
@@ -316,12 +318,71 @@ def write_atomic_at(
     data: str | bytes | Iterable[str],
     mode: int = 0o666,
     sync_folder: bool = True,
+    barrier: Callable[[], None] | None = None,
 ) -> None:
     """write_atomic's file `name` in the directory open at `folder` (open_folder): a
     writer of many files in one directory opens it once, not once a file.
     `sync_folder=False` leaves the new name's sync to the caller (sync_folder(), once for
     many files): the file's own bytes are synced before the rename either way, so the
-    name, once on disk, never points at a file without them."""
+    name, once on disk, never points at a file without them.
+
+    `barrier`: the file's bytes are put on disk by it (a call that returns once every
+    file written before it is on disk: RunJournal.barrier, one sync of the file system
+    shared by the run's threads) rather than by a sync of their own; the new name is then
+    the caller's to put on disk (it is not synced here, whatever `sync_folder` says). A
+    barrier that fails (OSError) leaves the file to its own sync, and its name to this
+    call's, as without one."""
+    write_files_at(folder, {name: data}, mode, sync_folder, barrier)
+
+
+def write_files_at(
+    folder: int,
+    files: Mapping[str, str | bytes | Iterable[str]],
+    mode: int = 0o666,
+    sync_folder: bool = True,
+    barrier: Callable[[], None] | None = None,
+) -> None:
+    """Each file of `files` (name -> data) written as write_atomic_at writes it, and
+    their names synced once (`sync_folder`). With a `barrier`, one for them all: every
+    file written, the barrier, then every rename."""
+    written: list[tuple[str, str]] = []  # (temporary, name) of each file made so far
+    open_fds: list[int] = []  # their descriptors not yet closed
+    synced = False  # by the barrier
+    try:
+        for name, data in files.items():
+            tmp, fd = _create_temporary(folder, name, mode)
+            written.append((tmp, name))
+            open_fds.append(fd)
+            _write_pieces(fd, data)
+        if barrier is not None:
+            with contextlib.suppress(OSError):  # then each file synced on its own
+                barrier()
+                synced = True
+        while open_fds:
+            fd = open_fds.pop(0)  # in the order written
+            try:
+                if not synced:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        for tmp, name in written:
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        for fd in open_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for tmp, _ in written:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+        raise
+    if sync_folder and not synced:
+        sync_dir(folder)
+
+
+def _write_pieces(fd: int, data: str | bytes | Iterable[str]) -> None:
+    # The descriptor written directly, not through a file object: each piece is one
+    # write (text comes in chunks: _chunks), and a file object's own calls (a stat, a
+    # terminal check, a seek) were a fifth of a fleet run's calls for its files.
     pieces: Iterable[bytes]
     if isinstance(data, bytes):
         pieces = (data,)
@@ -329,30 +390,93 @@ def write_atomic_at(
         pieces = (data.encode("utf-8"),)
     else:
         pieces = _chunks(data)
-    tmp, fd = _create_temporary(folder, name, mode)
-    try:
-        # The descriptor written directly, not through a file object: each piece is one
-        # write (text comes in chunks: _chunks), and a file object's own calls (a stat,
-        # a terminal check, a seek) were a fifth of a fleet run's calls for its files.
-        try:
-            for piece in pieces:
-                write_all(fd, piece)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=folder)
-        raise
-    if sync_folder:
-        sync_dir(folder)
+    for piece in pieces:
+        write_all(fd, piece)
 
 
 def sync_dir(folder: int) -> None:
     """The names in the directory open at `folder` put on disk (fsync of the directory)."""
     with contextlib.suppress(OSError):  # some file systems cannot sync a directory
         os.fsync(folder)
+
+
+def sync_file_system(fd: int) -> None:
+    """Every file written on the file system that holds `fd` put on disk, data and names
+    (Linux's syncfs(2)): one call where a writer of many files would sync each file and
+    each folder. OSError when it fails (the kernel reports writeback errors to it since
+    5.8: can_sync_file_system). By hand, through ctypes: the os module has no syncfs."""
+    import ctypes
+
+    call = _syncfs()
+    if call is None:
+        raise OSError(errno.ENOSYS, "cannot sync the file system: no syncfs here")
+    if call(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"cannot sync the file system: {os.strerror(code)}")
+
+
+@functools.cache
+def can_sync_file_system() -> bool:
+    """Whether sync_file_system is there and says when it failed: Linux 5.8 or later (an
+    older kernel's syncfs returns 0 after a failed writeback) with a C library that has
+    syncfs. Elsewhere a writer syncs each file and folder."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 8) and _syncfs() is not None
+
+
+# File systems on the machine's own disks (or memory), where syncing the whole file
+# system writes what this machine's processes wrote there. Not a network or cluster file
+# system (nfs, cifs, lustre, gpfs, fuse...): there it would flush every client's data
+# held here through one server, and each file is synced on its own instead.
+LOCAL_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "tmpfs", "overlay"}
+)
+
+
+def syncs_whole(path: Path) -> bool:
+    """Whether a writer of many files under the directory `path` syncs them with one
+    sync_file_system: there is one that reports failures (can_sync_file_system) and the
+    directory is on a local file system (LOCAL_FILE_SYSTEMS)."""
+    if not can_sync_file_system():
+        return False
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            return file_system_type(os.stat(path).st_dev, mounts.read()) in LOCAL_FILE_SYSTEMS
+    except OSError:
+        return False
+
+
+def file_system_type(device: int, mountinfo: str) -> str | None:
+    """The type of the file system on `device` (a stat's st_dev) by the lines of
+    /proc/self/mountinfo (its third field the device, "major:minor"; the type the first
+    field after " - "); None when no line names it."""
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    for line in mountinfo.splitlines():
+        mount, _, tail = line.partition(" - ")
+        fields = mount.split()
+        if len(fields) >= 3 and fields[2] == wanted and tail:
+            return tail.split()[0]
+    return None
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    """The C library's syncfs, loaded once, the first time a run syncs (ctypes is not
+    loaded by a command that never does)."""
+    import ctypes
+
+    try:
+        call = ctypes.CDLL(None, use_errno=True).syncfs  # the interpreter's own C library
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int]
+    call.restype = ctypes.c_int
+    return call  # type: ignore[no-any-return]
 
 
 def open_folder(root: Path, path: Path) -> int:

@@ -45,7 +45,15 @@ import msgspec
 
 from bringup import jsondata
 from bringup.facts import ProbeRecord
-from bringup.files import InputError, open_folder, read_lines_in, sync_dir, write_all
+from bringup.files import (
+    InputError,
+    open_folder,
+    read_lines_in,
+    sync_dir,
+    sync_file_system,
+    syncs_whole,
+    write_all,
+)
 
 SEGMENT_BYTES = 8 * 1024 * 1024  # far below the 64 MiB any reader takes (files.MAX_BYTES)
 _SEGMENT = re.compile(r"journal\.(\d{6})\.jsonl")
@@ -64,6 +72,18 @@ class JournalError(InputError):
 # --- writing ---------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _Entry:
+    """One thing queued for the next batch: a record's line (node), a `settled` line
+    (settled), or a barrier (neither: no line). `after_files`: the batch syncs the file
+    system before it writes."""
+
+    node: str | None
+    settled: str | None
+    line: bytes
+    after_files: bool
+
+
 @dataclass
 class _Segment:
     name: str
@@ -77,11 +97,14 @@ class RunJournal:
     below `root`, the run directory). Made when the first record comes; shared by the
     run's threads."""
 
-    def __init__(self, root: Path, folder: Path) -> None:
+    def __init__(self, root: Path, folder: Path, barriers: bool | None = None) -> None:
         self.root = root
         self.folder = folder
+        # Whether a batch can sync the whole file system first (barrier(), after_files):
+        # files.syncs_whole for the run directory unless told.
+        self.barriers = syncs_whole(root) if barriers is None else barriers
         self._cond = threading.Condition()
-        self._queue: list[tuple[str | None, str | None, bytes]] = []  # (node, settled, line)
+        self._queue: list[_Entry] = []
         self._queued = 0  # lines queued so far (each append waits for its own number)
         self._synced = 0  # lines written and synced so far
         self._writing = False  # an append is writing a batch (outside the lock)
@@ -92,14 +115,28 @@ class RunJournal:
         self._segments: list[_Segment] = []  # oldest first, the last one written to
         self._next = 1
         self.batches = 0  # writes (each one fdatasync) so far: what group commit saves
+        self.file_system_syncs = 0  # barriers' syncs of the file system so far
 
-    def append(self, node: str, record_json: str) -> None:
+    def append(self, node: str, record_json: str, after_files: bool = False) -> None:
         """Put one record of `node` (ProbeRecord JSON) on disk; returns once its line is
         synced, with the lines of every other append waiting then. OSError when it could
-        not be (a full disk): the record is not acknowledged, and no later one is taken."""
+        not be (a full disk): the record is not acknowledged, and no later one is taken.
+        `after_files`: the files written before the call (the record's raw output, not
+        synced) are put on disk before its line is written (`barriers` only)."""
         line = f'{{"node":{json.dumps(node)},"record":{record_json}}}\n'.encode()
+        self._commit(_Entry(node, None, line, after_files))
+
+    def barrier(self) -> None:
+        """Returns once every file written before the call is on disk, names and data: the
+        next batch syncs the file system before its lines, for every thread waiting then.
+        What a run's threads wait on rather than each syncing its own files and folders
+        (`barriers` only). OSError as append's."""
+        assert self.barriers, "a journal without barriers syncs no file system"
+        self._commit(_Entry(None, None, b"", True))
+
+    def _commit(self, entry: _Entry) -> None:
         with self._cond:
-            mine = self._enqueue(node, None, line)
+            mine = self._enqueue(entry)
             while self._synced < mine:
                 if self._failed is not None:
                     raise OSError(self._failed.errno, self._failed.strerror)
@@ -108,14 +145,16 @@ class RunJournal:
                 else:
                     self._write_queued()
 
-    def settled(self, node: str) -> None:
+    def settled(self, node: str, after_files: bool = False) -> None:
         """Say that `node`'s facts file, synced, holds every record it sent so far: its
         lines need not be read again. Written with the next batch (not waited for: a
         `settled` line the disk did not get only makes a reader fold records its facts
-        file already holds)."""
+        file already holds). `after_files`: the facts file's new name is not yet synced;
+        the batch that writes the line syncs the file system first (`barriers` only)."""
         with self._cond:
             if self._failed is None:
-                self._enqueue(None, node, f'{{"settled":{json.dumps(node)}}}\n'.encode())
+                line = f'{{"settled":{json.dumps(node)}}}\n'.encode()
+                self._enqueue(_Entry(None, node, line, after_files))
 
     def close(self) -> None:
         """Every node has settled (the run is finishing): the journal's files are removed;
@@ -123,7 +162,7 @@ class RunJournal:
         with self._cond:
             while self._writing:
                 self._cond.wait()
-            if self._failed is None and any(node for node, _, _ in self._queue):
+            if self._failed is None and any(entry.node for entry in self._queue):
                 # A record still waiting (none should be, once every node has settled):
                 # its append returns once it is written, as ever.
                 with contextlib.suppress(OSError):
@@ -132,6 +171,15 @@ class RunJournal:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+            if self._folder_fd is not None and self.barriers:
+                # The last facts files' names, put on disk by no batch yet, before the
+                # journal that holds their records goes. It cannot be: the journal stays,
+                # and a reader folds its records into the files (which may hold them).
+                try:
+                    sync_file_system(self._folder_fd)
+                except OSError:
+                    os.close(self._folder_fd)
+                    self._folder_fd = None
             if self._folder_fd is not None:
                 for segment in self._segments:
                     with contextlib.suppress(FileNotFoundError):
@@ -147,8 +195,10 @@ class RunJournal:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
-    def _enqueue(self, node: str | None, settled: str | None, line: bytes) -> int:
-        self._queue.append((node, settled, line))
+    def _enqueue(self, entry: _Entry) -> int:
+        # A line after files the batch could not sync first would go on disk before them.
+        assert self.barriers or not entry.after_files, "no barriers: files synced one by one"
+        self._queue.append(entry)
         self._queued += 1
         return self._queued
 
@@ -179,33 +229,44 @@ class RunJournal:
             raise failed
         self._synced = max(self._synced, upto)
 
-    def _write(self, batch: list[tuple[str | None, str | None, bytes]]) -> None:
-        """One batch: into the current file (a new one past SEGMENT_BYTES), synced; then
-        the files every node has settled since removed, oldest first."""
+    def _write(self, batch: list[_Entry]) -> None:
+        """One batch: the file system synced first when an entry needs it (a barrier, a
+        line written after files of its own), so each line goes on disk after what it
+        speaks of; then its lines into the current file (a new one past SEGMENT_BYTES),
+        synced; then the files every node has settled since removed, oldest first."""
+        if any(entry.after_files for entry in batch):
+            sync_file_system(self._open_folder())
+            self.file_system_syncs += 1
+        data = b"".join(entry.line for entry in batch)
+        if not data:
+            return  # barriers alone
         if self._fd is None or self._size >= SEGMENT_BYTES:
             self._start_segment()
         assert self._fd is not None
-        data = b"".join(line for _, _, line in batch)
         write_all(self._fd, data)
         os.fdatasync(self._fd)
         self._size += len(data)
         self.batches += 1
-        for node, settled, _ in batch:
-            if node is not None:
-                self._segments[-1].unsettled.add(node)
-            else:
+        for entry in batch:
+            if entry.node is not None:
+                self._segments[-1].unsettled.add(entry.node)
+            elif entry.settled is not None:
                 for segment in self._segments:
-                    segment.unsettled.discard(settled or "")
+                    segment.unsettled.discard(entry.settled)
         self._remove_settled()
 
-    def _start_segment(self) -> None:
+    def _open_folder(self) -> int:
         if self._folder_fd is None:
             self._folder_fd = open_folder(self.root, self.folder)
+        return self._folder_fd
+
+    def _start_segment(self) -> None:
+        folder = self._open_folder()
         name = segment_name(self._next)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
-        fd = os.open(name, flags, 0o666, dir_fd=self._folder_fd)
+        fd = os.open(name, flags, 0o666, dir_fd=folder)
         # Its name on disk before any line in it is acknowledged.
-        sync_dir(self._folder_fd)
+        sync_dir(folder)
         if self._fd is not None:
             os.close(self._fd)
         self._fd, self._size = fd, 0

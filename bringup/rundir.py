@@ -78,10 +78,10 @@ from bringup.files import (
     read_bytes_in,
     read_in,
     read_text,
-    sync_dir,
     write_all,
     write_atomic,
     write_atomic_at,
+    write_files_at,
 )
 from bringup.findings import Finding, finding_line
 from bringup.journal import JournalError, JournalRead, RunJournal, journal_files, read_journal
@@ -553,10 +553,14 @@ class RunDir:
             facts = self._facts[node]
             texts = self._texts.pop(node, None)
         # Written even when the journal could not be (a full disk, a planted link): the
-        # record was judged from memory, so the file holds it too.
-        self._save_facts(facts, texts)
+        # record was judged from memory, so the file holds it too. A journaled node's
+        # file is put on disk by the journal's barrier, its name by the sync of the batch
+        # that writes its `settled` line; a node without records is synced as ever.
+        barrier = journaled and self._journal.barriers
+        self._save_facts(facts, texts, barrier)
         if journaled:
-            self._journal.settled(node)  # its lines in the journal need not be read again
+            # Its lines in the journal need not be read again.
+            self._journal.settled(node, after_files=barrier)
 
     def release(self, node: str) -> None:
         """Let go of a judged node's facts: its probe times and provenance stay (Kept:
@@ -580,16 +584,23 @@ class RunDir:
         """Store one probe's result as it arrives: raw files first, then the facts file."""
         raw = record.pop("raw", None) or {}
         parsed = read_record(record)  # jsondata.Invalid: not stored, the node not judged on it
+        barrier = None
         if raw:
+            # A journaled node's raw files are put on disk by the journal's barrier, one
+            # sync of the file system for every thread waiting (RunJournal.barrier), and
+            # their names by the sync of the batch that writes the record's line: not a
+            # sync of each file and folder by each node's thread (docs/scale.md).
+            with self._lock:
+                if node in self._journaled and self._journal.barriers:
+                    barrier = self._journal.barrier
             # The probe's folder opened once for its files, their names synced at once;
             # from raw/ (or raw/<shard>/), held open for the run as the facts folders are.
             parent, _, leaf = f"raw/{node_folder(node, self.manifest.layout)}".rpartition("/")
             probe = (leaf, file_name(parsed.probe))
             folder = open_folder_in(self._folder(parent), probe, self.path / parent, True)
             try:
-                for name, text in dict(raw).items():
-                    write_atomic_at(folder, file_name(str(name)), str(text), sync_folder=False)
-                sync_dir(folder)
+                files = {file_name(str(name)): str(text) for name, text in dict(raw).items()}
+                write_files_at(folder, files, barrier=barrier)
             finally:
                 os.close(folder)
         # Its journal line made before the run's lock is taken: every node's thread takes
@@ -613,8 +624,11 @@ class RunDir:
             node_lock.acquire()
         try:
             if journaled:
-                self._journal.append(node, text)  # returns once it is on disk
+                # Returns once it is on disk, after its raw files' names.
+                self._journal.append(node, text, after_files=barrier is not None)
             else:
+                if barrier is not None:  # settled meanwhile: its raw files' names synced
+                    self._journal.barrier()
                 write_atomic(self._facts_path(node), text, root=self.path)
         finally:
             node_lock.release()
@@ -681,14 +695,18 @@ class RunDir:
             self.manifest.files_sha256 = evidence_hashes(self.path)
             self.save_manifest()
 
-    def _save_facts(self, facts: NodeFacts, texts: dict[str, Journaled] | None = None) -> None:
+    def _save_facts(
+        self, facts: NodeFacts, texts: dict[str, Journaled] | None = None, barrier: bool = False
+    ) -> None:
         """The node's facts file written, synced, and its name synced into its folder
-        (`texts`: its records as the journal took them, laid out rather than encoded)."""
+        (`texts`: its records as the journal took them, laid out rather than encoded).
+        `barrier`: the file synced by the journal's barrier, its name left to the caller."""
         relative = node_folder(facts.node, self.manifest.layout)
         folder, _, name = f"facts/{relative}".rpartition("/")
         with self._node_locks.setdefault(facts.node, threading.Lock()):
             text = node_facts_text(facts, texts)
-            write_atomic_at(self._folder(folder), f"{name}.json", text)
+            synced_by = self._journal.barrier if barrier else None
+            write_atomic_at(self._folder(folder), f"{name}.json", text, barrier=synced_by)
         with self._lock:
             self._unfiled.discard(facts.node)
 

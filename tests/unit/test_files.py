@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup import files as files_module
 from bringup.files import (
     InputError,
     copy_tree,
@@ -19,6 +20,7 @@ from bringup.files import (
     read_lines_in,
     walk_files,
     write_atomic,
+    write_files_at,
 )
 from bringup.provenance import evidence_hashes
 
@@ -32,6 +34,78 @@ def victim(folder: Path, name: str = "victim") -> Path:
 
 
 # --- the one writer -----------------------------------------------------------------------
+
+
+def _synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of what os.fsync syncs from now on, in order (the real sync runs too)."""
+    names: list[str] = []
+    real = os.fsync
+
+    def sync(fd: int) -> None:
+        real(fd)
+        names.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+
+    monkeypatch.setattr(os, "fsync", sync)
+    return names
+
+
+def test_files_written_with_a_barrier_are_synced_by_it_and_renamed_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = _synced(monkeypatch)
+    seen: list[list[str]] = []
+
+    def barrier() -> None:  # what the folder holds then: the temporaries, no final name
+        seen.append(sorted(p.name.split(".")[1] for p in tmp_path.iterdir()))
+
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_files_at(folder, {"a.txt": "A\n", "b.txt": b"B\n"}, barrier=barrier)
+    finally:
+        os.close(folder)
+    assert seen == [["a", "b"]]
+    assert synced == []  # neither file nor folder: the barrier's, and the caller's
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+    assert (tmp_path / "b.txt").read_bytes() == b"B\n"
+
+
+def test_a_failed_barrier_leaves_each_file_to_its_own_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = _synced(monkeypatch)
+
+    def failed() -> None:
+        raise OSError(5, "Input/output error")
+
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_files_at(folder, {"a.txt": "A\n", "b.txt": "B\n"}, barrier=failed)
+    finally:
+        os.close(folder)
+    assert [name.split(".")[1] for name in synced[:2]] == ["a", "b"]  # their temporaries
+    assert synced[2:] == [tmp_path.name]  # then the folder, once
+    assert (tmp_path / "a.txt").read_text() == "A\n"
+
+
+def test_a_write_that_fails_midway_leaves_no_temporary_and_no_new_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = files_module.write_all
+    calls = iter([True, False])
+
+    def full(fd: int, data: bytes) -> None:
+        if not next(calls):
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(files_module, "write_all", full)
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            write_files_at(folder, {"a.txt": "A\n", "b.txt": "B\n"})
+    finally:
+        os.close(folder)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_symlink_at_the_final_name_is_replaced_not_followed(tmp_path: Path) -> None:
