@@ -577,19 +577,29 @@ def _open_dir_under(root: Path, path: Path) -> int:
         os.close(folder)
 
 
-def open_folder_in(folder: int, parts: Sequence[str], shown: Path, new_last: bool = False) -> int:
+def open_folder_in(
+    folder: int,
+    parts: Sequence[str],
+    shown: Path,
+    new_last: bool = False,
+    sync_made: bool = True,
+) -> int:
     """A descriptor of the directory `parts` below the directory open at `folder` (shown
     as `shown` in errors): each component opened with O_NOFOLLOW, made when missing, a
     symlink among them refused. `folder` stays open; the caller closes the one returned.
     A writer of many folders below one keeps that one open (RunDir: raw/<shard>/).
     `new_last`: the last component is most likely not there yet (a probe's raw folder), so
-    it is made before it is opened, not after an open that fails."""
+    it is made before it is opened, not after an open that fails. A folder made is synced
+    into its parent (its name on disk before anything in it is relied on), unless
+    `sync_made` is False: the caller syncs the file system after (RunJournal.barrier)."""
     current = folder  # the caller's: never closed here
     try:
         for index, part in enumerate(parts):
             make_first = new_last and index == len(parts) - 1
             try:
-                inner = _open_or_make(current, part, make_first)
+                inner, made = _open_or_make(current, part, make_first)
+                if made and sync_made:
+                    sync_dir(current)
             except OSError as exc:
                 where = shown.joinpath(*parts[: index + 1])
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(where):
@@ -607,17 +617,21 @@ def open_folder_in(folder: int, parts: Sequence[str], shown: Path, new_last: boo
     return current if current != folder else os.dup(folder)
 
 
-def _open_or_make(folder: int, part: str, make_first: bool = False) -> int:
-    """The directory `part` in `folder`, opened with O_NOFOLLOW; made first when missing
-    (or, with `make_first`, made, then opened whether it was there or not)."""
+def _open_or_make(folder: int, part: str, make_first: bool = False) -> tuple[int, bool]:
+    """The directory `part` in `folder`, opened with O_NOFOLLOW, and whether this call
+    made it; made first when missing (or, with `make_first`, made, then opened whether it
+    was there or not)."""
     if not make_first:
         try:
-            return os.open(part, _DIR_FLAGS, dir_fd=folder)
+            return os.open(part, _DIR_FLAGS, dir_fd=folder), False
         except FileNotFoundError:  # opened first: in a run most of them are there already
             pass
-    with contextlib.suppress(FileExistsError):
+    made = True
+    try:
         os.mkdir(part, 0o777, dir_fd=folder)
-    return os.open(part, _DIR_FLAGS, dir_fd=folder)
+    except FileExistsError:
+        made = False
+    return os.open(part, _DIR_FLAGS, dir_fd=folder), made
 
 
 def _read_at_most(fd: int, count: int) -> bytes:

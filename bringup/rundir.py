@@ -597,7 +597,8 @@ class RunDir:
             # from raw/ (or raw/<shard>/), held open for the run as the facts folders are.
             parent, _, leaf = f"raw/{node_folder(node, self.manifest.layout)}".rpartition("/")
             probe = (leaf, file_name(parsed.probe))
-            folder = open_folder_in(self._folder(parent), probe, self.path / parent, True)
+            shown = self.path / parent  # its new folders' names synced by the barrier's batch
+            folder = open_folder_in(self._folder(parent), probe, shown, True, barrier is None)
             try:
                 files = {file_name(str(name)): str(text) for name, text in dict(raw).items()}
                 write_files_at(folder, files, barrier=barrier)

@@ -23,6 +23,7 @@ import pytest
 
 from bringup import files as files_module
 from bringup import journal as journal_module
+from bringup import rundir as rundir_module
 from bringup.journal import journal_files
 from bringup.rundir import RunDir, load_facts
 
@@ -87,7 +88,8 @@ def _run(tmp_path: Path, name: str = "run") -> RunDir:
 
 def _relative(events: list[str], run: RunDir) -> list[str]:
     """The events with paths below the run, a temporary's random part left out."""
-    return [re.sub(r"\.[0-9a-f]+\.tmp$", ".tmp", e.replace(f"{run.path}/", "")) for e in events]
+    below = [e.replace(f"{run.path}/", "").replace(f" {run.path}", " .") for e in events]
+    return [re.sub(r"\.[0-9a-f]+\.tmp$", ".tmp", e) for e in below]
 
 
 @pytest.mark.skipif(not files_module.can_sync_file_system(), reason="no syncfs on this system")
@@ -99,10 +101,12 @@ def test_a_record_goes_on_disk_after_its_raw_files_and_a_facts_file_before_its_s
     run.add_record("n1", dict(GPU))
     disk.clear()
     run.add_record("n1", json.loads(json.dumps(TOPO)))
-    # The raw files written, then one barrier (their bytes), then their names renamed in;
-    # the record's batch syncs the file system (the names) before it writes its line.
-    # No raw file or folder is synced on its own.
+    # raw/ made, once a run (its name synced into the run, as a shard's folder is); the
+    # raw files written, then one barrier (their bytes), then their names renamed in;
+    # the record's batch syncs the file system (the names, the node's and the probe's new
+    # folders) before it writes its line. No raw file or folder is synced on its own.
     assert _relative(disk, run) == [
+        "sync .",
         "syncfs",
         "syncfs",
         "write n1/topology",
@@ -148,9 +152,13 @@ def test_without_barriers_each_file_and_folder_is_synced_as_before(
     run.add_record("n1", dict(GPU))
     disk.clear()
     run.add_record("n1", json.loads(json.dumps(TOPO)))
-    # Each raw file synced (under its temporary name, before its rename), its folder,
-    # then the record's line; the facts file and the facts folder at settle.
+    # Each folder made synced into its parent (raw/, the node's, the probe's), each raw
+    # file synced (under its temporary name, before its rename), its folder, then the
+    # record's line; the facts file and the facts folder at settle.
     assert _relative(disk, run) == [
+        "sync .",
+        "sync raw",
+        "sync raw/n1",
         "sync raw/n1/topology/.nvidia-smi-topo-m.txt.tmp",
         "sync raw/n1/topology/.lspci.txt.tmp",
         "sync raw/n1/topology",
@@ -160,6 +168,27 @@ def test_without_barriers_each_file_and_folder_is_synced_as_before(
     disk.clear()
     run.settle("n1")
     assert _relative(disk, run) == ["sync facts/.n1.json.tmp", "sync facts"]
+
+
+def test_without_barriers_a_new_folder_is_synced_into_its_parent(
+    tmp_path: Path, disk: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's raw files in folders the record made (raw/<node>/, raw/<node>/<probe>/):
+    each folder's name synced into its parent before the record's line, or a power loss
+    could keep the line and lose the folders that hold its files."""
+    monkeypatch.setattr(journal_module, "syncs_whole", lambda path: False)
+    run = _run(tmp_path)
+    disk.clear()
+    run.add_record("n1", json.loads(json.dumps(TOPO)))
+    relative = _relative(disk, run)
+    made = relative[: relative.index("sync raw/n1/topology/.nvidia-smi-topo-m.txt.tmp")]
+    assert made == ["sync .", "sync raw", "sync raw/n1"]
+    disk.clear()
+    run.add_record("n1", {**json.loads(json.dumps(TOPO)), "probe": "gpu"})  # raw/n1 there
+    relative = _relative(disk, run)
+    assert relative[: relative.index("sync raw/n1/gpu/.nvidia-smi-topo-m.txt.tmp")] == [
+        "sync raw/n1"
+    ]
 
 
 def _tree(path: Path) -> dict[str, bytes]:
@@ -174,6 +203,8 @@ def _tree(path: Path) -> dict[str, bytes]:
 def test_the_run_directory_is_the_same_with_barriers_or_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # One clock for both runs: a facts file says when its run started.
+    monkeypatch.setattr(rundir_module, "now", lambda: "2026-12-01T00:00:00+00:00")
     trees = []
     for barriers in (True, False):
         monkeypatch.setattr(journal_module, "syncs_whole", lambda path, b=barriers: b)
