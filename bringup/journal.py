@@ -51,7 +51,6 @@ from bringup.files import (
     read_lines_in,
     sync_dir,
     sync_file_system,
-    syncs_whole,
     write_all,
 )
 
@@ -97,12 +96,9 @@ class RunJournal:
     below `root`, the run directory). Made when the first record comes; shared by the
     run's threads."""
 
-    def __init__(self, root: Path, folder: Path, barriers: bool | None = None) -> None:
+    def __init__(self, root: Path, folder: Path) -> None:
         self.root = root
         self.folder = folder
-        # Whether a batch can sync the whole file system first (barrier(), after_files):
-        # files.syncs_whole for the run directory unless told.
-        self.barriers = syncs_whole(root) if barriers is None else barriers
         self._cond = threading.Condition()
         self._queue: list[_Entry] = []
         self._queued = 0  # lines queued so far (each append waits for its own number)
@@ -115,14 +111,16 @@ class RunJournal:
         self._segments: list[_Segment] = []  # oldest first, the last one written to
         self._next = 1
         self.batches = 0  # writes (each one fdatasync) so far: what group commit saves
-        self.file_system_syncs = 0  # barriers' syncs of the file system so far
+        # A barrier or a line after files was taken: the files' names may be on disk by
+        # no batch yet, and close() syncs the file system before the journal goes.
+        self._after_files = False
 
     def append(self, node: str, record_json: str, after_files: bool = False) -> None:
         """Put one record of `node` (ProbeRecord JSON) on disk; returns once its line is
         synced, with the lines of every other append waiting then. OSError when it could
         not be (a full disk): the record is not acknowledged, and no later one is taken.
         `after_files`: the files written before the call (the record's raw output, not
-        synced) are put on disk before its line is written (`barriers` only)."""
+        synced) are put on disk before its line is written (files.syncs_whole only)."""
         line = f'{{"node":{json.dumps(node)},"record":{record_json}}}\n'.encode()
         self._commit(_Entry(node, None, line, after_files))
 
@@ -130,8 +128,7 @@ class RunJournal:
         """Returns once every file written before the call is on disk, names and data: the
         next batch syncs the file system before its lines, for every thread waiting then.
         What a run's threads wait on rather than each syncing its own files and folders
-        (`barriers` only). OSError as append's."""
-        assert self.barriers, "a journal without barriers syncs no file system"
+        (where files.syncs_whole). OSError as append's."""
         self._commit(_Entry(None, None, b"", True))
 
     def _commit(self, entry: _Entry) -> None:
@@ -150,7 +147,8 @@ class RunJournal:
         lines need not be read again. Written with the next batch (not waited for: a
         `settled` line the disk did not get only makes a reader fold records its facts
         file already holds). `after_files`: the facts file's new name is not yet synced;
-        the batch that writes the line syncs the file system first (`barriers` only)."""
+        the batch that writes the line syncs the file system first (files.syncs_whole
+        only)."""
         with self._cond:
             if self._failed is None:
                 line = f'{{"settled":{json.dumps(node)}}}\n'.encode()
@@ -171,7 +169,7 @@ class RunJournal:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-            if self._folder_fd is not None and self.barriers:
+            if self._folder_fd is not None and self._after_files:
                 # The last facts files' names, put on disk by no batch yet, before the
                 # journal that holds their records goes. It cannot be: the journal stays,
                 # and a reader folds its records into the files (which may hold them).
@@ -196,8 +194,7 @@ class RunJournal:
                     os.close(fd)
 
     def _enqueue(self, entry: _Entry) -> int:
-        # A line after files the batch could not sync first would go on disk before them.
-        assert self.barriers or not entry.after_files, "no barriers: files synced one by one"
+        self._after_files = self._after_files or entry.after_files
         self._queue.append(entry)
         self._queued += 1
         return self._queued
@@ -236,7 +233,6 @@ class RunJournal:
         synced; then the files every node has settled since removed, oldest first."""
         if any(entry.after_files for entry in batch):
             sync_file_system(self._open_folder())
-            self.file_system_syncs += 1
         data = b"".join(entry.line for entry in batch)
         if not data:
             return  # barriers alone

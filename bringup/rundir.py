@@ -78,6 +78,7 @@ from bringup.files import (
     read_bytes_in,
     read_in,
     read_text,
+    syncs_whole,
     write_all,
     write_atomic,
     write_atomic_at,
@@ -336,6 +337,9 @@ class RunDir:
         # Planned nodes (add_nodes) whose facts file is not written yet: settle() writes it.
         self._unfiled: set[str] = set()
         self._journal = RunJournal(path, path / "facts")
+        # Whether the running nodes' files are put on disk by the journal's barriers:
+        # decided at the first file that needs it (_barriers).
+        self._syncs_whole: bool | None = None
         # Each unsaved node's records with the texts the journal took (facts.Journaled):
         # its facts file is laid out from them at settle(), not encoded again.
         self._texts: dict[str, dict[str, Journaled]] = {}
@@ -556,7 +560,7 @@ class RunDir:
         # record was judged from memory, so the file holds it too. A journaled node's
         # file is put on disk by the journal's barrier, its name by the sync of the batch
         # that writes its `settled` line; a node without records is synced as ever.
-        barrier = journaled and self._journal.barriers
+        barrier = journaled and self._barriers()
         self._save_facts(facts, texts, barrier)
         if journaled:
             # Its lines in the journal need not be read again.
@@ -591,8 +595,9 @@ class RunDir:
             # their names by the sync of the batch that writes the record's line: not a
             # sync of each file and folder by each node's thread (docs/scale.md).
             with self._lock:
-                if node in self._journaled and self._journal.barriers:
-                    barrier = self._journal.barrier
+                journaled_now = node in self._journaled
+            if journaled_now and self._barriers():
+                barrier = self._journal.barrier
             # The probe's folder opened once for its files, their names synced at once;
             # from raw/ (or raw/<shard>/), held open for the run as the facts folders are.
             parent, _, leaf = f"raw/{node_folder(node, self.manifest.layout)}".rpartition("/")
@@ -695,6 +700,16 @@ class RunDir:
             self.manifest.ended_at = now()
             self.manifest.files_sha256 = evidence_hashes(self.path)
             self.save_manifest()
+
+    def _barriers(self) -> bool:
+        """Whether the running nodes' files are put on disk by the journal's barriers: a
+        run of more than one node (one node's thread has no other to share a sync with)
+        in a directory files.syncs_whole. Decided once, when a file first needs it: a
+        command that writes no record, or a run of one node (a health check), never loads
+        ctypes nor reads the mount table for it."""
+        if self._syncs_whole is None:
+            self._syncs_whole = len(self.manifest.nodes) > 1 and syncs_whole(self.path)
+        return self._syncs_whole
 
     def _save_facts(
         self, facts: NodeFacts, texts: dict[str, Journaled] | None = None, barrier: bool = False

@@ -75,7 +75,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def _barriers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Barriers wherever syncfs works, whatever file system the tests' folder is on (a
     container's overlay, a tmpfs): the journal's choice is tested on its own below."""
-    monkeypatch.setattr(journal_module, "syncs_whole", lambda path: True)
+    monkeypatch.setattr(rundir_module, "syncs_whole", lambda path: True)
 
 
 def _run(tmp_path: Path, name: str = "run") -> RunDir:
@@ -84,6 +84,19 @@ def _run(tmp_path: Path, name: str = "run") -> RunDir:
     run.journal("n1")
     run.journal("n2")
     return run
+
+
+def _topology() -> dict[str, Any]:
+    """A fresh copy of TOPO (add_record takes its raw files out of the record it is given)."""
+    return json.loads(json.dumps(TOPO))
+
+
+def _topology_after_gpu(run: RunDir, disk: list[str]) -> list[str]:
+    """What reaches the disk for n1's topology record (raw files), its gpu record before."""
+    run.add_record("n1", dict(GPU))
+    disk.clear()
+    run.add_record("n1", _topology())
+    return _relative(disk, run)
 
 
 def _relative(events: list[str], run: RunDir) -> list[str]:
@@ -97,15 +110,13 @@ def test_a_record_goes_on_disk_after_its_raw_files_and_a_facts_file_before_its_s
     tmp_path: Path, disk: list[str]
 ) -> None:
     run = _run(tmp_path)
-    assert run._journal.barriers
-    run.add_record("n1", dict(GPU))
-    disk.clear()
-    run.add_record("n1", json.loads(json.dumps(TOPO)))
+    assert run._barriers()
+    recorded = _topology_after_gpu(run, disk)
     # raw/ made, once a run (its name synced into the run, as a shard's folder is); the
     # raw files written, then one barrier (their bytes), then their names renamed in;
     # the record's batch syncs the file system (the names, the node's and the probe's new
     # folders) before it writes its line. No raw file or folder is synced on its own.
-    assert _relative(disk, run) == [
+    assert recorded == [
         "sync .",
         "syncfs",
         "syncfs",
@@ -146,16 +157,14 @@ def test_without_barriers_each_file_and_folder_is_synced_as_before(
 ) -> None:
     """Where there is no syncfs (not Linux, a kernel before 5.8): each file and folder
     synced by the node's own thread, the journal's lines as before."""
-    monkeypatch.setattr(journal_module, "syncs_whole", lambda path: False)
+    monkeypatch.setattr(rundir_module, "syncs_whole", lambda path: False)
     run = _run(tmp_path)
-    assert not run._journal.barriers
-    run.add_record("n1", dict(GPU))
-    disk.clear()
-    run.add_record("n1", json.loads(json.dumps(TOPO)))
+    assert not run._barriers()
+    recorded = _topology_after_gpu(run, disk)
     # Each folder made synced into its parent (raw/, the node's, the probe's), each raw
     # file synced (under its temporary name, before its rename), its folder, then the
     # record's line; the facts file and the facts folder at settle.
-    assert _relative(disk, run) == [
+    assert recorded == [
         "sync .",
         "sync raw",
         "sync raw/n1",
@@ -176,19 +185,29 @@ def test_without_barriers_a_new_folder_is_synced_into_its_parent(
     """A record's raw files in folders the record made (raw/<node>/, raw/<node>/<probe>/):
     each folder's name synced into its parent before the record's line, or a power loss
     could keep the line and lose the folders that hold its files."""
-    monkeypatch.setattr(journal_module, "syncs_whole", lambda path: False)
+    monkeypatch.setattr(rundir_module, "syncs_whole", lambda path: False)
     run = _run(tmp_path)
     disk.clear()
-    run.add_record("n1", json.loads(json.dumps(TOPO)))
+    run.add_record("n1", _topology())
     relative = _relative(disk, run)
     made = relative[: relative.index("sync raw/n1/topology/.nvidia-smi-topo-m.txt.tmp")]
     assert made == ["sync .", "sync raw", "sync raw/n1"]
     disk.clear()
-    run.add_record("n1", {**json.loads(json.dumps(TOPO)), "probe": "gpu"})  # raw/n1 there
+    run.add_record("n1", {**_topology(), "probe": "gpu"})  # raw/n1 there
     relative = _relative(disk, run)
     assert relative[: relative.index("sync raw/n1/gpu/.nvidia-smi-topo-m.txt.tmp")] == [
         "sync raw/n1"
     ]
+
+
+def test_a_run_of_one_node_syncs_its_own_files(tmp_path: Path, disk: list[str]) -> None:
+    """One node's thread has no other to share a sync of the file system with (a health
+    check): its files are synced one by one, and the mount table is never read for it."""
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(["n1"])
+    run.journal("n1")
+    assert "syncfs" not in _topology_after_gpu(run, disk)
+    assert not run._barriers()
 
 
 def _tree(path: Path) -> dict[str, bytes]:
@@ -207,12 +226,12 @@ def test_the_run_directory_is_the_same_with_barriers_or_without(
     monkeypatch.setattr(rundir_module, "now", lambda: "2026-12-01T00:00:00+00:00")
     trees = []
     for barriers in (True, False):
-        monkeypatch.setattr(journal_module, "syncs_whole", lambda path, b=barriers: b)
+        monkeypatch.setattr(rundir_module, "syncs_whole", lambda path, b=barriers: b)
         run = _run(tmp_path, f"run-{barriers}")
-        assert run._journal.barriers is barriers
+        assert run._barriers() is barriers
         for node in ("n1", "n2"):
             run.add_record(node, dict(GPU))
-            run.add_record(node, json.loads(json.dumps(TOPO)))
+            run.add_record(node, _topology())
             run.settle(node)
         run.finish("complete", 0)
         trees.append(_tree(run.path))
@@ -242,7 +261,7 @@ def test_a_failed_file_system_sync_acknowledges_nothing_and_the_facts_file_is_st
 
     monkeypatch.setattr(journal_module, "sync_file_system", failed)
     with pytest.raises(OSError, match="Input/output error"):
-        run.add_record("n1", json.loads(json.dumps(TOPO)))
+        run.add_record("n1", _topology())
     with pytest.raises(OSError, match="Input/output error"):
         run.add_record("n2", dict(GPU))
     run.settle("n1")  # the barrier fails: the file and its folder synced one by one
