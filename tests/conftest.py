@@ -11,15 +11,31 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import tempfile
 import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.disk import shortfall
 from tests.support.node_build import build_deepspeed_cpu_op, copy_for_cluster
 
 INTEGRATION = Path(__file__).parent / "integration"
+UNIT = Path(__file__).parent / "unit"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, in one line, where the disk is too full for the integration tier."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: its controller has looked
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    if paths and all(path.is_relative_to(UNIT) for path in paths):
+        return  # the unit tier writes next to nothing
+    line = shortfall(tempfile.gettempdir())
+    if line:
+        pytest.exit(line, returncode=2)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

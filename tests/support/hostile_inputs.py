@@ -15,6 +15,7 @@ JSON document on stdout.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import json
@@ -371,7 +372,11 @@ def accepted_run() -> Path:
     once; each example works on a copy of it."""
     from tests.support.report_runs import clean_run
 
-    return clean_run(Path(tempfile.mkdtemp(prefix="bringup-accepted-")) / "run")
+    folder = tempfile.mkdtemp(prefix="bringup-accepted-")
+    # Made outside pytest's basetemp (a cached helper has no fixture), so removed at exit:
+    # each session left one folder behind in /tmp before.
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return clean_run(Path(folder) / "run")
 
 
 # What a run directory holds, and what an attacker may put in place of each.

@@ -200,13 +200,13 @@ def collect(params: Params) -> ProbeOutput:
     }
     (work / "plan.json").write_text(json.dumps(plan, indent=2))
     nproc = params.nproc or _gpu_count() or 1
-    argv = [python, "-m", "torch.distributed.run", *_launch_args(params, nproc)]
+    argv = [python, "-m", "torch.distributed.run", *_launch_args(params, nproc, work)]
     argv += ["-m", "bringup.node.burnin.trainer", "--plan", str(work / "plan.json")]
     started = time.monotonic()
     first_rank = params.node_rank * nproc  # this node's first rank: it times every step
     watch = StepWatch(work, params.recipe, nproc * params.nnodes, started, first_rank)
     with Sampler(interval_s=params.telemetry_interval_s) as sampler:
-        error = _launch(argv, work, params.deadline_s, trainer_environment(params), watch)
+        error = _launch(argv, work, params.deadline_s, trainer_environment(params, work), watch)
         timeline = sampler.stop()
     ended = time.monotonic()
     facts = read_outputs(work, params.recipe, nproc, params.nnodes)
@@ -226,7 +226,7 @@ def collect(params: Params) -> ProbeOutput:
     return ProbeOutput(facts=facts, raw=raw, simulated=sampled_gpus())
 
 
-def _launch_args(params: Params, nproc: int) -> list[str]:
+def _launch_args(params: Params, nproc: int, work: Path) -> list[str]:
     if params.nnodes > 1 and not params.master_port:
         raise ProbeError("burnin: across nodes the rendezvous needs a master_port")
     port = params.master_port or free_port("127.0.0.1")
@@ -239,12 +239,18 @@ def _launch_args(params: Params, nproc: int) -> list[str]:
         # The static rendezvous waits this long for the other nodes, then fails naming
         # the address it could not reach (torch's default is 600 s).
         f"--rdzv-conf=timeout={max(1, round(params.rendezvous_timeout_s))}",
+        # Its log folder in the run's own: left to itself torchrun makes one in $TMPDIR
+        # each launch and never removes it.
+        f"--log-dir={work / 'torchelastic'}",
     ]
 
 
-def trainer_environment(params: Params) -> dict[str, str]:
+def trainer_environment(params: Params, work: Path) -> dict[str, str]:
     """The ranks' environment: this one, the params' NCCL/GLOO settings, gloo's interface."""
     env = {**os.environ, **params.env}
+    # Importing torch's inductor (DeepSpeed does) makes its cache folder, /tmp/torchinductor_
+    # <user> by default: a folder in the shared /tmp whose name anyone can take first.
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(work / "torchinductor"))
     if params.nnodes > 1 and "GLOO_SOCKET_IFNAME" not in env:
         interface = interface_towards(params.master_addr)
         if interface:

@@ -8,6 +8,7 @@ times, the checkpoint restored bit for bit, the baseline file validates.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -59,9 +60,13 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 def shown(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A burn-in run for people (no --json): its progress on stderr, a pipe here."""
     out = tmp_path_factory.mktemp("burnin") / "run"
-    proc = burnin("--local", "--recipe", "tiny", "--peak-tflops", PEAK_TFLOPS, "--out", out)
+    temp = tmp_path_factory.mktemp("node-tmp")  # the node's /tmp, for what the run leaves there
+    proc = run_cli(
+        "burnin", "--local", "--recipe", "tiny", "--peak-tflops", PEAK_TFLOPS, "--out", out,
+        env={**os.environ, "TMPDIR": str(temp)}, timeout=600,
+    )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
-    return {"out": out, "stderr": proc.stderr}
+    return {"out": out, "stderr": proc.stderr, "temp": temp}
 
 
 def test_each_step_prints_its_progress_line_as_it_ends(shown: dict) -> None:
@@ -81,6 +86,12 @@ def test_each_step_prints_its_progress_line_as_it_ends(shown: dict) -> None:
     facts = burnin_facts(run["out"])
     assert facts.last_step_s is not None and 0 < facts.last_step_s <= facts.duration_s
     assert facts.quiet_s is not None and facts.quiet_s >= 0
+
+
+def test_the_run_leaves_nothing_in_the_nodes_temp(shown: dict) -> None:
+    # torch.distributed.run makes a log folder in $TMPDIR unless told where, and never
+    # removes it: a node kept one per burn-in (239 on this machine's /tmp).
+    assert sorted(p.name for p in shown["temp"].iterdir()) == []
 
 
 def test_every_check_passes_or_says_why_not(run: dict) -> None:
