@@ -110,7 +110,6 @@ class RunJournal:
         self._size = 0
         self._segments: list[_Segment] = []  # oldest first, the last one written to
         self._next = 1
-        self.batches = 0  # writes (each one fdatasync) so far: what group commit saves
         # A barrier or a line after files was taken: the files' names may be on disk by
         # no batch yet, and close() syncs the file system before the journal goes.
         self._after_files = False
@@ -242,7 +241,6 @@ class RunJournal:
         write_all(self._fd, data)
         os.fdatasync(self._fd)
         self._size += len(data)
-        self.batches += 1
         for entry in batch:
             if entry.node is not None:
                 self._segments[-1].unsettled.add(entry.node)
