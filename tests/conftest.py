@@ -8,8 +8,10 @@ Helpers the tests import live in tests/support/.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -23,6 +25,14 @@ from tests.support.node_build import build_deepspeed_cpu_op, copy_for_cluster
 
 INTEGRATION = Path(__file__).parent / "integration"
 UNIT = Path(__file__).parent / "unit"
+
+# Tests that import DeepSpeed in this process import torch's inductor, which makes its
+# cache at the fixed /tmp/torchinductor_<user> unless told where (the burn-in probe tells
+# it: bringup/node/probes/burnin.py). Set before any test imports torch, removed at exit.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _inductor = tempfile.mkdtemp(prefix="bringup-tests-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _inductor
+    atexit.register(shutil.rmtree, _inductor, ignore_errors=True)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -61,9 +61,11 @@ def shown(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A burn-in run for people (no --json): its progress on stderr, a pipe here."""
     out = tmp_path_factory.mktemp("burnin") / "run"
     temp = tmp_path_factory.mktemp("node-tmp")  # the node's /tmp, for what the run leaves there
+    # As a node's environment: no inductor cache folder set (tests/conftest.py sets one).
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     proc = run_cli(
         "burnin", "--local", "--recipe", "tiny", "--peak-tflops", PEAK_TFLOPS, "--out", out,
-        env={**os.environ, "TMPDIR": str(temp)}, timeout=600,
+        env={**env, "TMPDIR": str(temp)}, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     return {"out": out, "stderr": proc.stderr, "temp": temp}
