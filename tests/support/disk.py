@@ -19,7 +19,11 @@ NEEDED_BYTES = 4 * 10**9
 def shortfall(path: str, needed: int = NEEDED_BYTES) -> str | None:
     """The line to stop on when `path`'s file system has less than `needed` bytes free."""
     stats = os.statvfs(path)
-    free = stats.f_bavail * stats.f_frsize
+    return shortfall_line(path, stats.f_bavail * stats.f_frsize, needed)
+
+
+def shortfall_line(path: str, free: int, needed: int = NEEDED_BYTES) -> str | None:
+    """The line for `free` bytes free on `path` where `needed` are; None when enough."""
     if free >= needed:
         return None
     return (

@@ -246,7 +246,8 @@ def _launch_args(params: Params, nproc: int, work: Path) -> list[str]:
 
 
 def trainer_environment(params: Params, work: Path) -> dict[str, str]:
-    """The ranks' environment: this one, the params' NCCL/GLOO settings, gloo's interface."""
+    """The ranks' environment: this one, the params' NCCL/GLOO settings, gloo's interface,
+    torch inductor's cache in the run's work folder."""
     env = {**os.environ, **params.env}
     # Importing torch's inductor (DeepSpeed does) makes its cache folder, /tmp/torchinductor_
     # <user> by default: a folder in the shared /tmp whose name anyone can take first.

@@ -92,7 +92,7 @@ def test_each_step_prints_its_progress_line_as_it_ends(shown: dict) -> None:
 
 def test_the_run_leaves_nothing_in_the_nodes_temp(shown: dict) -> None:
     # torch.distributed.run makes a log folder in $TMPDIR unless told where, and never
-    # removes it: a node kept one per burn-in (239 on this machine's /tmp).
+    # removes it (239 on this machine's /tmp); torch's inductor makes its cache folder there.
     assert sorted(p.name for p in shown["temp"].iterdir()) == []
 
 
