@@ -1,14 +1,22 @@
-"""The run's journal: every running node's records, each on disk before the run goes on.
+"""The run's journal: every running node's records, each on disk within a batch of its
+arrival, and every one before its node is judged.
 
 A fleet run takes records from many nodes at once (64 forks, each node's probes
-reporting as they end), and each must be on disk before the run goes on with its node:
-judges it, or reads its next record (docs/scale.md#the-facts-files). Each node used to
-have its own journal (facts/<node>.journal), each record one write and one fdatasync of
-it. Now one journal for the whole run takes the records of every node, and one fdatasync
-covers every record waiting: the first append to find no write under way writes every
-line queued so far in one write, syncs once and wakes the appends whose lines that sync
-covered; lines queued meanwhile go in the next (group commit). No append returns before
-its own line is synced: the guarantee is the same, the syncs are one a batch.
+reporting as they end). Each node used to have its own journal (facts/<node>.journal),
+each record one write and one fdatasync of it. Now one journal for the whole run takes
+the records of every node, and one fdatasync covers every record waiting (group commit):
+a record's append queues its line and returns, and the journal's writer (a thread of its
+own, started by the first append to find none) writes every line queued so far in one
+write, syncs once, and goes on with the lines queued meanwhile. A node's thread never
+waits for its record's sync: it waited for each one before (five a node, each a wake
+and a hand-over of the interpreter's lock among 64 threads: a seventh of the check's
+CPU, docs/scale.md). It waits only where an order on disk needs it: a barrier (the
+files of a node put on disk, below) and `flush`.
+
+What a crash can lose is what it lost before: the records that arrived since the last
+batch was synced (before, the node's thread had not read them yet; now they wait in
+memory). A node is judged only once its facts file, which holds every record it sent,
+is on disk (bringup/rundir.py, `settle`), whatever its journal lines are doing.
 
     facts/journal.000001.jsonl   {"node": "node0001", "record": {...}}   a record, as it came
                                  {"settled": "node0001"}                 the node's facts file
@@ -23,10 +31,10 @@ what the running nodes sent, never the whole run's. The run removes it when it f
 `--resume` first folds it into the facts files.
 
 A line the crash cut short (a line without its end, or the zeros a machine's crash can
-leave where the system had not written yet) is an append that had not returned: left
-out. A line that is not a journal line before one that is was not written by a run: the
-journal is refused (JournalError), and with it every node's facts: which node's record it
-was cannot be known.
+leave where the system had not written yet) is an append that had not been synced:
+left out. A line that is not a journal line before one that is was not written by a
+run: the journal is refused (JournalError), and with it every node's facts: which node's
+record it was cannot be known.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ from bringup.files import (
 )
 
 SEGMENT_BYTES = 8 * 1024 * 1024  # far below the 64 MiB any reader takes (files.MAX_BYTES)
+# How long the writer waits for a line before it ends: a fleet run's records come many a
+# second and keep it, a run whose probes take minutes starts one for each batch.
+WRITER_IDLE_S = 5.0
 _SEGMENT = re.compile(r"journal\.(\d{6})\.jsonl")
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -99,11 +110,18 @@ class RunJournal:
     def __init__(self, root: Path, folder: Path) -> None:
         self.root = root
         self.folder = folder
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # a batch synced: its waiters go on
+        self._work = threading.Condition(lock)  # a line queued: the writer writes it
+        self._writer: threading.Thread | None = None  # the writer, while it runs
+        self._closed = False  # close() was called and no record came since
         self._queue: list[_Entry] = []
-        self._queued = 0  # lines queued so far (each append waits for its own number)
+        self._queued = 0  # lines queued so far (each waiter waits for its own number)
+        # Records among them, for the writer: a `settled` line alone waits for the next
+        # record's batch, as it always did, rather than cost a sync of its own.
+        self._records_waiting = 0
         self._synced = 0  # lines written and synced so far
-        self._writing = False  # an append is writing a batch (outside the lock)
+        self._writing = False  # a batch is being written (outside the lock)
         self._failed: OSError | None = None  # a write or sync failed: no line is taken since
         self._folder_fd: int | None = None
         self._fd: int | None = None
@@ -115,13 +133,31 @@ class RunJournal:
         self._after_files = False
 
     def append(self, node: str, record_json: str, after_files: bool = False) -> None:
-        """Put one record of `node` (ProbeRecord JSON) on disk; returns once its line is
-        synced, with the lines of every other append waiting then. OSError when it could
-        not be (a full disk): the record is not acknowledged, and no later one is taken.
-        `after_files`: the files written before the call (the record's raw output, not
-        synced) are put on disk before its line is written (files.syncs_whole only)."""
+        """Queue one record of `node` (ProbeRecord JSON) for the writer, which writes and
+        syncs it with every other line queued then; returns at once (`flush` waits for
+        it). OSError when an earlier batch could not be written (a full disk): no record
+        is taken after it. `after_files`: the files written before the call (the
+        record's raw output, not synced) are put on disk before its line is written
+        (files.syncs_whole only)."""
         line = f'{{"node":{json.dumps(node)},"record":{record_json}}}\n'.encode()
-        self._commit(_Entry(node, None, line, after_files))
+        with self._cond:
+            self._raise_if_failed()
+            self._closed = False
+            self._enqueue(_Entry(node, None, line, after_files))
+            self._records_waiting += 1
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_behind, name="bringup-journal", daemon=True
+                )
+                self._writer.start()
+            else:
+                self._work.notify()
+
+    def flush(self) -> None:
+        """Returns once every line queued before the call is written and synced. OSError
+        as a failed batch's."""
+        with self._cond:
+            self._wait_for(self._queued)
 
     def barrier(self) -> None:
         """Returns once every file written before the call is on disk, names and data: the
@@ -132,14 +168,40 @@ class RunJournal:
 
     def _commit(self, entry: _Entry) -> None:
         with self._cond:
-            mine = self._enqueue(entry)
-            while self._synced < mine:
-                if self._failed is not None:
-                    raise OSError(self._failed.errno, self._failed.strerror)
-                if self._writing:
-                    self._cond.wait()
-                else:
-                    self._write_queued()
+            self._wait_for(self._enqueue(entry))
+
+    def _wait_for(self, mine: int) -> None:
+        """Under the lock: returns once the first `mine` lines are synced. A waiter that
+        finds no batch being written writes one itself (the writer may be waiting to be
+        woken, or gone): its wait is then its own write, not a hand-over."""
+        while self._synced < mine:
+            self._raise_if_failed()
+            if self._writing:
+                self._cond.wait()
+            else:
+                self._write_queued()
+
+    def _raise_if_failed(self) -> None:
+        if self._failed is not None:
+            raise OSError(self._failed.errno, self._failed.strerror)
+
+    def _write_behind(self) -> None:
+        """The writer: every queued line written, batch after batch, until none has come
+        for WRITER_IDLE_S or the journal is closed; a failed batch ends it (its waiters
+        raise). The next append starts another."""
+        with self._cond:
+            try:
+                while self._failed is None:
+                    if self._records_waiting and not self._writing:
+                        self._write_queued()
+                    elif self._closed or (
+                        not self._work.wait(WRITER_IDLE_S) and not self._records_waiting
+                    ):
+                        break
+            except BaseException:
+                return  # the batch's failure is _failed, and its waiters were woken to it
+            finally:
+                self._writer = None
 
     def settled(self, node: str, after_files: bool = False) -> None:
         """Say that `node`'s facts file, synced, holds every record it sent so far: its
@@ -157,6 +219,8 @@ class RunJournal:
         """Every node has settled (the run is finishing): the journal's files are removed;
         a later record starts a new one."""
         with self._cond:
+            self._closed = True
+            self._work.notify()  # the writer ends rather than wait for lines that will not come
             while self._writing:
                 self._cond.wait()
             if self._failed is None and any(entry.node for entry in self._queue):
@@ -165,6 +229,7 @@ class RunJournal:
                 with contextlib.suppress(OSError):
                     self._write_queued()
             self._queue.clear()  # settled lines: the journal they speak of goes now
+            self._records_waiting = 0
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
@@ -203,6 +268,7 @@ class RunJournal:
         go of meanwhile (other appends queue theirs for the next batch)."""
         batch, self._queue = self._queue, []
         upto = self._queued
+        self._records_waiting = 0
         self._writing = True
         self._cond.release()
         failed: BaseException | None = None
@@ -214,6 +280,7 @@ class RunJournal:
             self._cond.acquire()
             self._writing = False
             self._cond.notify_all()
+            self._work.notify()  # lines queued meanwhile: the writer's next batch
         if failed is not None:
             # What was written of the batch is a torn tail at most: nothing goes after it,
             # and no append waiting on it returns as if it were synced.

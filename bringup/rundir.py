@@ -26,12 +26,13 @@ by the threads of a fleet run: every write holds its lock.
 Why a journal (docs/scale.md#the-facts-files): each probe's record rewrote the node's
 whole facts file and synced it and its folder: the node's file grew with every record
 and was written again each time. A record is now appended to the run's journal and
-synced there (fdatasync: its data, and the file's length; one sync for every record
-waiting then, bringup/journal.py); the facts file is written and synced once, when the
-node ends. The guarantee is the same as before: every record is on disk before the run
-goes on with its node (judges, acknowledges or asks for the next), whether the process
-or the whole machine stops (a power loss keeps every record synced; a torn last line is
-an append that had not returned, left out). `--resume` measures what a node lacks.
+synced there by the journal's writer (fdatasync: its data, and the file's length; one
+sync for every record waiting then, bringup/journal.py); the facts file is written and
+synced once, when the node ends, before the node is judged. A crash, of the process or
+the whole machine, keeps every record the writer synced, and loses only those that came
+since its last batch (a torn last line is a batch that had not been synced, left out),
+as a run that waited for each sync lost those not yet read. `--resume` measures what a
+node lacks.
 
 Why a fleet run's planned node has no facts file of its own (docs/scale.md, "The planned
 nodes have no file"): each was written empty when the run started and replaced when the
@@ -536,9 +537,11 @@ class RunDir:
         return Kept(shape, tuple(record.duration_s for record in facts.probes.values()))
 
     def journal(self, node: str) -> None:
-        """From now on each record of the node is appended to its journal, and synced, as it
-        arrives, and its facts file is written (and synced) once, by settle(): what a fleet
-        run does for each node it runs. Without it, each record rewrites the node's file."""
+        """From now on each record of the node is appended to the run's journal as it
+        arrives (synced by the journal's writer with the records of other nodes: `flush`
+        waits for them), and its facts file is written (and synced) once, by settle():
+        what a fleet run does for each node it runs. Without it, each record rewrites the
+        node's file."""
         with self._lock:
             self._held(node)
             self._journaled.add(node)
@@ -565,6 +568,12 @@ class RunDir:
         if journaled:
             # Its lines in the journal need not be read again.
             self._journal.settled(node, after_files=barrier)
+
+    def flush(self) -> None:
+        """Returns once every record taken so far is in the run's journal on disk (its
+        writer syncs them without the nodes' threads waiting: bringup/journal.py). OSError
+        when they could not be (a full disk)."""
+        self._journal.flush()
 
     def release(self, node: str) -> None:
         """Let go of a judged node's facts: its probe times and provenance stay (Kept:
@@ -630,7 +639,8 @@ class RunDir:
             node_lock.acquire()
         try:
             if journaled:
-                # Returns once it is on disk, after its raw files' names.
+                # Queued for the journal's writer, which puts it on disk after its raw
+                # files' names (not waited for: RunDir.flush waits).
                 self._journal.append(node, text, after_files=barrier is not None)
             else:
                 if barrier is not None:  # settled meanwhile: its raw files' names synced

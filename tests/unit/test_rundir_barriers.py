@@ -92,10 +92,13 @@ def _topology() -> dict[str, Any]:
 
 
 def _topology_after_gpu(run: RunDir, disk: list[str]) -> list[str]:
-    """What reaches the disk for n1's topology record (raw files), its gpu record before."""
+    """What reaches the disk for n1's topology record (raw files), its gpu record before;
+    each record's line written and synced (flush) before the next step."""
     run.add_record("n1", dict(GPU))
+    run.flush()
     disk.clear()
     run.add_record("n1", _topology())
+    run.flush()
     return _relative(disk, run)
 
 
@@ -137,6 +140,7 @@ def test_a_record_goes_on_disk_after_its_raw_files_and_a_facts_file_before_its_s
     ]
     disk.clear()
     run.add_record("n2", dict(GPU))
+    run.flush()
     assert _relative(disk, run) == [
         "syncfs",
         "write n1 n2/gpu",
@@ -192,6 +196,7 @@ def test_without_barriers_a_new_folder_is_synced_into_its_parent(
     relative = _relative(disk, run)
     made = relative[: relative.index("sync raw/n1/topology/.nvidia-smi-topo-m.txt.tmp")]
     assert made == ["sync .", "sync raw", "sync raw/n1"]
+    run.flush()
     disk.clear()
     run.add_record("n1", {**_topology(), "probe": "gpu"})  # raw/n1 there
     relative = _relative(disk, run)
@@ -278,6 +283,7 @@ def test_the_journal_stays_when_the_last_sync_at_finish_fails(
     run = _run(tmp_path)
     run.add_record("n1", dict(GPU))
     run.add_record("n2", dict(GPU))
+    run.flush()
     run.settle("n1")
     run.settle("n2")
     calls: list[int] = []

@@ -1,8 +1,9 @@
 """A running node's records go to the run's journal (facts/journal.NNNNNN.jsonl) as they
-arrive, each synced before the run goes on, one sync for every record waiting then; its
-facts file is written once when it ends. Every record that arrived is kept whatever
-stops the run, and every reader of a run directory reads the journal a crash left, the
-run's or, in a run made before it, the node's own (facts/<node>.journal)."""
+arrive, synced by the journal's writer without the node's thread waiting, one sync for
+every record waiting then; its facts file is written once when it ends. Every record
+that arrived is kept whatever stops the run, and every reader of a run directory reads
+the journal a crash left, the run's or, in a run made before it, the node's own
+(facts/<node>.journal)."""
 
 from __future__ import annotations
 
@@ -34,12 +35,14 @@ XID = {"probe": "xid", "ok": False, "error": "journalctl: no access", "duration_
 
 
 def journaled_run(tmp_path: Path, *records: dict[str, object]) -> RunDir:
-    """A run whose node n1 is running (journaled) with these records, not yet settled."""
+    """A run whose node n1 is running (journaled) with these records, each on disk (the
+    journal's writer synced them), not yet settled."""
     run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
     run.add_nodes(["n1", "n2"])
     run.journal("n1")
     for record in records:
         run.add_record("n1", dict(record))
+    run.flush()
     return run
 
 
@@ -72,6 +75,7 @@ def test_a_running_nodes_records_are_appended_and_its_file_written_once(tmp_path
     assert run.facts_of("n1").probes["xid"].error == "journalctl: no access"
     run.journal("n2")
     run.add_record("n2", dict(GPU))  # the next batch carries n1's settled line
+    run.flush()
     later = [json.loads(x) for x in journal.read_text().splitlines()[2:]]
     assert [x.get("settled") or (x["node"], x["record"]["probe"]) for x in later] == [
         "n1",
@@ -134,7 +138,7 @@ def test_a_process_killed_mid_node_keeps_every_record(tmp_path: Path) -> None:
     path = tmp_path / "run"
     script = textwrap.dedent(
         f"""
-        import os, signal
+        import os, signal, time
         from pathlib import Path
         from bringup.rundir import RunDir
         run = RunDir.create(Path({str(path)!r}), "check", "b300", "quick")
@@ -142,6 +146,13 @@ def test_a_process_killed_mid_node_keeps_every_record(tmp_path: Path) -> None:
         run.journal("n1")
         run.add_record("n1", {GPU!r})
         run.add_record("n1", {XID!r})
+        # Nobody waits: the journal's writer puts both lines in the file on its own.
+        journal = Path({str(path)!r}) / "facts" / "journal.000001.jsonl"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if journal.exists() and journal.read_bytes().count(b"\\n") == 2:
+                break
+            time.sleep(0.005)
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
@@ -198,17 +209,18 @@ def test_finishing_a_run_settles_a_node_its_runner_never_did(tmp_path: Path) -> 
     assert not any("journal" in name for name in run.manifest.files_sha256 or {})
 
 
-def test_each_record_is_synced_to_disk_before_add_record_returns(
+def test_each_record_is_synced_by_the_journals_writer_not_the_nodes_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Main's guarantee, kept: a record is on disk before the run goes on with its node.
-    Each sync is logged with the file it synced (the real sync runs too)."""
-    synced: list[str] = []
+    """A record is on disk without its node's thread waiting for it: the journal's writer
+    writes and syncs it (a thread of its own), and `flush` returns once it has. Each sync
+    is logged with the file it synced and the thread that did (the real sync runs too)."""
+    synced: list[tuple[str, str]] = []
 
     def logged(real: Any) -> Any:
         def sync(fd: int) -> None:
             real(fd)
-            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            synced.append((os.readlink(f"/proc/self/fd/{fd}"), threading.current_thread().name))
 
         return sync
 
@@ -217,11 +229,16 @@ def test_each_record_is_synced_to_disk_before_add_record_returns(
     run = journaled_run(tmp_path)
     journal = str(journal_of(run.path))
     run.add_record("n1", dict(GPU))
-    # The journal's name into its folder once, then its first record.
-    assert synced[-2:] == [str(run.path / "facts"), journal]
+    deadline = time.monotonic() + 30
+    while (journal, "bringup-journal") not in synced and time.monotonic() < deadline:
+        time.sleep(0.005)  # nobody waits for it
+    # The journal's name into its folder once, then its first record, by the writer.
+    writer = [path for path, thread in synced if thread == "bringup-journal"]
+    assert writer[-2:] == [str(run.path / "facts"), journal]
     synced.clear()
     run.add_record("n1", dict(XID))
-    assert synced == [journal]  # the second record: its own sync, before the call returned
+    run.flush()  # returns once the record is synced, by whichever thread synced it
+    assert [path for path, _ in synced] == [journal]
 
 
 def test_a_power_loss_keeps_every_synced_record_and_leaves_out_the_torn_tail(
@@ -251,11 +268,11 @@ def test_a_power_loss_keeps_every_synced_record_and_leaves_out_the_torn_tail(
 # --- one journal for the run: a sync for every record waiting, files removed once settled ---
 
 
-def test_records_arriving_together_share_one_sync_and_none_returns_before_its_own(
+def test_records_arriving_together_share_one_sync_and_each_is_on_disk_by_its_flush(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sixteen nodes' threads recording at once (a fleet run's forks): fewer syncs than
-    records, and when add_record returns the journal's synced part holds its record. Each
+    records, and when a thread's flush returns the journal's synced part holds its record. Each
     sync notes how much of the journal it covered (the real sync runs, then a pause, as a
     disk takes, so that records queue meanwhile)."""
     covered: list[int] = []
@@ -278,6 +295,7 @@ def test_records_arriving_together_share_one_sync_and_none_returns_before_its_ow
         start.wait()
         for probe in ("gpu", "host", "nvme", "xid"):
             run.add_record(name, {**GPU, "probe": probe, "params": {"node": name}})
+            run.flush()
             text = journal_of(run.path).read_bytes()[: max(covered)]
             synced = [json.loads(x) for x in text.splitlines()]
             if {
@@ -307,13 +325,14 @@ def test_a_journal_file_goes_once_every_node_in_it_has_settled(
     run.add_nodes(["n1", "n2"])
     run.journal("n1")
     run.journal("n2")
-    run.add_record("n1", dict(GPU))  # file 1
-    run.add_record("n2", dict(GPU))  # file 2
-    run.add_record("n1", dict(XID))  # file 3
+    for node, record in (("n1", GPU), ("n2", GPU), ("n1", XID)):  # files 1, 2 and 3
+        run.add_record(node, dict(record))
+        run.flush()
     files = journal_files(run.path)
     assert files == [f"facts/journal.00000{n}.jsonl" for n in (1, 2, 3)]
     run.settle("n1")  # its settled line goes with the next batch
     run.add_record("n2", dict(XID))  # file 4: n1 settled, file 1 had only n1: removed
+    run.flush()
     assert journal_files(run.path) == [f"facts/journal.00000{n}.jsonl" for n in (2, 3, 4)]
     read = read_journal(run.path)
     assert {node: list(probes) for node, probes in read.records.items()} == {"n2": ["gpu", "xid"]}
@@ -334,16 +353,18 @@ def test_a_line_that_is_no_record_in_an_earlier_file_refuses_the_journal(tmp_pat
 def test_a_failed_sync_acknowledges_nothing_and_takes_no_later_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A full disk: the record's add_record raises (the run makes the node's ERROR), and no
-    later record goes after the torn tail it may have left."""
+    """A full disk: the batch that holds the record fails, `flush` says so, and every
+    later record of any node is refused at once (the run makes its node's ERROR): none
+    goes after the torn tail the batch may have left."""
     run = journaled_run(tmp_path, GPU)
 
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fdatasync", full)
+    run.add_record("n1", dict(XID))
     with pytest.raises(OSError, match="No space left"):
-        run.add_record("n1", dict(XID))
+        run.flush()
     monkeypatch.undo()
     size = journal_of(run.path).stat().st_size
     run.journal("n2")
