@@ -181,6 +181,7 @@ class Figures:
     report_peak_mb: float = 0.0  # the report's process
     findings: int = 0
     system_s: float = 0.0  # of all the phases: the kernel's share (file writes, mostly)
+    pace_s: float = 0.0  # the fixed workload's CPU, timed before the size (pace())
 
     @property
     def inventory_s(self) -> float:
@@ -200,6 +201,22 @@ class Figures:
         return (self.check_s + self.report_s) / self.nodes
 
 
+def pace() -> float:
+    """CPU seconds of a fixed piece of pure Python (dicts, strings, JSON: what reading and
+    judging records does), the least of three tries: this machine's speed when a size is
+    measured. On a shared VM it moves by a third within an hour (docs/scale.md), so two
+    runs' figures compare only beside their paces: the same tree measured at twice the
+    pace is a machine twice as slow, not a slower tree."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for i in range(20_000):
+            record = {"probe": f"gpu{i % 8}", "value": i * 1.5, "tags": [str(i), "x" * (i % 7)]}
+            json.loads(json.dumps(record))
+        best = min(best, time.process_time() - start)
+    return best
+
+
 @contextmanager
 def cpu(figures: Figures, name: str) -> Iterator[None]:
     """Add the CPU seconds (this process, every thread, user and system) the block takes
@@ -217,7 +234,7 @@ def cpu(figures: Figures, name: str) -> Iterator[None]:
 def measure(
     nodes: int, forks: int, out: Path, latency_s: float = 0.02, with_report: bool = True
 ) -> Figures:
-    figures = Figures(nodes=nodes)
+    figures = Figures(nodes=nodes, pace_s=pace())
     started = time.perf_counter()
     with cpu(figures, "inventory_import_s"):
         from ansible.inventory.manager import InventoryManager  # noqa: F401
@@ -347,6 +364,8 @@ def lines(f: Figures) -> list[str]:
         f" of {t.peak_mb:g} MB; the check)",
         f"                   {f.report_peak_mb:7.1f} MB RSS  "
         f"({ratio(f.report_peak_mb, t.report_peak_mb)} of {t.report_peak_mb:g} MB; the report)",
+        f"  this machine     {f.pace_s:7.3f} s CPU  (a fixed workload, the least of three, timed"
+        " before: compare runs beside it)",
     ]
 
 
