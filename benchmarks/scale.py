@@ -16,12 +16,13 @@ transport: the figures are the controller's own.
 Printed: CPU seconds (user + system, all threads) of each phase, the check's CPU per node
 (inventory to judged findings, as `bringup check --nodes` spends it), the same with
 `bringup report` (run as its own process, as an operator runs it), the peak resident
-memory of each process, and each figure as a ratio of its target (`targets`: at 10,000
-nodes the inventory 1.5 s, the check 5 ms of CPU per node and 300 MB, the report 5 ms per
-node and 200 MB; at 1,000 the inventory 0.5 s and the report 150 MB). Several `--nodes`
-are measured one after the other in one run, side by side. Exits 0 whatever the figures
-are; `--check` exits 1 when the check's figures are over their targets. docs/scale.md
-reads these figures.
+memory of each process, the CPU of a fixed workload timed before each size (`this
+machine`: how fast the machine was then), and each figure as a ratio of its target
+(`targets`: at 10,000 nodes the inventory 1.5 s, the check 5 ms of CPU per node and
+300 MB, the report 5 ms per node and 200 MB; at 1,000 the inventory 0.5 s and the report
+150 MB). Several `--nodes` are measured one after the other in one run, side by side.
+Exits 0 whatever the figures are; `--check` exits 1 when the check's figures are over
+their targets. docs/scale.md reads these figures.
 """
 
 from __future__ import annotations
@@ -205,8 +206,8 @@ def pace() -> float:
     """CPU seconds of a fixed piece of pure Python (dicts, strings, JSON: what reading and
     judging records does), the least of three tries: this machine's speed when a size is
     measured. On a shared VM it moves by a third within an hour (docs/scale.md), so two
-    runs' figures compare only beside their paces: the same tree measured at twice the
-    pace is a machine twice as slow, not a slower tree."""
+    runs' figures compare only beside this one: a run whose workload took twice as long
+    ran on a machine twice as slow, not on a slower tree."""
     best = float("inf")
     for _ in range(3):
         start = time.process_time()
