@@ -117,9 +117,9 @@ class RunJournal:
         self._closed = False  # close() was called and no record came since
         self._queue: list[_Entry] = []
         self._queued = 0  # lines queued so far (each waiter waits for its own number)
-        # Records among them, for the writer: a `settled` line alone waits for the next
+        # A record among them, for the writer: a `settled` line alone waits for the next
         # record's batch, as it always did, rather than cost a sync of its own.
-        self._records_waiting = 0
+        self._record_queued = False
         self._synced = 0  # lines written and synced so far
         self._writing = False  # a batch is being written (outside the lock)
         self._failed: OSError | None = None  # a write or sync failed: no line is taken since
@@ -144,7 +144,7 @@ class RunJournal:
             self._raise_if_failed()
             self._closed = False
             self._enqueue(_Entry(node, None, line, after_files))
-            self._records_waiting += 1
+            self._record_queued = True
             if self._writer is None:
                 self._writer = threading.Thread(
                     target=self._write_behind, name="bringup-journal", daemon=True
@@ -192,10 +192,10 @@ class RunJournal:
         with self._cond:
             try:
                 while self._failed is None:
-                    if self._records_waiting and not self._writing:
+                    if self._record_queued and not self._writing:
                         self._write_queued()
                     elif self._closed or (
-                        not self._work.wait(WRITER_IDLE_S) and not self._records_waiting
+                        not self._work.wait(WRITER_IDLE_S) and not self._record_queued
                     ):
                         break
             except BaseException:
@@ -229,7 +229,7 @@ class RunJournal:
                 with contextlib.suppress(OSError):
                     self._write_queued()
             self._queue.clear()  # settled lines: the journal they speak of goes now
-            self._records_waiting = 0
+            self._record_queued = False
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
@@ -268,7 +268,7 @@ class RunJournal:
         go of meanwhile (other appends queue theirs for the next batch)."""
         batch, self._queue = self._queue, []
         upto = self._queued
-        self._records_waiting = 0
+        self._record_queued = False
         self._writing = True
         self._cond.release()
         failed: BaseException | None = None
