@@ -236,6 +236,9 @@ def measure(
     nodes: int, forks: int, out: Path, latency_s: float = 0.02, with_report: bool = True
 ) -> Figures:
     figures = Figures(nodes=nodes, pace_s=pace())
+    from bringup.cli import collect_less
+
+    collect_less()  # the garbage collector as the `bringup` command sets it
     started = time.perf_counter()
     with cpu(figures, "inventory_import_s"):
         from ansible.inventory.manager import InventoryManager  # noqa: F401

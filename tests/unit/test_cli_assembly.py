@@ -3,6 +3,7 @@ runs at every job start); help and unknown commands get the whole app."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -56,3 +57,33 @@ def test_the_whole_app_has_every_command_under_its_name() -> None:
     group = typer.main.get_command(cli.app)
     assert set(group.commands) == set(COMMANDS)  # type: ignore[attr-defined]
     assert cli.app is cli.app  # assembled once
+
+
+# Runs `bringup ARGS` as the console script does, then prints the collector's thresholds
+# before and after.
+THRESHOLDS = """
+import gc, sys
+from bringup import cli
+sys.argv = ["bringup", *sys.argv[1:]]
+print(gc.get_threshold())
+try:
+    cli.run()
+except SystemExit:
+    pass
+print(gc.get_threshold())
+"""
+
+
+def test_the_command_collects_its_young_objects_less_often() -> None:
+    # A run of thousands of nodes: each node's records were promoted to the oldest
+    # generation at CPython's 700 (docs/scale.md); the older generations as CPython's.
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", THRESHOLDS, "check", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    default, now = ast.literal_eval(lines[0]), ast.literal_eval(lines[-1])
+    assert now == (cli.YOUNG_COLLECTION, *default[1:]), done.stdout + done.stderr
+    assert default[0] < cli.YOUNG_COLLECTION
