@@ -45,6 +45,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,11 @@ SEGMENT_BYTES = 8 * 1024 * 1024  # far below the 64 MiB any reader takes (files.
 # How long the writer waits for a line before it ends: a fleet run's records come many a
 # second and keep it, a run whose probes take minutes starts one for each batch.
 WRITER_IDLE_S = 5.0
+# The least time from one batch's start to the next one's: lines that come closer
+# together wait for it and share its write and sync. Thousands of nodes' records a second
+# cost a sync each few lines otherwise, and each sync its CPU (docs/scale.md); a line
+# that comes alone is written at once.
+BATCH_INTERVAL_S = 0.03
 _SEGMENT = re.compile(r"journal\.(\d{6})\.jsonl")
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -121,6 +127,7 @@ class RunJournal:
         # record's batch, as it always did, rather than cost a sync of its own.
         self._record_queued = False
         self._synced = 0  # lines written and synced so far
+        self._batch_started = -BATCH_INTERVAL_S  # time.monotonic() of the last batch
         self._writing = False  # a batch is being written (outside the lock)
         self._failed: OSError | None = None  # a write or sync failed: no line is taken since
         self._folder_fd: int | None = None
@@ -265,7 +272,18 @@ class RunJournal:
 
     def _write_queued(self) -> None:
         """Under the lock: write every queued line in one write and one sync, the lock let
-        go of meanwhile (other appends queue theirs for the next batch)."""
+        go of meanwhile (other appends queue theirs for the next batch), and no sooner
+        than BATCH_INTERVAL_S after the batch before: the lines that come meanwhile join."""
+        wait = self._batch_started + BATCH_INTERVAL_S - time.monotonic()
+        if wait > 0 and not self._closed:
+            self._writing = True  # whoever comes meanwhile waits for this batch
+            self._cond.release()
+            try:
+                time.sleep(wait)
+            finally:
+                self._cond.acquire()
+                self._writing = False
+        self._batch_started = time.monotonic()
         batch, self._queue = self._queue, []
         upto = self._queued
         self._record_queued = False

@@ -314,6 +314,39 @@ def test_records_arriving_together_share_one_sync_and_each_is_on_disk_by_its_flu
     assert [list(f.probes) for f in load_facts(run.path)] == [["gpu", "host", "nvme", "xid"]] * 16
 
 
+def test_records_within_the_batch_interval_wait_for_one_sync_a_lone_one_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record that comes after a quiet spell is synced at once; the ones that come less
+    than BATCH_INTERVAL_S after a batch started wait for the interval's end and share one
+    sync (a second here, so that four records surely come within it)."""
+    synced: list[float] = []
+    real = os.fdatasync
+
+    def sync(fd: int) -> None:
+        real(fd)
+        synced.append(time.monotonic())
+
+    monkeypatch.setattr(os, "fdatasync", sync)
+    monkeypatch.setattr(journal_module, "BATCH_INTERVAL_S", 1.0)
+    nodes = [f"n{i}" for i in range(5)]
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    run.add_nodes(nodes)
+    for name in nodes:
+        run.journal(name)
+    started = time.monotonic()
+    run.add_record("n0", {**GPU, "params": {"node": "n0"}})
+    run.flush()
+    assert len(synced) == 1 and synced[0] - started < 0.5  # alone: not held back
+    for name in nodes[1:]:
+        run.add_record(name, {**GPU, "params": {"node": name}})
+    run.flush()
+    assert len(synced) == 2  # the four together, in one batch
+    assert synced[1] - synced[0] >= 0.9  # not before the interval's end
+    lines = journal_of(run.path).read_bytes().splitlines()
+    assert [json.loads(line)["node"] for line in lines] == nodes
+
+
 def test_a_journal_file_goes_once_every_node_in_it_has_settled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
