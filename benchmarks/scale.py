@@ -11,7 +11,8 @@ answers each request with the records of one of the six demo nodes (the healthy 
 the five faults, in turn), as a node side would stream them. `fleet.run` records every
 probe into a run directory, judges each node as it finishes, the fleet checks run, and the
 report (Markdown, JUnit, JSON, HTML) is built from the directory. Nothing is stubbed past the
-transport: the figures are the controller's own.
+transport: the figures are the controller's own. Before each size the file system is
+synced, so that what an earlier run left to write back is not written on this one's CPU.
 
 Printed: CPU seconds (user + system, all threads) of each phase, the check's CPU per node
 (inventory to judged findings, as `bringup check --nodes` spends it), the same with
@@ -406,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     over = False
     with scratch(args):
         for nodes in args.nodes:
+            # What the size before left unwritten (its report: 500 MB at 10,000 nodes), or
+            # another process, written back now: this size's barriers sync the whole file
+            # system (docs/scale.md), and would otherwise write it back on its CPU.
+            os.sync()
             figures = measure_one(nodes, args) if len(args.nodes) == 1 else in_child(nodes, args)
             print("\n".join(lines(figures)))
             over = over or over_target(figures)
