@@ -7,7 +7,8 @@ each record one write and one fdatasync of it. Now one journal for the whole run
 the records of every node, and one fdatasync covers every record waiting (group commit):
 a record's append queues its line and returns, and the journal's writer (a thread of its
 own, started by the first append to find none) writes every line queued so far in one
-write, syncs once, and goes on with the lines queued meanwhile. A node's thread never
+write, syncs once, and goes on with the lines queued meanwhile (a batch no sooner than
+BATCH_INTERVAL_S after the one before, so that more lines share it). A node's thread never
 waits for its record's sync: it waited for each one before (five a node, each a wake
 and a hand-over of the interpreter's lock among 64 threads: a seventh of the check's
 CPU, docs/scale.md). It waits only where an order on disk needs it: a barrier (the
@@ -15,8 +16,9 @@ files of a node put on disk, below) and `flush`.
 
 What a crash can lose is what it lost before: the records that arrived since the last
 batch was synced (before, the node's thread had not read them yet; now they wait in
-memory). A node is judged only once its facts file, which holds every record it sent,
-is on disk (bringup/rundir.py, `settle`), whatever its journal lines are doing.
+memory, up to BATCH_INTERVAL_S more). A node is judged only once its facts file, which
+holds every record it sent, is on disk (bringup/rundir.py, `settle`), whatever its
+journal lines are doing.
 
     facts/journal.000001.jsonl   {"node": "node0001", "record": {...}}   a record, as it came
                                  {"settled": "node0001"}                 the node's facts file
