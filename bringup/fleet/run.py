@@ -14,7 +14,10 @@ findings appended. What can happen to a node, and the finding that says so:
   with the reason, nothing else;
 - reached but died or hung mid-run: `node.run` ERROR with the reason, the findings of
   every probe that answered, and ERROR for the checks of the probes that did not;
-- Ctrl-C: `node.run` ERROR "run interrupted" for the nodes not finished; all kept.
+- Ctrl-C: `node.run` ERROR "run interrupted" for the nodes not finished; all kept;
+- its facts file not written when it ends (a full disk): `node.run` ERROR saying so, the
+  node judged from the records it sent (held until the run's end, which writes the file
+  again); an unreachable node stays UNREACHABLE, the file's reason after its own.
 
 A long probe's progress lines (`{"probe", "progress"}`, bringup/node/progress.py) go to
 the progress display only; they are never records.
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
     from bringup.fleet.tally import Tally
 
 DEFAULT_FORKS = 64
+FACTS_UNWRITTEN = "its facts file could not be written"  # a node's ERROR, then the reason
 _WARN = Status.WARN.rank
 State = Literal["complete", "unreachable", "error", "interrupted"]
 
@@ -250,7 +254,7 @@ def outcome_findings(
                 check="node.run",
                 status=Status.ERROR,
                 message=f"{what}{kept}",
-                action=_resume_action(state),
+                action=_resume_action(state, reason),
             )
         )
         for probe in missing:
@@ -260,11 +264,16 @@ def outcome_findings(
     return [*extra, *findings]
 
 
-def _resume_action(state: str) -> str:
+def _resume_action(state: str, reason: str | None = None) -> str:
     """What to do about a node whose run stopped early: what finished is kept."""
     resume = "`bringup check --resume RUN_DIR` measures what is missing"
     if state == "interrupted":
         return f"rerun: {resume}"
+    if reason is not None and FACTS_UNWRITTEN in reason:
+        return (
+            "free space on the run directory's file system (`df -h RUN_DIR`): the run's end "
+            f"writes the file again; if it could not, {resume}"
+        )
     return f"read the node's console and `dmesg`, then {resume}"
 
 
@@ -466,7 +475,18 @@ def _finish(
     shared: Shared,
     progress: FleetProgress | None = None,
 ) -> NodeOutcome:
-    rundir.settle(plan.node)  # its facts file, every record in it, before it is judged
+    try:
+        rundir.settle(plan.node)  # its facts file, every record in it, before it is judged
+        filed = True
+    except OSError as exc:
+        # A full disk, a quota: the node is judged from what it sent, held in memory (not
+        # let go of below) for the run's end to write its file again; an ERROR says so.
+        filed = False
+        why = f"{FACTS_UNWRITTEN} ({exc.strerror or exc})"
+        if state == "complete":
+            state, reason = "error", why
+        else:  # an unreachable node stays one (never "reached"), its reason first
+            reason = f"{reason}; {why}" if reason else why
     outcome = NodeOutcome(plan.node, state, reason, seconds=round(seconds, 3))
     if plan.profile is not None or plan.auto:
         facts = rundir.facts_of(plan.node)
@@ -493,7 +513,8 @@ def _finish(
             with shared.lock:
                 rundir.add_findings(found, data)
                 shared.tally.add(found, index)
-    rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
+    if filed:
+        rundir.release(plan.node)  # judged: what is left to read is on disk and in the outcome
     if progress is not None:
         progress.finished(outcome.node, outcome.state)
     return outcome

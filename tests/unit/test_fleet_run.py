@@ -19,7 +19,7 @@ from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
 from bringup.fleet.plan import plan_node
 from bringup.profile import load as load_profile
-from bringup.rundir import RunDir
+from bringup.rundir import RunDir, load_facts
 from bringup.suite import load as load_suite
 from tests.support.runners import answering
 
@@ -281,3 +281,81 @@ def test_findings_held_once_keep_every_value_and_type() -> None:
     assert held[0].message is held[1].message and held[0].action is held[2].action
     copied = replace(held[0], node="n4")  # a copy is its own: n2 unchanged
     assert copied.node == "n4" and finding_line(held[1]) == before[1]
+
+
+def test_a_node_whose_facts_file_cannot_be_written_is_an_error_the_others_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run directory's disk full when a node ends: its facts file is not written. The
+    run went down with the OSError (a traceback, every other node's outcome lost); now the
+    node is an ERROR that says so, judged from what it sent, and the others are judged."""
+    import errno
+
+    from bringup import rundir as rundir_module
+
+    real = rundir_module.write_atomic_at
+
+    def full(folder: int, name: str, text: str, **kwargs: Any) -> None:
+        if name == "n1.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(folder, name, text, **kwargs)
+
+    monkeypatch.setattr(rundir_module, "write_atomic_at", full)
+    record = {"probe": "xid", "ok": False, "error": "not here", "params": {}}
+    suite, profile = load_suite("quick"), load_profile("b300")
+    plans = [
+        plan_node(Host(f"n{i}", "127.0.0.1"), answering([record]), suite, profile, remote=False)
+        for i in range(3)
+    ]
+    for plan in plans:
+        plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] == "xid"]}
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    outcomes = fleet.run(plans, run, forks=2)
+    assert [(o.node, o.state) for o in outcomes] == [
+        ("n0", "complete"),
+        ("n1", "error"),
+        ("n2", "complete"),
+    ]
+    (error,) = node_run_errors(outcomes[1])
+    assert error.startswith("its facts file could not be written (No space left on device)")
+    # Judged from what it sent, as the others: its xid probe's own finding is there.
+    checks = {f.check for f in outcomes[1].findings}
+    assert {f.check for f in outcomes[0].findings} - {"node.run"} <= checks
+    (action,) = [f.action for f in outcomes[1].findings if f.check == "node.run"]
+    assert action is not None and action.startswith("free space on the run directory's")
+    assert not (run.path / "facts" / "n1.json").exists()
+    assert (run.path / "facts" / "n0.json").exists() and (run.path / "facts" / "n2.json").exists()
+    # Held, not let go of: with room again, the run's end writes the file with its record.
+    monkeypatch.setattr(rundir_module, "write_atomic_at", real)
+    run.finish("complete", 1)
+    assert list(load_facts(run.path / "facts" / "n1.json")[0].probes) == ["xid"]
+
+
+def test_an_unreachable_node_whose_file_cannot_be_written_stays_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never `reached` for the disk's sake: its reason first, the file's after."""
+    import errno
+
+    from bringup import rundir as rundir_module
+    from bringup.fleet.transport import Unreachable
+
+    def full(folder: int, name: str, text: str, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def refused(
+        request: dict[str, Any], deadline: float, stop: threading.Event, on_stage: fleet.Stage
+    ) -> Iterator[dict[str, Any]]:
+        raise Unreachable("connection refused")
+        yield {}
+
+    monkeypatch.setattr(rundir_module, "write_atomic_at", full)
+    plan = plan_node(Host("n0", "127.0.0.1"), refused, load_suite("quick"), load_profile("b300"))
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    (outcome,) = fleet.run([plan], run, forks=1)
+    assert outcome.state == "unreachable"
+    (reachable,) = [f for f in outcome.findings if f.check == "node.reachable"]
+    assert reachable.status == "UNREACHABLE"
+    assert reachable.message == (
+        "connection refused; its facts file could not be written (No space left on device)"
+    )
