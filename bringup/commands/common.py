@@ -35,7 +35,7 @@ from bringup.commands import complete
 # check's lean path uses them: commands/healthcheck.py); re-exported for every command.
 from bringup.commands.invocation import INVOCATION as _INVOCATION
 from bringup.commands.invocation import Invocation as _Invocation
-from bringup.commands.invocation import Refused, named_profile, named_suite, new_run
+from bringup.commands.invocation import Refused, named_profile, named_suite, new_run, no_space_line
 from bringup.commands.invocation import one_line as one_line
 from bringup.commands.invocation import origin_json as origin_json
 from bringup.commands.invocation import print_envelope as print_envelope
@@ -134,6 +134,14 @@ class Cli(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":
                 raise  # `bringup profiles` alone: the help, as asked
             fail(exc.format_message())
+        except OSError as exc:
+            # A full disk anywhere a command writes (the run directory's facts, findings or
+            # manifest; a report's files): one line, exit 2, not a traceback. What was
+            # written before stays (docs/fleet.md, "A full disk").
+            line = no_space_line(exc, _INVOCATION.get())
+            if line is None:
+                raise
+            fail(line)
         finally:
             _INVOCATION.reset(token)
 

@@ -12,6 +12,7 @@ envelope.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import signal
 import sys
@@ -57,6 +58,31 @@ def remember_run(run: RunDir) -> RunDir:
     if now is not None:
         now.run = run
     return run
+
+
+# What a file system with no room left says to a write: the disk full, or a quota spent.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def no_space_line(exc: OSError, now: Invocation | None) -> str | None:
+    """The line a command ends with when what it writes finds no room left (`exc`); None
+    for any other error. The run directory, where the command made one: what it holds
+    so far is kept (every record is on disk as it arrives), and a check resumed with
+    room again measures only what is missing."""
+    if exc.errno not in NO_SPACE:
+        return None
+    why = exc.strerror or str(exc)
+    run = now.run if now is not None else None
+    if run is None:
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"no space left to write{where} ({why}): free space on its file system, run again"
+    line = (
+        f"no space left to write the run directory {run.path} ({why}): free space on its "
+        f"file system (`df -h {run.path}`); what it holds so far is kept"
+    )
+    if now is not None and now.command == "check" and run.manifest.inventory is not None:
+        line += f", and `bringup check --resume {run.path}` measures only what is missing"
+    return line
 
 
 @contextlib.contextmanager

@@ -387,6 +387,15 @@ def run(
                 if not future.cancelled():
                     outcome = future.result()
                     outcomes[outcome.node] = outcome
+        except BaseException:
+            # A node's thread raised: the run directory could not take its findings (a
+            # full disk). The run cannot record its verdict, so it ends; the other nodes
+            # are stopped as by Ctrl-C, not waited for to their end (a burn-in: hours),
+            # what they sent kept on disk. The command says why in one line (exit 2).
+            stop.set()
+            for future in pending:
+                future.cancel()
+            raise
     for index, plan in enumerate(plans):
         if plan.node not in outcomes:  # never started: Ctrl-C came first
             outcomes[plan.node] = _finish(plan, index, rundir, "interrupted", None, 0.0, shared)

@@ -248,3 +248,35 @@ def test_a_run_directory_cannot_be_a_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="exists and is not a directory"):
         RunDir.create(tmp_path / "f", "check", None, None)
     assert (tmp_path / "f").read_text() == "mine\n"
+
+
+# --- a full disk ------------------------------------------------------------------------------
+
+
+def test_the_line_of_a_full_disk_names_what_could_not_be_written(tmp_path: Path) -> None:
+    """No room left (the disk, a quota): the run directory when the command made one, with
+    `--resume` for a check of an inventory's nodes; else the file. Any other OSError is
+    not this line's (None: raised as it is)."""
+    import errno
+
+    from bringup.commands.invocation import Invocation, no_space_line
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    quota = OSError(errno.EDQUOT, "Disk quota exceeded", "/srv/out/report.html")
+    assert no_space_line(OSError(errno.EACCES, "Permission denied"), None) is None
+    assert no_space_line(quota, None) == (
+        "no space left to write /srv/out/report.html (Disk quota exceeded): free space on its "
+        "file system, run again"
+    )
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    said = no_space_line(full, Invocation(json=False, command="check", run=run))
+    assert said == (
+        f"no space left to write the run directory {run.path} (No space left on device): free "
+        f"space on its file system (`df -h {run.path}`); what it holds so far is kept"
+    )
+    run.manifest.inventory = "hosts.ini"  # a check of an inventory's nodes resumes
+    resumed = no_space_line(full, Invocation(json=False, command="check", run=run))
+    assert (
+        resumed == f"{said}, and `bringup check --resume {run.path}` measures only what is missing"
+    )
+    assert no_space_line(full, Invocation(json=False, command="burnin", run=run)) == said

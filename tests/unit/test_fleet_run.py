@@ -359,3 +359,54 @@ def test_an_unreachable_node_whose_file_cannot_be_written_stays_unreachable(
     assert reachable.message == (
         "connection refused; its facts file could not be written (No space left on device)"
     )
+
+
+def test_a_node_whose_findings_cannot_be_written_stops_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """findings.jsonl cannot take a node's findings (the disk full): the run cannot record
+    its verdict, so it ends (the command says so in one line, exit 2: commands/common.py).
+    It waited for every other node to end first (a burn-in: hours) and lost their outcomes
+    anyway; now the others are stopped at once, as by Ctrl-C, what they sent kept on disk."""
+    import errno
+
+    from bringup.fleet.transport import Interrupted
+
+    real = RunDir.add_findings
+
+    def full(self: RunDir, findings: list[Any], data: bytes | None = None) -> None:
+        if any(f.node == "n1" for f in findings):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, findings, data)
+
+    def slow(
+        request: dict[str, Any], deadline: float, stop: threading.Event, on_stage: fleet.Stage
+    ) -> Iterator[dict[str, Any]]:
+        on_stage("running")
+        yield {"probe": "xid", "ok": False, "error": "not here", "params": {}}
+        if stop.wait(60):  # the next probe, a minute long: stopped first
+            raise Interrupted("stopped")
+
+    record = {"probe": "xid", "ok": False, "error": "not here", "params": {}}
+    suite, profile = load_suite("quick"), load_profile("b300")
+    plans = [
+        plan_node(
+            Host(f"n{i}", "127.0.0.1"),
+            answering([record]) if i == 1 else slow,
+            suite,
+            profile,
+            remote=False,
+        )
+        for i in range(3)
+    ]
+    for plan in plans:
+        plan.request = {"probes": [s for s in plan.request["probes"] if s["name"] == "xid"]}
+    monkeypatch.setattr(RunDir, "add_findings", full)
+    run = RunDir.create(tmp_path / "run", "check", "b300", "quick")
+    started = time.monotonic()
+    with pytest.raises(OSError, match="No space left on device"):
+        fleet.run(plans, run, forks=3)
+    assert time.monotonic() - started < 30
+    # What the others sent is on disk: their records, in their files or the run's journal.
+    nodes = {facts.node: list(facts.probes) for facts in load_facts(run.path)}
+    assert nodes["n0"] == ["xid"] and nodes["n2"] == ["xid"]
