@@ -36,14 +36,18 @@ def victim(folder: Path, name: str = "victim") -> Path:
 # --- the one writer -----------------------------------------------------------------------
 
 
-def _synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of what os.fsync syncs from now on, in order (the real sync runs too)."""
+def _synced(monkeypatch: pytest.MonkeyPatch, below: Path) -> list[str]:
+    """The names of what os.fsync syncs from now on below `below` (the test's folder: a
+    journal writer an earlier test left running syncs its own), in order (the real sync
+    runs too)."""
     names: list[str] = []
     real = os.fsync
 
     def sync(fd: int) -> None:
         real(fd)
-        names.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if f"{path}/".startswith(f"{below}/"):
+            names.append(os.path.basename(path))
 
     monkeypatch.setattr(os, "fsync", sync)
     return names
@@ -52,7 +56,7 @@ def _synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_files_written_with_a_barrier_are_synced_by_it_and_renamed_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced = _synced(monkeypatch)
+    synced = _synced(monkeypatch, tmp_path)
     seen: list[list[str]] = []
 
     def barrier() -> None:  # what the folder holds then: the temporaries, no final name
@@ -72,7 +76,7 @@ def test_files_written_with_a_barrier_are_synced_by_it_and_renamed_after(
 def test_a_failed_barrier_leaves_each_file_to_its_own_sync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced = _synced(monkeypatch)
+    synced = _synced(monkeypatch, tmp_path)
 
     def failed() -> None:
         raise OSError(5, "Input/output error")

@@ -42,24 +42,32 @@ def _path(fd: int) -> str:
 
 
 @pytest.fixture
-def disk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What reaches the disk, in order: "syncfs", "sync <path>", "write <what>"."""
+def disk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """What reaches the disk below this test's folder, in order: "syncfs", "sync <path>",
+    "write <what>". Only this test's: the calls are patched for the whole process, and a
+    run an earlier test left unflushed has a journal writer of its own that writes its
+    last batch up to BATCH_INTERVAL_S later, into this test's log (a flake: its
+    "write n1/gpu" read as this run's)."""
     events: list[str] = []
+    mine = f"{tmp_path}/"
 
     def logged(real: Callable[[int], None]) -> Callable[[int], None]:
         def sync(fd: int) -> None:
             real(fd)
-            events.append(f"sync {_path(fd)}")
+            if f"{_path(fd)}/".startswith(mine):
+                events.append(f"sync {_path(fd)}")
 
         return sync
 
     def file_system(fd: int) -> None:
         files_module.sync_file_system(fd)
-        events.append("syncfs")
+        if f"{_path(fd)}/".startswith(mine):
+            events.append("syncfs")
 
     def write(fd: int, data: bytes) -> None:
         files_module.write_all(fd, data)
-        if _path(fd).endswith(".jsonl") and "journal." in _path(fd):
+        path = _path(fd)
+        if path.startswith(mine) and path.endswith(".jsonl") and "journal." in path:
             lines = [json.loads(x) for x in data.splitlines()]
             said = [x.get("settled") or f"{x['node']}/{x['record']['probe']}" for x in lines]
             events.append(f"write {' '.join(said)}")
