@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from bringup import jsondata
 from bringup.checks.auto import (
     NO_PROFILE,
     WITHOUT_PROFILE,
@@ -334,6 +338,36 @@ def detect(text: str) -> Kind:
     raise InspectError(f"not a known tool output; known kinds: {', '.join(KIND_NAMES)} (--kind)")
 
 
+def finite(facts: Any) -> Any:
+    """The parsed facts as a record of them holds them: a figure the text gave as "inf" or
+    "nan" (Python's float() reads both, and an `inf` bus bandwidth passed every floor) is
+    null there, JSON's only form for it, as a live node's is (fleet/transport.py); a field
+    that must hold a number then holds none: ParseError naming it."""
+    if not any(_not_finite(value) for value in _numbers(msgspec.to_builtins(facts))):
+        return facts
+    as_json = msgspec.json.encode(facts)  # a number that is not finite written null
+    try:
+        return msgspec.json.decode(as_json, type=type(facts), strict=True)
+    except msgspec.ValidationError as exc:
+        raise ParseError(f"a figure that is not a finite number, {jsondata.reason(exc)}") from None
+
+
+def _numbers(data: Any) -> Iterator[Any]:
+    """Every leaf of JSON data."""
+    if isinstance(data, dict):
+        for value in data.values():
+            yield from _numbers(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _numbers(value)
+    else:
+        yield data
+
+
+def _not_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None) -> Inspection:
     """Parse text as `kind_name` (or the detected kind) and judge it against the profile,
     or with profile.AUTO against the profile of the GPU model it names (checks/auto.py)."""
@@ -341,7 +375,7 @@ def inspect_text(text: str, profile: Profile | str, kind_name: str | None = None
     if kind is None:
         raise InspectError(f"unknown kind {kind_name!r}; known: {', '.join(KIND_NAMES)}")
     try:
-        facts, error = kind.parse(text), None
+        facts, error = finite(kind.parse(text)), None
     except ParseError as exc:
         facts, error = None, f"could not parse as {kind.description}: {exc}"
     except (ValueError, LookupError, TypeError, AttributeError, RecursionError) as exc:

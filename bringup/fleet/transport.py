@@ -11,11 +11,14 @@ the node side prints it, and each progress line of a long probe between them
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+import msgspec
 
 
 class TransportError(Exception):
@@ -58,14 +61,35 @@ class Gathered(Protocol):
 
 
 def decode_line(line: bytes) -> dict[str, Any]:
-    """One probe record from one line the node side printed; TransportError if it is not."""
+    """One probe record from one line the node side printed; TransportError if it is not.
+
+    A number JSON has no form for (`NaN`, `Infinity`, `-Infinity`: Python's json.dumps on
+    the node writes them for a float that is not finite; `1e999`, past any float) is taken
+    as null, as the run's files write it. The node is judged on what its facts file holds,
+    and a NaN figure is one not given, never one that passes: it compares false with every
+    floor, and a node that said its sequential read was NaN was judged PASS (docs/security.md,
+    "A hostile node")."""
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
-        raise TransportError(f"node sent a line that is not JSON: {line[:120]!r}") from None
+        record = msgspec.json.decode(line)  # strict JSON: every line of a healthy node
+    except msgspec.DecodeError:
+        record = _with_nulls(line)  # a number JSON has no form for, or no JSON at all
     if not isinstance(record, dict) or "probe" not in record:
         raise TransportError(f"node sent an unexpected record: {line[:120]!r}")
     return record
+
+
+def _with_nulls(line: bytes) -> Any:
+    """The line read as Python's json reads it, each number that is not a finite float
+    taken as null; TransportError when it is no JSON."""
+    try:
+        return json.loads(line, parse_constant=lambda _: None, parse_float=_finite)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TransportError(f"node sent a line that is not JSON: {line[:120]!r}") from None
+
+
+def _finite(text: str) -> float | None:
+    number = float(text)
+    return number if math.isfinite(number) else None
 
 
 def is_progress(record: dict[str, Any]) -> bool:
