@@ -299,6 +299,7 @@ def test_ctrl_c_ends_every_step_and_releases_the_job(
     finally:
         if cli.poll() is None:
             cli.kill()
+    assert stdout.strip(), stderr[-3000:]
     doc = json.loads(stdout)
     assert {n: v["state"] for n, v in nodes_of(doc).items()} == {
         "node01": "interrupted",
