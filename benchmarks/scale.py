@@ -258,7 +258,7 @@ def measure(
     from bringup.commands import common
     from bringup.commands.check import _durations, judge_fleet
     from bringup.commands.common import finish_run, show_run
-    from bringup.commands.report import judge_whole
+    from bringup.commands.report import WholeRunDigest, judge_whole
     from bringup.fleet.plan import plan_node
     from bringup.fleet.run import run
     from bringup.fleet.tally import Tally
@@ -277,6 +277,7 @@ def measure(
     rundir.manifest.suite_source = str(suite_file)  # as `check` records it: the report reads it
     rundir.save_manifest()
     tally = Tally()  # as `check` holds its findings: tallied, each on disk (fleet/tally.py)
+    taken = WholeRunDigest.of_run(rundir.manifest)  # as `check` takes each node for its end
     with cpu(figures, "run_s"):
         outcomes = run(
             plans,
@@ -285,12 +286,13 @@ def measure(
             console=Console(file=io.StringIO()),
             compare=True,
             tally=tally,
+            digest=taken.take,
         )
     with cpu(figures, "fleet_checks_s"):
         # The end of `check` as it runs: the fleet checks, the whole run judged, the run
         # closed with its verdict's exit code; then the console's findings and verdict.
         tally.add(judge_fleet(rundir, tally.noted, None, None, outcomes))
-        tally.add(judge_whole(rundir, tally))
+        tally.add(judge_whole(rundir, tally, taken))
         finish_run(rundir, tally)
     with cpu(figures, "console_s"), open(os.devnull, "w") as devnull:
         console, common.out = common.out, Console(file=devnull)
@@ -301,7 +303,7 @@ def measure(
     figures.findings = tally.total
     # ru_maxrss is KiB on Linux: the process's peak, imports and all.
     figures.peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    del plans, outcomes, tally, rundir
+    del plans, outcomes, tally, rundir, taken
     if with_report:
         report(out / "run", figures)
     figures.wall_s = time.perf_counter() - started

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from typing import IO
 
     from bringup import profile
+    from bringup.commands.report import WholeRunDigest
     from bringup.facts import NodeFacts
     from bringup.findings import Finding
     from bringup.fleet.run import NodeOutcome
@@ -166,6 +167,7 @@ def check(
         given = ctx.get_parameter_source("suite_name")
         override = suite_name if given and given.name in ("COMMANDLINE", "ENVIRONMENT") else None
         tally, run = _judge_recorded(replay, demo, profile_name, out_dir, override, limit)
+        taken = None  # recorded facts, read from their files: judge_whole reads them again
     else:
         if resume is not None:
             nodes_file, limit, profile_name, suite_name, data_dirs = _resumed(
@@ -187,7 +189,7 @@ def check(
         options = _storage(chosen, dataset_dir, checkpoint_dir, training_user)
         if uplink:
             options["uplink"] = {"endpoint": uplink}
-        tally, run, outcomes = probe_fleet(
+        tally, run, outcomes, taken = probe_fleet(
             "check", chosen, suite_name, profile_name, data_dirs, out_dir, resume, options
         )
     from bringup.commands.report import judge_whole
@@ -195,7 +197,7 @@ def check(
     # What the run's findings come to, not each one (fleet/tally.py): the fleet checks
     # read the problems, the whole run the nodes that have findings and the bad ones.
     tally.add(judge_fleet(run, tally.noted, golden_fields, golden, outcomes))
-    tally.add(judge_whole(run, tally))
+    tally.add(judge_whole(run, tally, taken))
     code = finish_run(run, tally)
     tally.reader = lambda: read_back(run, tally)  # what prints every finding: from the file
     durations = _durations(run) if outcomes else {}
@@ -540,9 +542,12 @@ def probe_fleet(
     out_dir: Path | None,
     resume: Path | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-) -> tuple[Tally, RunDir, list[NodeOutcome]]:
+) -> tuple[Tally, RunDir, list[NodeOutcome], WholeRunDigest | None]:
     """The suite on every node of the target, each result recorded as it arrives, and
-    what their findings come to (fleet/tally.py): each node's tallied as it is judged."""
+    what their findings come to (fleet/tally.py): each node's tallied as it is judged;
+    for a check, what the rules over the whole run read of every node, taken as it was
+    judged (commands/report.py, WholeRunDigest)."""
+    from bringup.commands.report import WholeRunDigest
     from bringup.commands.show import plain
     from bringup.fleet.plan import FleetError, disk_writes, plan_node
     from bringup.fleet.run import run as run_fleet
@@ -587,6 +592,7 @@ def probe_fleet(
         for line in disk_writes(plans):
             err.print(plain(line), soft_wrap=True)
         tally = Tally()
+        taken = WholeRunDigest.of_run(run.manifest) if command == "check" else None
         outcomes = run_fleet(
             plans,
             run,
@@ -595,13 +601,14 @@ def probe_fleet(
             console=progress_console(),
             compare=command == "check",  # its fleet checks: the values taken at judging
             tally=tally,
+            digest=taken.take if taken is not None else None,
         )
         if "ibperf" in suite_chosen.jobs and nodes.remote and len(nodes.hosts) >= 2:
             from bringup.commands.ibperf_job import run_ibperf
 
             # After the probes: each node's rails are what its fabric probe just read.
             tally.add(run_ibperf(nodes, run, prof))
-    return tally, run, outcomes
+    return tally, run, outcomes, taken
 
 
 def _data_dirs(chosen: Target, data_dirs: list[Path] | None) -> list[str]:
@@ -683,7 +690,7 @@ def snapshot(
         in_slurm,
         "snapshot",
     )
-    _, run, outcomes = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
+    _, run, outcomes, _ = probe_fleet("snapshot", chosen, suite_name, None, data_dirs, out_dir)
     run.finish("complete" if run.manifest.status == "running" else run.manifest.status, 0)
     recorded = {f.node: f for f in load_facts(run.path)} if (run.path / "facts").exists() else {}
     # A probe that could not run is said with its reason, and makes the exit code 1: the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from bringup.report.figures import Figures
     from bringup.report.model import Report
     from bringup.report.rundata import RunData
-    from bringup.rundir import RunDir
+    from bringup.rundir import Manifest, RunDir
 
 FORMATS = ("html", "md", "junit", "json")
 DEFAULT_FORMATS = ("html", "md")
@@ -419,15 +420,70 @@ class WholeRunDigest(FactsDigest):
     def __init__(self, peak_flops_per_s: float | None, auto: bool) -> None:
         super().__init__(peak_flops_per_s, auto)
         self.metrics: dict[str, dict[str, float]] = {}
+        # What `take` kept of each node (its records' essentials) and its records' span.
+        self.taken: dict[str, NodeFacts] = {}
+        self.spans: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of_run(cls, manifest: Manifest) -> WholeRunDigest:
+        """The digest judge_whole takes a run's nodes with: its profile's peak (none under
+        --profile auto, where each node's GPU's profile is taken instead)."""
+        from bringup import profile as profile_mod
+
+        named = None
+        if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
+            with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it
+                named = profile_mod.load(manifest.profile)
+        peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
+        return cls(peak, auto=named is None)
+
+    def take(self, node: NodeFacts) -> None:
+        """What a reader of the node's facts file keeps of it, taken from the facts the
+        run judged it on as it ends (fleet.run's `digest`, in every node's thread): its
+        file holds exactly those (a number that is not finite was read as null from the
+        node's line, as the file writes it: fleet/transport.py), so the end of the check
+        reads no facts file again (0.3 ms a node at ten thousand: docs/scale.md)."""
+        from bringup.report.rundata import measured
+
+        # Measured outside the lock (every node's thread ends here); kept under it.
+        metrics, model = self._measure(node)
+        span = measured(node)
+        with self._lock:
+            self.metrics[node.node] = metrics
+            if self.auto:
+                self.models[node.node] = model
+            if span is not None:
+                self.spans[node.node] = span
+            self.taken[node.node] = self._essentials(node)
+
+    def took(
+        self, manifest: Manifest
+    ) -> tuple[dict[str, NodeFacts], dict[str, tuple[str, str]]] | None:
+        """Every node of the manifest as `take` kept it (in file-name order, as a reader
+        lists the files), with its span; None when one of them was not taken (a run that
+        did not end every node through fleet.run) or this digest's profile is not the
+        run's now: then the files are read."""
+        from bringup.rundir import file_name
+
+        if set(self.taken) != set(manifest.nodes) or self.peak != self.of_run(manifest).peak:
+            return None
+        order = sorted(self.taken, key=file_name)
+        return {name: self.taken[name] for name in order}, dict(self.spans)
 
     def __call__(self, node: NodeFacts) -> NodeFacts:
+        self.metrics[node.node], model = self._measure(node)
+        if self.auto:
+            self.models[node.node] = model
+        return self._essentials(node)
+
+    def _measure(self, node: NodeFacts) -> tuple[dict[str, float], profile_mod.Profile | None]:
+        """The node's metrics and, under --profile auto, its GPU's profile."""
         from bringup.checks.auto import judge_node_model
         from bringup.measurements import node_metrics
 
-        self.metrics[node.node] = node_metrics(node, self.peak)
-        if self.auto:
-            self.models[node.node] = judge_node_model(node)[0]
-        return self._essentials(node)
+        model = judge_node_model(node)[0] if self.auto else None
+        return node_metrics(node, self.peak), model
 
     def metrics_of(self, run: RunData) -> list[NodeMeasurements]:
         """The metrics of the run's nodes, in node-name order (Figures.metrics_only)."""
@@ -451,7 +507,11 @@ class WholeRunDigest(FactsDigest):
         self.peak = peak
 
 
-def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[Finding]:
+def judge_whole(
+    run: RunDir,
+    held: list[Finding] | Tally | None = None,
+    taken: WholeRunDigest | None = None,
+) -> list[Finding]:
     """What only the whole run shows (its gaps against the plan, its stragglers), judged
     by the function `report` calls on the same directory afterwards, and recorded: the
     console, the exit code and the report then count the same findings.
@@ -463,8 +523,10 @@ def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[
     file holds as many lines (RunDir.findings_written), not read back (a second copy of
     290,000 findings at 10,000 nodes); else the file is read, as the report reads it.
     `check` gives its Tally (fleet/tally.py): what those rules read of the findings, the
-    nodes that have any and the bad ones, without every finding."""
-    from bringup import profile as profile_mod
+    nodes that have any and the bad ones, without every finding; and `taken`, the digest
+    its run gave every node's facts as it judged it (WholeRunDigest.take): then no facts
+    file is read again, where every node of the manifest was taken with the run's
+    profile."""
     from bringup.checks.whole_run import judge_whole_run
     from bringup.report.rundata import RunDataError, load, planned_probes
 
@@ -473,12 +535,10 @@ def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[
     # findings' own (not yet written).
     status = "complete" if run.manifest.status == "running" else run.manifest.status
     manifest = replace(run.manifest, status=status, exit_code=None)
-    named = None
-    if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
-        with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it
-            named = profile_mod.load(manifest.profile)
-    peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
-    digest = WholeRunDigest(peak, auto=named is None)
+    digest = WholeRunDigest.of_run(manifest)
+    given = taken.took(manifest) if taken is not None else None
+    if given is not None and taken is not None:
+        digest = taken
     if held is not None:
         # What this run wrote, counted as it wrote it (a 65 MB file is not read to count
         # its lines at ten thousand nodes); a reopened run's file counted from the file.
@@ -488,7 +548,7 @@ def judge_whole(run: RunDir, held: list[Finding] | Tally | None = None) -> list[
         if written != len(held):
             held = None  # not what the file holds: read it
     try:
-        data = load(run.path, digest, held)
+        data = load(run.path, digest, held, given=given)
     except RunDataError:
         return []  # nothing written at all: nothing for a report to read either
     data.manifest = manifest

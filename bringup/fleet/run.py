@@ -36,7 +36,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -161,8 +161,14 @@ class Shared:
     node). Nothing in it is changed once in: the checks read fields, they never write
     them, and an expectation is frozen."""
 
-    def __init__(self, compare: bool = False, tally: Tally | None = None) -> None:
+    def __init__(
+        self,
+        compare: bool = False,
+        tally: Tally | None = None,
+        digest: Callable[[NodeFacts], None] | None = None,
+    ) -> None:
         self.compare = compare  # take each judged node's fleet values (fleet_values)
+        self.digest = digest  # given each judged node's facts (run's `digest`)
         # Each node's findings tallied, in findings.jsonl's order, and not held (run's
         # `tally`); the lock keeps the file's order and the tally's one.
         self.tally = tally
@@ -336,6 +342,7 @@ def run(
     caps: NodeCaps | None = None,
     compare: bool = False,
     tally: Tally | None = None,
+    digest: Callable[[NodeFacts], None] | None = None,
 ) -> list[NodeOutcome]:
     """Run every plan, `forks` nodes at a time; outcomes in plan order. Ctrl-C stops all.
 
@@ -343,14 +350,17 @@ def run(
     `compare`: each judged node's outcome carries what the fleet checks compare of it
     (`check`'s judge_fleet), its facts being let go of once it is judged. `tally`: each
     node's findings are tallied there as they are written (fleet/tally.py), and its
-    outcome holds none: a run of ten thousand nodes never holds every finding.
+    outcome holds none: a run of ten thousand nodes never holds every finding. `digest`:
+    given each judged node's facts, as it was judged on them (its records decoded once
+    for both): what the end of `check` takes of every node for the rules over the whole
+    run (commands/report.py, WholeRunDigest.take), rather than read every file again.
     """
     rundir.add_nodes([p.node for p in plans])
     for plan in plans:  # a transport that starts nodes together learns every request first
         if isinstance(plan.runner, Gathered) and not plan.skip:
             plan.runner.announce(plan.request, plan.deadline_s, max(1, forks))
     stop = threading.Event()
-    shared = Shared(compare, tally)
+    shared = Shared(compare, tally, digest)
     if console is None:
         from rich.console import Console
 
@@ -506,6 +516,8 @@ def _finish(
             overrides = judged_overrides(plan, facts)
             if shared.compare:
                 outcome.fields, outcome.marks = fleet_values(facts, shared)
+            if shared.digest is not None:
+                shared.digest(facts)
         # Texts held once where the findings are held to the end: every one, or with a
         # tally only those at WARN or worse (the rest are on disk, counted).
         held = (f for f in found if shared.tally is None or f.status.rank >= _WARN)

@@ -120,6 +120,7 @@ def load(
     keep: Keep | None = None,
     findings: list[Finding] | Tallied | None = None,
     skip: Callable[[Finding], bool] | None = None,
+    given: tuple[dict[str, NodeFacts], dict[str, tuple[str, str]]] | None = None,
 ) -> RunData:
     """Read a run directory (or a bundle); RunDataError when it holds neither manifest,
     facts nor findings.
@@ -129,7 +130,10 @@ def load(
     findings.jsonl as the run writing it holds them, or tallies them (the end of a
     check): not read back.
     `skip`: findings.jsonl's findings left out as they are read (what the report judges
-    again itself: never spooled to be dropped after)."""
+    again itself: never spooled to be dropped after). `given`: every node's facts as
+    `keep` kept them, and their spans, taken as the run that writes the directory judged
+    each node (the end of a check: commands/report.py, WholeRunDigest.take): no facts
+    file is read."""
     if not path.is_dir():
         raise RunDataError(f"{path}: not a directory")
     if baseline_mod.is_bundle(path):
@@ -147,7 +151,10 @@ def load(
     if run.manifest is not None:
         with contextlib.suppress(OSError):  # read a moment ago; else its hash is not shown
             run.manifest_sha256 = manifest_sha256(path)
-    run.facts, run.facts_problems, run.measured = _facts(path, keep)
+    if given is None:
+        run.facts, run.facts_problems, run.measured = _facts(path, keep)
+    else:
+        run.facts, run.measured = given
     if findings is None:
         known = {*run.facts, *run.facts_problems, *(run.manifest.nodes if run.manifest else [])}
         run.findings, run.findings_problem, run.unreadable_lines = _findings(path, len(known), skip)

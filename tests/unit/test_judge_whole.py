@@ -105,3 +105,125 @@ def test_findings_held_that_are_not_the_files_are_not_taken_for_them(tmp_path: P
     run, held = demo_fleet_of(tmp_path, 12)
     found = judge_whole(run, [f for f in held if f.node != "node0003"])
     assert found and not [f for f in found if f.node == "node0003"]
+
+
+# --- the end of a check: every node taken as it was judged, no facts file read again -------
+
+
+def taken_run(tmp_path: Path, profile_name: str) -> tuple[RunDir, object, object]:
+    """A check of twelve nodes through fleet.run, each answering with one demo node's
+    records in turn as its node side prints them (its lines read by the transport's
+    decode_line): one with its sequential read slowed (a straggler), one whose nvme
+    figure is NaN (read as null), one that never answers nvme, one unreachable."""
+    import json
+    import threading
+    from collections.abc import Iterator
+    from typing import Any
+
+    from bringup.commands.report import WholeRunDigest
+    from bringup.facts import record_json
+    from bringup.fleet import run as fleet
+    from bringup.fleet.inventory import Host
+    from bringup.fleet.plan import plan_node
+    from bringup.fleet.tally import Tally
+    from bringup.fleet.transport import Unreachable, decode_line
+    from bringup.sim.demo import demo_nodes
+    from bringup.suite import load as load_suite
+
+    demo = demo_nodes()
+    suite = load_suite("acceptance")
+    chosen = profile.load(profile_name) if profile_name != "auto" else profile.AUTO
+    run = RunDir.create(tmp_path / "run", "check", profile_name, "acceptance")
+    run.manifest.probes = ["gpu", "topology", "host", "xid", "nvme"]
+    plans = []
+    for i in range(12):
+        lines = []
+        for record in (record_json(r) for r in demo[i % len(demo)].probes.values()):
+            if record["probe"] == "nvme" and i == 4:
+                record["facts"]["paths"][0]["seq_read_bytes_per_s"] /= 4  # a straggler
+            text = json.dumps(record)
+            if record["probe"] == "nvme" and i == 7:
+                text = text.replace(
+                    '"seq_write_bytes_per_s": ', '"seq_write_bytes_per_s": NaN, "x": '
+                )
+            if not (record["probe"] == "nvme" and i == 9):  # node 9 never answers nvme
+                lines.append(text.encode())
+
+        def runner(
+            request: dict[str, Any],
+            deadline: float,
+            stop: threading.Event,
+            on_stage: fleet.Stage,
+            lines: list[bytes] = lines,
+            unreachable: bool = i == 11,
+        ) -> Iterator[dict[str, Any]]:
+            if unreachable:
+                raise Unreachable("connection refused")
+            on_stage("running")
+            asked = {s["name"] for s in request["probes"]}
+            for line in lines:
+                record = decode_line(line)
+                if record["probe"] in asked:
+                    yield record
+
+        plan = plan_node(Host(f"node{i:02d}", "127.0.0.1"), runner, suite, chosen)
+        plan.request = {
+            "probes": [s for s in plan.request["probes"] if s["name"] in run.manifest.probes]
+        }
+        plans.append(plan)
+    tally = Tally()
+    taken = WholeRunDigest.of_run(run.manifest)
+    fleet.run(plans, run, forks=4, compare=True, tally=tally, digest=taken.take)
+    return run, tally, taken
+
+
+@pytest.mark.parametrize("profile_name", ["b300", "auto"])
+def test_what_the_check_took_of_each_node_is_what_its_files_give(
+    tmp_path: Path, profile_name: str
+) -> None:
+    """Taken as each node was judged, against the facts files read as the report reads
+    them: the same nodes in the same order, the same records kept, the same spans, the
+    same metrics (and GPU profiles under auto)."""
+    from bringup.commands.report import WholeRunDigest
+
+    run, _, taken = taken_run(tmp_path, profile_name)
+    given = taken.took(run.manifest)  # type: ignore[attr-defined]
+    assert given is not None
+    read = WholeRunDigest.of_run(run.manifest)
+    data = rundata.load(run.path, read)
+    assert list(given[0]) == list(data.facts) == [f"node{i:02d}" for i in range(12)]
+    assert given[0] == data.facts and given[1] == data.measured
+    assert taken.metrics == read.metrics and taken.models == read.models  # type: ignore[attr-defined]
+    assert taken.metrics["node04"] != taken.metrics["node10"]  # type: ignore[attr-defined]
+    assert set(taken.metrics["node10"]) - set(taken.metrics["node07"]) == {"nvme.seq_write"}  # type: ignore[attr-defined]
+
+
+def test_the_end_of_a_check_reads_no_facts_file_and_judges_as_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bringup.commands.report import WholeRunDigest
+
+    run, tally, taken = taken_run(tmp_path, "b300")
+    read_again = []
+    real = rundata.iter_facts
+
+    def counted(path: Path):  # type: ignore[no-untyped-def]
+        read_again.append(path)
+        return real(path)
+
+    monkeypatch.setattr(rundata, "iter_facts", counted)
+    found = judge_whole(run, tally, taken)  # type: ignore[arg-type]
+    assert read_again == []
+    # The straggler (a quarter of the fleet's read) and the node that never answered nvme.
+    assert sorted((f.node, f.check) for f in found) == [
+        ("node04", "fleet.nvme.seq_read"),
+        ("node09", "report.missing"),
+    ]
+    # The same end judged from the files, as `report` judges it afterwards.
+    monkeypatch.setattr(rundata, "iter_facts", real)
+    again = judge_whole(run)
+    assert said(again) == said(found)
+    # A node not taken (a run that did not end every node through fleet.run): the files.
+    partial = WholeRunDigest.of_run(run.manifest)
+    partial.take(run.facts_of("node00"))
+    assert partial.took(run.manifest) is None
