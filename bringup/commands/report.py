@@ -443,7 +443,8 @@ class WholeRunDigest(FactsDigest):
         run judged it on as it ends (fleet.run's `digest`, in every node's thread): its
         file holds exactly those (a number that is not finite was read as null from the
         node's line, as the file writes it: fleet/transport.py), so the end of the check
-        reads no facts file again (0.3 ms a node at ten thousand: docs/scale.md)."""
+        reads no facts file again (its end 0.5 ms a node less at ten thousand, the nodes'
+        threads 0.4 ms more for this: docs/scale.md)."""
         from bringup.report.rundata import measured
 
         # Measured outside the lock (every node's thread ends here); kept under it.
