@@ -427,16 +427,8 @@ class WholeRunDigest(FactsDigest):
 
     @classmethod
     def of_run(cls, manifest: Manifest) -> WholeRunDigest:
-        """The digest judge_whole takes a run's nodes with: its profile's peak (none under
-        --profile auto, where each node's GPU's profile is taken instead)."""
-        from bringup import profile as profile_mod
-
-        named = None
-        if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
-            with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it
-                named = profile_mod.load(manifest.profile)
-        peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
-        return cls(peak, auto=named is None)
+        """The digest judge_whole takes a run's nodes with."""
+        return cls(*_judged_by(manifest))
 
     def take(self, node: NodeFacts) -> None:
         """What a reader of the node's facts file keeps of it, taken from the facts the
@@ -467,7 +459,7 @@ class WholeRunDigest(FactsDigest):
         run's now: then the files are read."""
         from bringup.rundir import file_name
 
-        if set(self.taken) != set(manifest.nodes) or self.peak != self.of_run(manifest).peak:
+        if set(self.taken) != set(manifest.nodes) or (self.peak, self.auto) != _judged_by(manifest):
             return None
         order = sorted(self.taken, key=file_name)
         return {name: self.taken[name] for name in order}, dict(self.spans)
@@ -508,6 +500,19 @@ class WholeRunDigest(FactsDigest):
         self.peak = peak
 
 
+def _judged_by(manifest: Manifest) -> tuple[float | None, bool]:
+    """The run's profile's peak FLOP/s and whether it is --profile auto (no peak then:
+    each node's GPU's profile is taken instead)."""
+    from bringup import profile as profile_mod
+
+    named = None
+    if manifest.profile is not None and manifest.profile != profile_mod.AUTO:
+        with contextlib.suppress(profile_mod.ProfileError):  # resolve_profile notes it
+            named = profile_mod.load(manifest.profile)
+    peak = named.gpu.bf16_dense_tflops * 1e12 if named is not None else None
+    return peak, named is None
+
+
 def judge_whole(
     run: RunDir,
     held: list[Finding] | Tally | None = None,
@@ -536,10 +541,8 @@ def judge_whole(
     # findings' own (not yet written).
     status = "complete" if run.manifest.status == "running" else run.manifest.status
     manifest = replace(run.manifest, status=status, exit_code=None)
-    digest = WholeRunDigest.of_run(manifest)
     given = taken.took(manifest) if taken is not None else None
-    if given is not None and taken is not None:
-        digest = taken
+    digest = taken if taken is not None and given is not None else WholeRunDigest.of_run(manifest)
     if held is not None:
         # What this run wrote, counted as it wrote it (a 65 MB file is not read to count
         # its lines at ten thousand nodes); a reopened run's file counted from the file.

@@ -228,9 +228,10 @@ def fleet_values(
 
 
 def outcome_findings(
-    plan: NodePlan, facts: NodeFacts, state: State, reason: str | None
+    plan: NodePlan, facts: NodeFacts, state: State, reason: str | None, unfiled: bool = False
 ) -> list[Finding]:
-    """The node's findings: its checks' verdicts plus what happened to the node itself."""
+    """The node's findings: its checks' verdicts plus what happened to the node itself
+    (`unfiled`: its facts file could not be written)."""
     node = plan.node
     profile, findings = _judged(plan, facts)
     if state == "unreachable":
@@ -260,7 +261,7 @@ def outcome_findings(
                 check="node.run",
                 status=Status.ERROR,
                 message=f"{what}{kept}",
-                action=_resume_action(state, reason),
+                action=_resume_action(state, unfiled),
             )
         )
         for probe in missing:
@@ -270,12 +271,13 @@ def outcome_findings(
     return [*extra, *findings]
 
 
-def _resume_action(state: str, reason: str | None = None) -> str:
-    """What to do about a node whose run stopped early: what finished is kept."""
+def _resume_action(state: str, unfiled: bool = False) -> str:
+    """What to do about a node whose run stopped early: what finished is kept. Told by
+    `unfiled`, not by the reason's text, which may hold what the node printed."""
     resume = "`bringup check --resume RUN_DIR` measures what is missing"
     if state == "interrupted":
         return f"rerun: {resume}"
-    if reason is not None and FACTS_UNWRITTEN in reason:
+    if unfiled:
         return (
             "free space on the run directory's file system (`df -h RUN_DIR`): the run's end "
             f"writes the file again; if it could not, {resume}"
@@ -512,7 +514,7 @@ def _finish(
         # Its checks, its profile (--profile auto: judged, then its overrides) and its
         # fleet values read the same records: each validated once.
         with decoded_once():
-            found = outcome_findings(plan, facts, state, reason)
+            found = outcome_findings(plan, facts, state, reason, unfiled=not filed)
             overrides = judged_overrides(plan, facts)
             if shared.compare:
                 outcome.fields, outcome.marks = fleet_values(facts, shared)

@@ -15,8 +15,9 @@ import pytest
 from bringup import profile
 from bringup.checks.catalog import judge_node
 from bringup.checks.whole_run import is_whole_run
-from bringup.commands.report import judge_whole, make_report
+from bringup.commands.report import WholeRunDigest, judge_whole, make_report
 from bringup.findings import Finding, read_finding
+from bringup.fleet.tally import Tally
 from bringup.report import rundata
 from bringup.rundir import RunDir, load_facts
 from tests.support.report_runs import demo_run
@@ -110,7 +111,7 @@ def test_findings_held_that_are_not_the_files_are_not_taken_for_them(tmp_path: P
 # --- the end of a check: every node taken as it was judged, no facts file read again -------
 
 
-def taken_run(tmp_path: Path, profile_name: str) -> tuple[RunDir, object, object]:
+def taken_run(tmp_path: Path, profile_name: str) -> tuple[RunDir, Tally, WholeRunDigest]:
     """A check of twelve nodes through fleet.run, each answering with one demo node's
     records in turn as its node side prints them (its lines read by the transport's
     decode_line): one with its sequential read slowed (a straggler), one whose nvme
@@ -120,12 +121,10 @@ def taken_run(tmp_path: Path, profile_name: str) -> tuple[RunDir, object, object
     from collections.abc import Iterator
     from typing import Any
 
-    from bringup.commands.report import WholeRunDigest
     from bringup.facts import record_json
     from bringup.fleet import run as fleet
     from bringup.fleet.inventory import Host
     from bringup.fleet.plan import plan_node
-    from bringup.fleet.tally import Tally
     from bringup.fleet.transport import Unreachable, decode_line
     from bringup.sim.demo import demo_nodes
     from bringup.suite import load as load_suite
@@ -184,25 +183,21 @@ def test_what_the_check_took_of_each_node_is_what_its_files_give(
     """Taken as each node was judged, against the facts files read as the report reads
     them: the same nodes in the same order, the same records kept, the same spans, the
     same metrics (and GPU profiles under auto)."""
-    from bringup.commands.report import WholeRunDigest
-
     run, _, taken = taken_run(tmp_path, profile_name)
-    given = taken.took(run.manifest)  # type: ignore[attr-defined]
+    given = taken.took(run.manifest)
     assert given is not None
     read = WholeRunDigest.of_run(run.manifest)
     data = rundata.load(run.path, read)
     assert list(given[0]) == list(data.facts) == [f"node{i:02d}" for i in range(12)]
     assert given[0] == data.facts and given[1] == data.measured
-    assert taken.metrics == read.metrics and taken.models == read.models  # type: ignore[attr-defined]
-    assert taken.metrics["node04"] != taken.metrics["node10"]  # type: ignore[attr-defined]
-    assert set(taken.metrics["node10"]) - set(taken.metrics["node07"]) == {"nvme.seq_write"}  # type: ignore[attr-defined]
+    assert taken.metrics == read.metrics and taken.models == read.models
+    assert taken.metrics["node04"] != taken.metrics["node10"]
+    assert set(taken.metrics["node10"]) - set(taken.metrics["node07"]) == {"nvme.seq_write"}
 
 
 def test_the_end_of_a_check_reads_no_facts_file_and_judges_as_the_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bringup.commands.report import WholeRunDigest
-
     run, tally, taken = taken_run(tmp_path, "b300")
     read_again = []
     real = rundata.iter_facts
@@ -212,7 +207,7 @@ def test_the_end_of_a_check_reads_no_facts_file_and_judges_as_the_report(
         return real(path)
 
     monkeypatch.setattr(rundata, "iter_facts", counted)
-    found = judge_whole(run, tally, taken)  # type: ignore[arg-type]
+    found = judge_whole(run, tally, taken)
     assert read_again == []
     # The straggler (a quarter of the fleet's read) and the node that never answered nvme.
     assert sorted((f.node, f.check) for f in found) == [
