@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import dataclasses
 import json
+import math
 import os
 import select
 import signal
@@ -336,7 +337,7 @@ def serve(request: dict[str, Any], out_fd: int) -> None:
     size = piece_bytes if isinstance(piece_bytes, int) and piece_bytes > 1 else None
 
     def show(line: dict[str, Any]) -> None:
-        data = json.dumps(line).encode()
+        data = strict_json(line).encode()
         parts = pieces(data, size) if size else [data]
         out = b"".join(part + b"\n" for part in parts)
         while out:
@@ -351,6 +352,27 @@ def serve(request: dict[str, Any], out_fd: int) -> None:
     finally:
         if deadline_s is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def strict_json(value: Any) -> str:
+    """`value` as JSON every reader takes: a float that is not finite (a rate over no
+    time, a probe's NaN) written null, not Python's `NaN` or `Infinity`, which strict
+    readers (msgspec, jq, a browser) refuse. Null is what the controller reads such a
+    number as and what the run's files keep (docs/security.md, "A hostile node")."""
+    try:
+        return json.dumps(value, allow_nan=False)  # every healthy line: no second pass
+    except ValueError:
+        return json.dumps(_finite_or_null(value))
+
+
+def _finite_or_null(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(item) for item in value]
+    return value
 
 
 def _stop_at(deadline_s: float) -> None:

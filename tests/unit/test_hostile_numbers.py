@@ -128,3 +128,43 @@ def test_an_inspected_figure_that_is_no_finite_number_is_an_error(number: str) -
     )
     (recorded,) = inspect_text(text, load_profile("b300")).findings  # as fio wrote it: judged
     assert recorded.status != Status.ERROR and "1.33 GB/s" in recorded.message, recorded
+
+
+# --- what the node side itself prints --------------------------------------------------------
+
+
+def test_the_node_side_prints_strict_json_with_a_figure_that_is_not_finite_as_null(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A probe that measured NaN (a rate over a zero time) or an infinity: Python's json
+    writes `NaN` and `Infinity`, which no strict JSON reader takes (msgspec, jq, a
+    browser). The node side prints null, as the controller reads it and the run's files
+    keep it; its progress lines too."""
+    import os
+
+    import msgspec
+
+    from bringup.node import protocol
+
+    nan, inf = float("nan"), float("inf")
+
+    def run_all(request: dict[str, Any], on_progress: Any = None) -> Iterator[dict[str, Any]]:
+        assert on_progress is not None
+        on_progress({"probe": "nvme", "progress": {"done": 0.5, "rate": inf}})
+        yield {"probe": "nvme", "ok": True, "facts": {"read": nan, "all": [1.5, -inf], "n": 3}}
+
+    monkeypatch.setattr(protocol, "run_all", run_all)
+    read, write = os.pipe()
+    protocol.serve({"probes": [{"name": "nvme"}]}, write)
+    os.close(write)
+    progress_line, record_line = os.read(read, 1 << 16).splitlines()
+    os.close(read)
+    assert msgspec.json.decode(progress_line) == {
+        "probe": "nvme",
+        "progress": {"done": 0.5, "rate": None},
+    }
+    assert msgspec.json.decode(record_line) == {
+        "probe": "nvme",
+        "ok": True,
+        "facts": {"read": None, "all": [1.5, None], "n": 3},
+    }
