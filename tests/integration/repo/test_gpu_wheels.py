@@ -89,6 +89,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ImagePython, Pa
     work = tmp_path_factory.mktemp("gpu-wheels")
     image = image_python(work / "image", carried_names(carried))
     site = work / "site"
+    (work / "tmp").mkdir()  # the image Python's TMPDIR (_env)
     argv = [image.python, "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
     argv += ["--no-compile", "--target", site, *sorted(carried.glob("*.whl"))]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(300))
@@ -97,8 +98,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ImagePython, Pa
 
 
 def _env(site: Path) -> dict[str, str]:
+    """A clean environment, as the device's: its temporary folder the test's own (torch's
+    inductor, which importing peft sets up, makes its cache folder in it)."""
     home = os.environ.get("HOME", "/")
-    return {"PATH": "/usr/bin:/bin", "HOME": home, "PYTHONPATH": f"{REPO}:{site}"}
+    tmp = str(site.parent / "tmp")
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "PYTHONPATH": f"{REPO}:{site}", "TMPDIR": tmp}
 
 
 def test_the_carried_set_is_pinned_and_fits_beside_the_tree(
@@ -144,8 +148,9 @@ def test_every_module_the_steps_import_loads_the_carried_ones_from_the_carried_f
     image, _, site = installed
     modules = STEP_MODULES + CARRIED_MODULES
     code = (
-        "import importlib, json\n"
+        "import importlib, json, tempfile\n"
         f"found = {{m: importlib.import_module(m).__file__ for m in {modules!r}}}\n"
+        "found['tempfile'] = tempfile.gettempdir()\n"
         "print(json.dumps(found))\n"
     )
     done = subprocess.run(
@@ -160,3 +165,6 @@ def test_every_module_the_steps_import_loads_the_carried_ones_from_the_carried_f
     for module in CARRIED_MODULES:
         assert found[module].startswith(str(site)), (module, found[module])
     assert found["torch"].startswith(str(image.python.parents[1])), found["torch"]
+    # What those imports leave (peft's makes torch's inductor cache folder) stays in the
+    # test's own folder: never /tmp/torchinductor_<user>, a fixed path in a shared /tmp.
+    assert found["tempfile"].startswith(str(site.parent)), found["tempfile"]
