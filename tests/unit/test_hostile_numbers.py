@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from bringup.facts import record_json
@@ -27,6 +29,7 @@ from bringup.fleet import run as fleet
 from bringup.fleet.inventory import Host
 from bringup.fleet.plan import plan_node
 from bringup.fleet.transport import TransportError, decode_line
+from bringup.node import protocol
 from bringup.profile import load as load_profile
 from bringup.rundir import RunDir, load_facts
 from bringup.sim.demo import demo_nodes
@@ -140,12 +143,6 @@ def test_the_node_side_prints_strict_json_with_a_figure_that_is_not_finite_as_nu
     writes `NaN` and `Infinity`, which no strict JSON reader takes (msgspec, jq, a
     browser). The node side prints null, as the controller reads it and the run's files
     keep it; its progress lines too."""
-    import os
-
-    import msgspec
-
-    from bringup.node import protocol
-
     nan, inf = float("nan"), float("inf")
 
     def run_all(request: dict[str, Any], on_progress: Any = None) -> Iterator[dict[str, Any]]:
